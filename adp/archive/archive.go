@@ -1,0 +1,335 @@
+// Package archive builds ADP archives (§19) and verifies them offline with
+// nothing but the kernel: the five verification steps of §19, including a
+// full replay of the room with the type definitions in force at each seq.
+package archive
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha3"
+	"encoding/json"
+	"errors"
+	"fmt"
+	
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/adp/types"
+)
+
+// Manifest is the §19 archive manifest. ArchiveRoot equals EventsSHA3
+// (DECISIONS 3: no Merkle tree).
+type Manifest struct {
+	Protocol    string            `json:"protocol"`
+	Type        string            `json:"type"`
+	Host        string            `json:"host"`
+	RoomID      string            `json:"room_id"`
+	URL         string            `json:"url"`
+	GeneratedAt int64             `json:"generated_at"`
+	EventCount  int64             `json:"event_count"`
+	FirstSeq    int64             `json:"first_seq"`
+	LastSeq     int64             `json:"last_seq"`
+	LastHash    string            `json:"last_hash"`
+	EventsSHA3  string            `json:"events_sha3_256"`
+	ArchiveRoot string            `json:"archive_root"`
+	Formats     map[string]string `json:"formats,omitempty"`
+	Extra       map[string]any    `json:"extra"`
+}
+
+// PackDoc is one imported pack document carried by an archive. A registered
+// pack carries its pack object in Document; an external pack carries the
+// exact fetched bytes in Content (a JSON string keeps them byte for byte, so
+// the digest still verifies).
+type PackDoc struct {
+	Use      string          `json:"use,omitempty"`
+	Pack     string          `json:"pack,omitempty"`
+	Digest   string          `json:"digest,omitempty"`
+	Document json.RawMessage `json:"document,omitempty"`
+	Content  string          `json:"content,omitempty"`
+}
+
+// Archive is the JSON archive of DECISIONS 3.
+type Archive struct {
+	Manifest Manifest          `json:"manifest"`
+	Room     json.RawMessage   `json:"room"`
+	Packs    []PackDoc         `json:"packs"`
+	Records  []json.RawMessage `json:"records"`
+}
+
+// EventsDigest returns events_sha3_256: base64url(SHA3-256(JCS(records))).
+func EventsDigest(recs []*record.Record) string {
+	h := sha3.New256()
+	buf := make([]byte, 0, 4096)
+	h.Write([]byte{'['})
+	for i, r := range recs {
+		buf = buf[:0]
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = r.AppendCanonical(buf)
+		h.Write(buf)
+	}
+	h.Write([]byte{']'})
+	return identity.EncodeB64(h.Sum(nil))
+}
+
+// PackDocs returns the archive pack entries for a room's imports.
+func PackDocs(imports []types.Import) []PackDoc {
+	out := make([]PackDoc, 0, len(imports))
+	for _, imp := range imports {
+		if imp.Digest == "" {
+			out = append(out, PackDoc{Use: imp.Pack, Document: imp.Raw})
+		} else {
+			out = append(out, PackDoc{Pack: imp.Pack, Digest: imp.Digest, Content: string(imp.Raw)})
+		}
+	}
+	return out
+}
+
+// NewManifest returns the manifest for a room's complete record list.
+func NewManifest(host, url string, recs []*record.Record, generatedAt int64) Manifest {
+	m := Manifest{Protocol: adp.Protocol, Type: "room.archive", Host: host, URL: url,
+		GeneratedAt: generatedAt, EventCount: int64(len(recs)), Extra: map[string]any{}}
+	if len(recs) > 0 {
+		m.RoomID = recs[0].RoomID
+		m.FirstSeq = recs[0].Seq
+		m.LastSeq = recs[len(recs)-1].Seq
+		m.LastHash = recs[len(recs)-1].Hash
+	}
+	m.EventsSHA3 = EventsDigest(recs)
+	m.ArchiveRoot = m.EventsSHA3
+	return m
+}
+
+// Failure says where and why verification failed: the first failing seq,
+// the §19 step (1–5; 0 for the manifest itself), the ADP code when the
+// kernel gave one, and the reason.
+type Failure struct {
+	Seq    int64
+	Step   int
+	Code   adp.Code
+	Reason string
+}
+
+func (f *Failure) Error() string {
+	if f.Seq == 0 {
+		return fmt.Sprintf("archive invalid (step %d): %s", f.Step, f.Reason)
+	}
+	return fmt.Sprintf("archive invalid at seq %d (step %d): %s", f.Seq, f.Step, f.Reason)
+}
+
+// Report is what a successful verification established.
+type Report struct {
+	RoomID   string
+	Records  int64
+	LastSeq  int64
+	LastHash string
+	Status   room.Status
+	Members  int
+	Types    int
+	Counts   map[string]int64
+	State    *room.State
+}
+
+// Options tune verification.
+type Options struct {
+	// Limits are the host limits replay enforces; zero means the ADP
+	// defaults (room.DefaultLimits).
+	Limits *room.Limits
+}
+
+// Verify checks an archive document with the five §19 steps.
+func Verify(a *Archive, opt Options) (*Report, error) {
+	recs := make([][]byte, len(a.Records))
+	for i, r := range a.Records {
+		recs[i] = r
+	}
+	return VerifyRecords(&a.Manifest, a.Packs, recs, opt)
+}
+
+// VerifyRecords checks raw server records (one JSON text each) against a
+// manifest. Checks: every record's strict shape, envelope hash, signature
+// and record hash (step 2); seq order (1); replay of the room state with
+// the registry in force at each seq, on each record's received_at (3); the
+// pre_hash chain and last_hash (4); events_sha3_256 and archive_root (5);
+// the manifest's room, counts and seq range. Does not check: the live time
+// window, nonces or rates (host policy at write time), or who the host is.
+func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*Report, error) {
+	lim := room.DefaultLimits()
+	if opt.Limits != nil {
+		lim = *opt.Limits
+	}
+	if len(raws) == 0 {
+		return nil, &Failure{Step: 1, Reason: "archive has no records"}
+	}
+	src, err := newPackSource(packs)
+	if err != nil {
+		return nil, &Failure{Step: 3, Code: adp.CodePackUnavailable, Reason: err.Error()}
+	}
+	st, recs, failure := replayRecords(raws, lim, src)
+	if failure != nil {
+		return nil, failure
+	}
+	last := recs[len(recs)-1]
+	switch {
+	case m.RoomID != last.RoomID:
+		return nil, &Failure{Step: 0, Reason: "manifest room_id does not match the records"}
+	case m.EventCount != int64(len(recs)) || m.FirstSeq != 1 || m.LastSeq != last.Seq:
+		return nil, &Failure{Step: 0, Reason: fmt.Sprintf("manifest counts (%d records, seq %d..%d) do not match the records (%d, 1..%d)",
+			m.EventCount, m.FirstSeq, m.LastSeq, len(recs), last.Seq)}
+	case m.LastHash != last.Hash:
+		return nil, &Failure{Seq: last.Seq, Step: 4, Reason: "manifest last_hash is not the final record's hash"}
+	}
+	digest := EventsDigest(recs)
+	if m.EventsSHA3 != digest {
+		return nil, &Failure{Step: 5, Reason: "events_sha3_256 does not match the records"}
+	}
+	if m.ArchiveRoot != "" && m.ArchiveRoot != digest {
+		return nil, &Failure{Step: 5, Reason: "archive_root does not equal events_sha3_256"}
+	}
+	return &Report{RoomID: last.RoomID, Records: int64(len(recs)), LastSeq: last.Seq, LastHash: last.Hash,
+		Status: st.StatusAt(max(m.GeneratedAt, last.ReceivedAt)), Members: len(st.AllMembers()), Types: st.Registry.Len(),
+		Counts: st.Counts(), State: st}, nil
+}
+
+// replayRecords runs steps 1–4 over raw records in the order given. When a
+// record is out of place but the whole set is a complete permutation of
+// 1..n, it sorts them (step 1) and starts again; otherwise the first failing
+// position names the seq.
+func replayRecords(raws [][]byte, lim room.Limits, src packSource) (*room.State, []*record.Record, *Failure) {
+	st := room.New(room.Config{Limits: lim, Packs: src})
+	recs := make([]*record.Record, 0, len(raws))
+	for i, raw := range raws {
+		seq := int64(i + 1)
+		rec, env, err := record.Parse(raw)
+		if err != nil {
+			return nil, nil, fail(seq, 2, err)
+		}
+		if rec.Seq != seq {
+			if sorted, ok := sortedIfPermutation(raws); ok {
+				return replayRecords(sorted, lim, src)
+			}
+			return nil, nil, &Failure{Seq: seq, Step: 1, Reason: fmt.Sprintf("expected seq %d, found %d", seq, rec.Seq)}
+		}
+		if err := st.Apply(rec, env, nil); err != nil {
+			var ce *record.ChainError
+			if errors.As(err, &ce) {
+				return nil, nil, &Failure{Seq: seq, Step: 4, Reason: ce.Reason}
+			}
+			return nil, nil, fail(seq, 3, err)
+		}
+		recs = append(recs, rec)
+	}
+	return st, recs, nil
+}
+
+// sortedIfPermutation returns raws ordered by seq when their seqs are
+// exactly 1..n, each once, and they were not already in that order.
+func sortedIfPermutation(raws [][]byte) ([][]byte, bool) {
+	out := make([][]byte, len(raws))
+	inOrder := true
+	for i, raw := range raws {
+		var r struct {
+			Seq int64 `json:"seq"`
+		}
+		if json.Unmarshal(raw, &r) != nil || r.Seq < 1 || r.Seq > int64(len(raws)) || out[r.Seq-1] != nil {
+			return nil, false
+		}
+		out[r.Seq-1] = raw
+		inOrder = inOrder && r.Seq == int64(i+1)
+	}
+	return out, !inOrder
+}
+
+func fail(seq int64, step int, err error) *Failure {
+	return &Failure{Seq: seq, Step: step, Code: adp.CodeOf(err), Reason: err.Error()}
+}
+
+// packSource serves external pack documents from an archive.
+type packSource map[string][]byte
+
+func newPackSource(packs []PackDoc) (packSource, error) {
+	src := packSource{}
+	for _, p := range packs {
+		if p.Pack == "" {
+			continue // registered packs come from the embedded copies
+		}
+		src[p.Pack+"\x00"+p.Digest] = []byte(p.Content)
+	}
+	return src, nil
+}
+
+func (p packSource) ExternalPack(uri, digest string) ([]byte, error) {
+	b, ok := p[uri+"\x00"+digest]
+	if !ok {
+		return nil, fmt.Errorf("archive does not carry pack %s", uri)
+	}
+	return b, nil
+}
+
+// WriteJSONL writes the JSONL archive form: the manifest on the first line
+// (with the pack documents under extra.packs, so the file is
+// self-contained), then one record a line.
+func WriteJSONL(w *bufio.Writer, m Manifest, packs []PackDoc, recs []*record.Record) error {
+	mm := m
+	mm.Extra = map[string]any{}
+	for k, v := range m.Extra {
+		mm.Extra[k] = v
+	}
+	if len(packs) > 0 {
+		mm.Extra["packs"] = packs
+	}
+	if err := writeLine(w, mm); err != nil {
+		return err
+	}
+	for _, r := range recs {
+		b, _ := r.MarshalJSON()
+		w.Write(b)
+		if err := w.WriteByte('\n'); err != nil {
+			return err
+		}
+	}
+	return w.Flush()
+}
+
+func writeLine(w *bufio.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// ParseJSONL splits a JSONL archive into its manifest, packs and raw records.
+func ParseJSONL(data []byte) (*Manifest, []PackDoc, [][]byte, error) {
+	lines := bytes.Split(bytes.TrimRight(data, "\n"), []byte("\n"))
+	if len(lines) < 1 || len(bytes.TrimSpace(lines[0])) == 0 {
+		return nil, nil, nil, errors.New("empty archive")
+	}
+	var m Manifest
+	if err := identity.CheckJSON(lines[0]); err != nil {
+		return nil, nil, nil, fmt.Errorf("manifest line: %w", err)
+	}
+	if err := json.Unmarshal(lines[0], &m); err != nil {
+		return nil, nil, nil, fmt.Errorf("manifest line: %w", err)
+	}
+	var packs []PackDoc
+	if raw, ok := m.Extra["packs"]; ok {
+		b, _ := json.Marshal(raw)
+		if err := json.Unmarshal(b, &packs); err != nil {
+			return nil, nil, nil, fmt.Errorf("manifest extra.packs: %w", err)
+		}
+	}
+	return &m, packs, lines[1:], nil
+}
+
+// ParseJSON parses the JSON archive document (strictly).
+func ParseJSON(data []byte) (*Archive, error) {
+	if err := identity.CheckJSON(data); err != nil {
+		return nil, err
+	}
+	var a Archive
+	if err := json.Unmarshal(data, &a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
