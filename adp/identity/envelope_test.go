@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"math/big"
 	"strings"
 	"testing"
@@ -486,4 +487,42 @@ func TestEnvelopeJSONMethods(t *testing.T) {
 	if err == nil || len(err.Error()) > 200 {
 		t.Fatalf("error message not bounded")
 	}
+}
+
+func TestAppendJCSString(t *testing.T) {
+	var all []byte
+	for c := 1; c < 0x80; c++ {
+		all = append(all, byte(c))
+	}
+	s := string(all) + "\x00é\u2028😀"
+	got, ok := appendJCSString(nil, s)
+	if !ok {
+		t.Fatal("rejected valid UTF-8")
+	}
+	lit, _ := json.Marshal(s)
+	want, err := Canonicalize(lit)
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("appendJCSString\n got %s\nwant %s (%v)", got, want, err)
+	}
+	if _, ok := appendJCSString(nil, "\xed\xa0\x80"); ok {
+		t.Fatal("accepted invalid UTF-8")
+	}
+}
+
+type failReader struct{}
+
+func (failReader) Read([]byte) (int, error) { return 0, errors.New("no entropy") }
+
+func TestKeys(t *testing.T) {
+	k, err := GenerateKey(bytes.NewReader(testSeed))
+	if err != nil || !bytes.Equal(k, testKey(t)) {
+		t.Fatalf("GenerateKey from a fixed reader: %v", err)
+	}
+	if k, err := GenerateKey(nil); err != nil || len(k) != ed25519.PrivateKeySize {
+		t.Fatalf("GenerateKey(nil): %v", err)
+	}
+	_, err = GenerateKey(failReader{})
+	wantCode(t, err, adp.CodeInternal)
+	_, err = KeyFromSeed(make([]byte, 31))
+	wantCode(t, err, adp.CodeInvalidRequest)
 }

@@ -348,3 +348,8 @@ func (s *State) uncount(r adp.Role) {
 		s.observing--
 	}
 }
+
+// SetPackSource replaces the source of external pack documents used by
+// later admissions (a host fetches the packs an envelope names before it
+// admits it).
+func (s *State) SetPackSource(src types.PackSource) { s.cfg.Packs = src }

@@ -10,7 +10,8 @@ import (
 	"github.com/adpnode/adpnode/adp"
 )
 
-// Limits are the type-system limits of ADP §21 (DECISIONS 9).
+// Limits are the type-system limits of ADP §21 (DECISIONS 9). A zero or
+// negative field means its default.
 type Limits struct {
 	MaxSchemaBytes int // default 16384, measured on the JCS-serialized schema
 	MaxTypes       int // default 64 distinct types per room

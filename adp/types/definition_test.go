@@ -157,6 +157,14 @@ func TestParseDefinitionSchema(t *testing.T) {
 		{"§13.3 dynamic reference", `{"$dynamicAnchor":"m","properties":{"c":{"$dynamicRef":"#m"}}}`, ""},
 		{"§13.3 small combinator fan-out", exponentialSchema(3), ""},
 		{"§13.3 duplicate key inside schema", `{"type":"object","type":"string"}`, ReasonBadField},
+		{"§13.3 regexp program too large", `{"pattern":"[a-z]{300}"}`, ReasonSchemaInvalid},
+		{"§13.3 regexps on one value too large", `{"allOf":[{"pattern":"^[a-z]{100}$"},{"pattern":"^[a-z]{100}$"},{"pattern":"^[a-z]{100}$"}]}`, ReasonSchemaTooExpensive},
+		{"§13.3 nesting deeper than 64", strings.Repeat(`{"not":`, 70) + `{}` + strings.Repeat(`}`, 70), ReasonSchemaTooExpensive},
+		{"§13.3 nesting of 64 levels", strings.Repeat(`{"properties":{"a":`, 31) + `{}` + strings.Repeat(`}}`, 31), ""},
+		{"§13.3 root value may need many evaluations", allOfSchema("", 200), ""},
+		{"§13.3 root value evaluations capped", allOfSchema("", 300), ReasonSchemaTooExpensive},
+		{"§13.3 member value evaluations capped", `{"items":` + allOfSchema("", 20) + `}`, ReasonSchemaTooExpensive},
+		{"§13.3 member value within cap", `{"items":` + allOfSchema("", 10) + `}`, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -171,6 +179,15 @@ func TestParseDefinitionSchema(t *testing.T) {
 			wantCode(t, err, bad, c.reason)
 		})
 	}
+}
+
+// allOfSchema returns {"allOf":[n × {"minimum":-i}]}.
+func allOfSchema(_ string, n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf(`{"minimum":%d}`, -i)
+	}
+	return `{"allOf":[` + strings.Join(parts, ",") + `]}`
 }
 
 func exponentialSchema(n int) string {
@@ -209,6 +226,36 @@ func TestSchemaSizeLimit(t *testing.T) {
 		_, err := ParseDefinition(schemaDef(sized(200)), Limits{MaxSchemaBytes: 199})
 		wantCode(t, err, adp.CodeInvalidEvent, ReasonSchemaTooLarge)
 	})
+}
+
+// The evaluation cost of the registered pack schemas is far below the caps.
+func TestPackSchemaCost(t *testing.T) {
+	for _, id := range RegisteredPackIDs() {
+		for _, d := range mustPack(t, id).Types {
+			c, err := schemaCost(d.compiled)
+			if err != nil || c > maxEvalMember/2 {
+				t.Errorf("§13.3 %s member cost %d %v", d.Type, c, err)
+			}
+		}
+	}
+}
+
+// A worst-case accepted schema validates a 64 KiB payload in bounded time.
+func TestWorstCasePayloadCost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	d, err := ParseDefinition(schemaDef(`{"items":`+allOfSchema("", maxEvalMember-2)+`}`), DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	payload := []byte("[" + strings.Repeat("0,", 32767) + "0]")
+	wantCode(t, d.ValidatePayload(payload), "", "")
+	d, err = ParseDefinition(schemaDef(`{"pattern":"[a-z]{250}$"}`), DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, d.ValidatePayload([]byte(`"`+strings.Repeat("ab", 32765)+`"`)), "", "")
 }
 
 // A large but ordinary schema (hundreds of properties) must be accepted and

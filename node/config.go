@@ -1,0 +1,127 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/adpnode/adpnode/adp/room"
+)
+
+// Rates are per-agent, per-room write quotas per minute by kind (ADP §21,
+// DECISIONS 9). Zero disables that limit. Ceilings bound what a type's
+// rate_hint may raise them to.
+type Rates struct {
+	Message, Signal, Control                      int
+	MessageCeiling, SignalCeiling, ControlCeiling int
+	AgentStatus                                   int // agent-status writes per agent per room per minute
+}
+
+// DefaultRates are the ADP §21 defaults.
+func DefaultRates() Rates {
+	return Rates{Message: 5, Signal: 60, Control: 10,
+		MessageCeiling: 60, SignalCeiling: 600, ControlCeiling: 120, AgentStatus: 60}
+}
+
+// Config configures a node.
+type Config struct {
+	// PublicURL is the service origin (scheme://host[:port]): the JWT
+	// audience and the host part of Room URLs (DECISIONS 6).
+	PublicURL string
+	// DataDir holds the Badger database.
+	DataDir string
+	// InMemory keeps Badger in memory (tests only: nothing is durable).
+	InMemory bool
+
+	Limits room.Limits
+	Rates  Rates
+	// Window is the live-write time window (Identity §7, DECISIONS 7).
+	Window time.Duration
+	// JoinRequestTTL is how long a join request stays valid.
+	JoinRequestTTL time.Duration
+	// StatusTTL is the maximum agent status lifetime (§17.4).
+	StatusTTL time.Duration
+	// MaxBodyBytes caps HTTP request bodies before parsing (DECISIONS 10).
+	MaxBodyBytes int64
+
+	// Packs configures external pack fetching (DECISIONS 11).
+	Packs PackFetchConfig
+
+	// SSEBuffer is the per-subscriber queue; a subscriber that falls this
+	// far behind is dropped instead of blocking the room.
+	SSEBuffer int
+
+	// Now is the clock; nil means time.Now. Tests move it.
+	Now func() time.Time
+	Log *slog.Logger
+}
+
+// PackFetchConfig bounds external pack fetches.
+type PackFetchConfig struct {
+	Timeout  time.Duration
+	MaxBytes int64
+	// AllowPrivate permits fetching from loopback and private addresses and
+	// over plain HTTP (for tests and closed deployments only).
+	AllowPrivate bool
+}
+
+// Defaults fills unset fields with the documented defaults.
+func (c *Config) Defaults() {
+	if c.Limits == (room.Limits{}) {
+		c.Limits = room.DefaultLimits()
+	}
+	if c.Rates == (Rates{}) {
+		c.Rates = DefaultRates()
+	}
+	if c.Window == 0 {
+		c.Window = 300 * time.Second
+	}
+	if c.JoinRequestTTL == 0 {
+		c.JoinRequestTTL = time.Hour
+	}
+	if c.StatusTTL == 0 {
+		c.StatusTTL = 300 * time.Second
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.Packs.Timeout == 0 {
+		c.Packs.Timeout = 10 * time.Second
+	}
+	if c.Packs.MaxBytes == 0 {
+		c.Packs.MaxBytes = 1 << 20
+	}
+	if c.SSEBuffer == 0 {
+		c.SSEBuffer = 1024
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+}
+
+// Origin validates and normalises a service origin: scheme and host with a
+// non-default port, no path, query, fragment or trailing slash.
+func Origin(raw string) (string, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil {
+		return "", fmt.Errorf("public URL: %w", err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", fmt.Errorf("public URL %q: need http(s)://host[:port]", raw)
+	}
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("public URL %q: an origin has no path, query, fragment or user", raw)
+	}
+	host := strings.ToLower(u.Host)
+	if u.Scheme == "http" {
+		host = strings.TrimSuffix(host, ":80")
+	} else {
+		host = strings.TrimSuffix(host, ":443")
+	}
+	return u.Scheme + "://" + host, nil
+}

@@ -1,0 +1,363 @@
+package node
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/room"
+)
+
+// JoinRequest is a stored join request (§11): the immutable fact object plus
+// its review state.
+type JoinRequest struct {
+	Request      json.RawMessage  `json:"request"` // canonical fact object
+	Status       string           `json:"status"`  // pending, approved, rejected (expired is derived)
+	ApprovedRole adp.Role         `json:"approved_role,omitempty"`
+	ReviewReason string           `json:"review_reason,omitempty"`
+	ReviewedBy   *identity.AgentID `json:"reviewed_by"`
+	ReviewedAt   *int64           `json:"reviewed_at"`
+	ConsumedSeq  int64            `json:"consumed_seq,omitempty"`
+
+	// Parsed fact fields.
+	ID          string           `json:"-"`
+	RoomID      string           `json:"-"`
+	Applicant   identity.AgentID `json:"-"`
+	Role        adp.Role         `json:"-"`
+	Perspective string           `json:"-"`
+	CreatedAt   int64            `json:"-"`
+	ExpiresAt   int64            `json:"-"`
+}
+
+type joinFact struct {
+	ID          string           `json:"id"`
+	RoomID      string           `json:"room_id"`
+	Applicant   identity.AgentID `json:"applicant"`
+	Role        adp.Role         `json:"role"`
+	Perspective string           `json:"perspective,omitempty"`
+	Reason      string           `json:"reason,omitempty"`
+	CreatedAt   int64            `json:"created_at"`
+	ExpiresAt   int64            `json:"expires_at"`
+	Extra       json.RawMessage  `json:"extra"`
+}
+
+func (j *JoinRequest) parseFact() error {
+	var f joinFact
+	if err := json.Unmarshal(j.Request, &f); err != nil {
+		return err
+	}
+	j.ID, j.RoomID, j.Applicant, j.Role, j.Perspective, j.CreatedAt, j.ExpiresAt =
+		f.ID, f.RoomID, f.Applicant, f.Role, f.Perspective, f.CreatedAt, f.ExpiresAt
+	return nil
+}
+
+// View returns the HTTP shape of the request at now: status becomes
+// "expired" once an unconsumed request passes expires_at.
+func (j *JoinRequest) View(now int64) map[string]any {
+	status := j.Status
+	if j.ConsumedSeq == 0 && now >= j.ExpiresAt && status != "rejected" {
+		status = "expired"
+	}
+	v := map[string]any{"request": j.Request, "status": status, "reviewed_by": j.ReviewedBy, "reviewed_at": j.ReviewedAt}
+	if j.ApprovedRole != "" {
+		v["approved_role"] = j.ApprovedRole
+	} else {
+		v["approved_role"] = nil
+	}
+	if j.ReviewReason != "" {
+		v["review_reason"] = j.ReviewReason
+	} else {
+		v["review_reason"] = nil
+	}
+	if j.ConsumedSeq > 0 {
+		v["consumed_seq"] = j.ConsumedSeq
+	}
+	return v
+}
+
+// joinRequests holds every join request in memory, backed by Badger.
+type joinRequests struct {
+	db *badger.DB
+	mu sync.RWMutex
+	m  map[string]*JoinRequest            // id -> request
+	by map[string]map[string]*JoinRequest // room -> id -> request
+}
+
+func newJoinRequests(db *badger.DB) *joinRequests {
+	return &joinRequests{db: db, m: map[string]*JoinRequest{}, by: map[string]map[string]*JoinRequest{}}
+}
+
+func joinKey(roomID, id string) []byte { return []byte(pfxJoinReq + roomID + "/" + id) }
+
+func (j *joinRequests) load() error {
+	return j.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxJoinReq)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var r JoinRequest
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &r) }); err != nil {
+				return err
+			}
+			if err := r.parseFact(); err != nil {
+				return fmt.Errorf("join request %s: %w", it.Item().Key(), err)
+			}
+			j.put(&r)
+		}
+		return nil
+	})
+}
+
+func (j *joinRequests) put(r *JoinRequest) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.m[r.ID] = r
+	if j.by[r.RoomID] == nil {
+		j.by[r.RoomID] = map[string]*JoinRequest{}
+	}
+	j.by[r.RoomID][r.ID] = r
+}
+
+func (j *joinRequests) get(id string) (*JoinRequest, bool) {
+	j.mu.RLock()
+	defer j.mu.RUnlock()
+	r, ok := j.m[id]
+	if !ok {
+		return nil, false
+	}
+	c := *r
+	return &c, true
+}
+
+// forRoom lists a room's requests, newest last (IDs sort by time).
+func (j *joinRequests) forRoom(roomID string) []*JoinRequest {
+	j.mu.RLock()
+	defer j.mu.RUnlock()
+	out := make([]*JoinRequest, 0, len(j.by[roomID]))
+	for _, r := range j.by[roomID] {
+		c := *r
+		out = append(out, &c)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].ID < out[b].ID })
+	return out
+}
+
+// byApplicant lists the rooms where agent has requests.
+func (j *joinRequests) byApplicant(agent identity.AgentID) []*JoinRequest {
+	j.mu.RLock()
+	defer j.mu.RUnlock()
+	var out []*JoinRequest
+	for _, r := range j.m {
+		if r.Applicant == agent {
+			c := *r
+			out = append(out, &c)
+		}
+	}
+	return out
+}
+
+func (j *joinRequests) kv(r *JoinRequest) kv {
+	b, _ := json.Marshal(r)
+	return kv{joinKey(r.RoomID, r.ID), b}
+}
+
+func (j *joinRequests) save(r *JoinRequest) error {
+	e := j.kv(r)
+	if err := j.db.Update(func(txn *badger.Txn) error { return txn.Set(e.k, e.v) }); err != nil {
+		return err
+	}
+	j.put(r)
+	return nil
+}
+
+// lookup adapts the store to the kernel's room.JoinRequests for one room.
+func (j *joinRequests) lookup(roomID string) room.JoinRequests { return roomJoinLookup{j, roomID} }
+
+type roomJoinLookup struct {
+	j      *joinRequests
+	roomID string
+}
+
+func (l roomJoinLookup) JoinRequest(id string) (*room.JoinRequest, bool) {
+	r, ok := l.j.get(id)
+	if !ok || r.RoomID != l.roomID {
+		return nil, false
+	}
+	return &room.JoinRequest{ID: r.ID, RoomID: r.RoomID, Applicant: r.Applicant, Role: r.Role, Perspective: r.Perspective,
+		ExpiresAt: r.ExpiresAt, Status: r.Status, ApprovedRole: r.ApprovedRole, Fact: r.Request}, true
+}
+
+const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// newJoinRequestID returns "jr_" + a ULID-style id: 48 bits of Unix ms then
+// 80 random bits in Crockford base32, so ids sort by creation time
+// (DECISIONS 5).
+func newJoinRequestID(nowMs int64) string {
+	var b [16]byte
+	for i := 5; i >= 0; i-- {
+		b[i] = byte(nowMs)
+		nowMs >>= 8
+	}
+	rand.Read(b[6:])
+	// 128 bits -> 26 base32 characters (the first carries 3 bits).
+	var sb strings.Builder
+	sb.WriteString("jr_")
+	var acc uint64
+	bits := 0
+	// Process as a big-endian bit stream, left-padded to 130 bits.
+	acc, bits = 0, 2
+	for _, x := range b {
+		acc = acc<<8 | uint64(x)
+		bits += 8
+		for bits >= 5 {
+			bits -= 5
+			sb.WriteByte(crockford[(acc>>uint(bits))&31])
+		}
+	}
+	return sb.String()
+}
+
+// CreateJoinRequest is the body of POST /v1/rooms/{id}/join-requests.
+type CreateJoinRequest struct {
+	Role        string          `json:"role"`
+	Perspective string          `json:"perspective,omitempty"`
+	Reason      string          `json:"reason,omitempty"`
+	Extra       json.RawMessage `json:"extra,omitempty"`
+}
+
+// CreateJoinRequest creates a join request by applicant (§11), auto-approving
+// it where the rules say so.
+func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body []byte) (*JoinRequest, error) {
+	if err := identity.CheckJSON(body); err != nil {
+		return nil, adp.Reason(adp.CodeInvalidRequest, "json", "join request body: "+err.Error())
+	}
+	var in CreateJoinRequest
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return nil, adp.Reason(adp.CodeInvalidRequest, "shape", "join request body: "+err.Error())
+	}
+	role := adp.Role(in.Role)
+	if !role.Valid() {
+		return nil, adp.Reason(adp.CodeInvalidRequest, "role", "role must be moderator, speaker or observer")
+	}
+	if len(in.Extra) > 0 && in.Extra[0] != '{' {
+		return nil, adp.Reason(adp.CodeInvalidRequest, "extra", "extra must be an object")
+	}
+	if len(in.Perspective) > 256 || len(in.Reason) > 4096 {
+		return nil, adp.Reason(adp.CodeInvalidRequest, "size", "perspective or reason too long")
+	}
+	hr, ok := n.room(roomID)
+	if !ok {
+		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+	}
+	now := n.NowMs()
+	hr.seqMu.Lock() // decisions below must not race membership changes
+	defer hr.seqMu.Unlock()
+	st := hr.st
+	switch st.StatusAt(now) {
+	case room.StatusEnded:
+		return nil, adp.Errorf(adp.CodeRoomEnded, "room has ended")
+	case room.StatusCancelled:
+		return nil, adp.Errorf(adp.CodeRoomNotActive, "room was cancelled")
+	}
+	if st.IsActiveMember(applicant) {
+		return nil, adp.Reason(adp.CodePermissionDenied, "already_member", "applicant is already an active member")
+	}
+	if role == adp.RoleObserver && !st.Policy.ObserversAllowed() {
+		return nil, adp.Reason(adp.CodeRoleNotAllowed, "observer_not_allowed", "this room does not allow observers")
+	}
+	for _, r := range n.joins.forRoom(roomID) {
+		if r.Applicant == applicant && r.Status == "pending" && now < r.ExpiresAt {
+			return nil, &adp.Error{Code: adp.CodePermissionDenied, Message: "applicant already has a pending join request",
+				Data: map[string]any{"reason": "pending_request", "request_id": r.ID}}
+		}
+	}
+	expires := now + n.cfg.JoinRequestTTL.Milliseconds()
+	if st.EndTime < expires {
+		expires = st.EndTime
+	}
+	extra := in.Extra
+	if len(extra) == 0 {
+		extra = json.RawMessage(`{}`)
+	}
+	fact := joinFact{ID: newJoinRequestID(now), RoomID: roomID, Applicant: applicant, Role: role, Perspective: in.Perspective,
+		Reason: in.Reason, CreatedAt: now, ExpiresAt: expires, Extra: extra}
+	raw, _ := json.Marshal(fact)
+	canon, err := identity.Canonicalize(raw)
+	if err != nil {
+		return nil, adp.Reason(adp.CodeInvalidRequest, "json", err.Error())
+	}
+	jr := &JoinRequest{Request: canon, Status: "pending"}
+	jr.parseFact()
+	// Auto-approval: public rooms, or a listed moderator asking for
+	// moderator (§11, DECISIONS 15), never a banned agent (§10.5).
+	if st.AutoApprovable(applicant, role) && (st.Visibility == room.Public || role == adp.RoleModerator) {
+		jr.Status, jr.ApprovedRole, jr.ReviewedAt = "approved", role, &now
+		if st.Visibility == room.Public {
+			jr.ReviewReason = "public room auto-approval"
+		} else {
+			jr.ReviewReason = "listed in policy.moderator_agent_ids"
+		}
+	}
+	if err := n.joins.save(jr); err != nil {
+		return nil, internal(err)
+	}
+	n.hub.joinRequest(roomID, jr, st)
+	return jr, nil
+}
+
+// JoinRequest returns one join request, readable by its applicant, the
+// room creator and moderators (§11).
+func (n *Node) JoinRequest(roomID, id string, viewer identity.AgentID) (*JoinRequest, error) {
+	r, ok := n.joins.get(id)
+	if !ok || r.RoomID != roomID {
+		return nil, adp.Errorf(adp.CodeJoinRequestNotFound, "join request not found")
+	}
+	if r.Applicant != viewer && !n.isManager(roomID, viewer) {
+		return nil, adp.Errorf(adp.CodeJoinRequestNotFound, "join request not found")
+	}
+	return r, nil
+}
+
+// JoinRequests lists a room's join requests for its creator and moderators.
+func (n *Node) JoinRequests(roomID string, viewer identity.AgentID, status string) ([]*JoinRequest, error) {
+	if _, ok := n.room(roomID); !ok {
+		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+	}
+	if !n.isManager(roomID, viewer) {
+		return nil, adp.Reason(adp.CodePermissionDenied, "not_moderator", "only the room creator and moderators may list join requests")
+	}
+	now := n.NowMs()
+	var out []*JoinRequest
+	for _, r := range n.joins.forRoom(roomID) {
+		if status == "" || r.View(now)["status"] == status {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+// isManager reports whether a is the room's creator or an active moderator.
+func (n *Node) isManager(roomID string, a identity.AgentID) bool {
+	hr, ok := n.room(roomID)
+	if !ok || a == "" {
+		return false
+	}
+	hr.mu.RLock()
+	defer hr.mu.RUnlock()
+	if hr.st.Creator == a {
+		return true
+	}
+	m, ok := hr.st.Member(a)
+	return ok && m.Active && m.Role == adp.RoleModerator
+}
+
+var errNotFound = errors.New("not found")

@@ -1,0 +1,333 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/room"
+)
+
+// Node is one authoritative ADP host.
+type Node struct {
+	cfg    Config
+	origin string
+	host   string
+	log    *slog.Logger
+
+	db     *badger.DB
+	commit *committer
+
+	mu    sync.RWMutex
+	rooms map[string]*hostedRoom
+
+	actors  [256]sync.Mutex // per-actor serialisation of nonce checks (striped)
+	nonces  *nonceCache
+	quotas  *quotas
+	joins   *joinRequests
+	status  *statusBoard
+	hub     *hub
+	packs   *packFetcher
+	sched   *scheduler
+	lisMu   sync.RWMutex
+	listens []func(Event)
+
+	closing  atomic.Bool
+	inflight sync.WaitGroup
+	ctx      context.Context
+	cancel   context.CancelFunc
+	bg       sync.WaitGroup
+}
+
+// hostedRoom is one room this node is authoritative for.
+type hostedRoom struct {
+	id    string
+	seqMu sync.Mutex   // the sequencer: one admission+commit at a time
+	mu    sync.RWMutex // guards st against readers while Commit mutates it
+	st    *room.State
+	// archivedAt is when the end-of-room work ran (0 = not yet).
+	archivedAt atomic.Int64
+}
+
+// Event is what the node tells listeners (federation, index, metrics).
+type Event struct {
+	Kind   EventKind
+	RoomID string
+	Record *record.Record // for EventRecord
+	Status room.Status
+}
+
+// EventKind says what happened.
+type EventKind int
+
+// Event kinds.
+const (
+	EventRecord EventKind = iota // a record was accepted
+	EventStatus                  // the room's lifecycle status changed (scheduler)
+)
+
+// Open opens (or creates) the node's database, recovers every room by
+// verified replay, and starts the scheduler.
+func Open(cfg Config) (*Node, error) {
+	cfg.Defaults()
+	origin, err := Origin(cfg.PublicURL)
+	if err != nil {
+		return nil, err
+	}
+	u, _ := url.Parse(origin)
+	opts := badger.DefaultOptions(cfg.DataDir).WithSyncWrites(true).WithLogger(nil).
+		WithNumVersionsToKeep(1).WithCompactL0OnClose(true)
+	if cfg.InMemory {
+		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
+	}
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open badger at %s: %w", cfg.DataDir, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{
+		cfg: cfg, origin: origin, host: u.Host, log: cfg.Log, db: db,
+		rooms:  map[string]*hostedRoom{},
+		nonces: newNonceCache(cfg.Window),
+		quotas: newQuotas(),
+		status: newStatusBoard(),
+		hub:    newHub(cfg.SSEBuffer),
+		ctx:    ctx, cancel: cancel,
+	}
+	n.packs = newPackFetcher(cfg.Packs, db)
+	n.joins = newJoinRequests(db)
+	if err := n.recover(); err != nil {
+		cancel()
+		db.Close()
+		return nil, err
+	}
+	n.commit = newCommitter(db, n.log)
+	n.sched = newScheduler(n)
+	n.bg.Add(1)
+	go func() { defer n.bg.Done(); n.sched.run(ctx) }()
+	return n, nil
+}
+
+// Close stops accepting writes, waits for writes in flight, ends every live
+// stream, flushes storage and closes the database.
+func (n *Node) Close() error {
+	if n.closing.Swap(true) {
+		return nil
+	}
+	n.inflight.Wait()
+	n.cancel()
+	n.bg.Wait()
+	n.hub.closeAll()
+	n.commit.close()
+	return n.db.Close()
+}
+
+// Origin returns the service origin (JWT audience, Room URL host).
+func (n *Node) Origin() string { return n.origin }
+
+// Host returns the host[:port] of the origin.
+func (n *Node) Host() string { return n.host }
+
+// Config returns the node's effective configuration.
+func (n *Node) Config() Config { return n.cfg }
+
+// NowMs reads the node clock in Unix milliseconds.
+func (n *Node) NowMs() int64 { return n.cfg.Now().UnixMilli() }
+
+// RoomURL returns the canonical Room URL (§7.2).
+func (n *Node) RoomURL(id string) string { return n.origin + "/v1/rooms/" + id }
+
+// Listen registers fn to be told about accepted records and status changes.
+// fn runs on the writer's goroutine after the write is durable: it must not
+// block.
+func (n *Node) Listen(fn func(Event)) {
+	n.lisMu.Lock()
+	n.listens = append(n.listens, fn)
+	n.lisMu.Unlock()
+}
+
+func (n *Node) emit(e Event) {
+	n.lisMu.RLock()
+	defer n.lisMu.RUnlock()
+	for _, fn := range n.listens {
+		fn(e)
+	}
+}
+
+func (n *Node) room(id string) (*hostedRoom, bool) {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	r, ok := n.rooms[id]
+	return r, ok
+}
+
+// roomList returns every hosted room.
+func (n *Node) roomList() []*hostedRoom {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := make([]*hostedRoom, 0, len(n.rooms))
+	for _, r := range n.rooms {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+// stateConfig is the kernel configuration every hosted room uses.
+func (n *Node) stateConfig(src packSource) room.Config {
+	return room.Config{Limits: n.cfg.Limits, Packs: src}
+}
+
+var roomIDEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
+
+// newRoomID returns an Xid-compatible room ID: 12 bytes (4 of time, 8
+// random) as 20 lowercase base32hex characters (§7.1, DECISIONS 5).
+func (n *Node) newRoomID() string {
+	var b [12]byte
+	binary.BigEndian.PutUint32(b[:4], uint32(n.cfg.Now().Unix()))
+	rand.Read(b[4:])
+	return roomIDEncoding.EncodeToString(b[:])
+}
+
+// recover rebuilds every room from its stored chain, verifying each record
+// (strict parse, hashes, signature, chain links, kernel replay). A chain
+// that fails verification stops the node: serving a corrupt room would be
+// worse than not starting.
+func (n *Node) recover() error {
+	start := time.Now()
+	if err := n.joins.load(); err != nil {
+		return err
+	}
+	if err := n.nonces.load(n.db, n.NowMs()); err != nil {
+		return err
+	}
+	var cur *hostedRoom
+	records := 0
+	err := n.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 256, Prefix: []byte(pfxRecord)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			k := item.Key()
+			roomID := string(k[len(pfxRecord) : len(k)-9])
+			if cur == nil || cur.id != roomID {
+				cur = &hostedRoom{id: roomID, st: room.New(n.stateConfig(n.packs.storedSource()))}
+				n.rooms[roomID] = cur
+			}
+			raw, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			rec, env, err := record.Parse(raw)
+			if err != nil {
+				return fmt.Errorf("recover room %s seq %d: %w", roomID, int64(binary.BigEndian.Uint64(k[len(k)-8:])), err)
+			}
+			if err := cur.st.Apply(rec, env, n.joins.lookup(roomID)); err != nil {
+				return fmt.Errorf("recover room %s seq %d: %w", roomID, rec.Seq, err)
+			}
+			records++
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = n.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxArchive)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			id := string(it.Item().Key()[len(pfxArchive):])
+			if r, ok := n.rooms[id]; ok {
+				it.Item().Value(func(v []byte) error {
+					if len(v) == 8 {
+						r.archivedAt.Store(int64(binary.BigEndian.Uint64(v)))
+					}
+					return nil
+				})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	n.log.Info("recovered rooms", "rooms", len(n.rooms), "records", records, "took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// readRecords returns up to limit records of a room with seq > after.
+func (n *Node) readRecords(roomID string, after int64, limit int) ([][]byte, error) {
+	var out [][]byte
+	err := n.db.View(func(txn *badger.Txn) error {
+		opts := badger.IteratorOptions{PrefetchValues: true, PrefetchSize: min(limit, 256), Prefix: recordKey(roomID, 0)[:len(pfxRecord)+len(roomID)+1]}
+		it := txn.NewIterator(opts)
+		defer it.Close()
+		for it.Seek(recordKey(roomID, after+1)); it.Valid() && len(out) < limit; it.Next() {
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			out = append(out, v)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// recordAt returns the stored record at seq.
+func (n *Node) recordAt(roomID string, seq int64) ([]byte, error) {
+	var out []byte
+	err := n.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(recordKey(roomID, seq))
+		if err != nil {
+			return err
+		}
+		out, err = item.ValueCopy(nil)
+		return err
+	})
+	return out, err
+}
+
+// lookupEnvelope finds an accepted envelope by its digest (Identity §9).
+func (n *Node) lookupEnvelope(d [32]byte) (string, int64, bool, error) {
+	var roomID string
+	var seq int64
+	found := false
+	err := n.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(envelopeKey(d))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			roomID, seq, found = parseEnvelopeValue(v)
+			return nil
+		})
+	})
+	return roomID, seq, found, err
+}
+
+func internal(err error) *adp.Error {
+	return &adp.Error{Code: adp.CodeInternal, Message: err.Error()}
+}
+
+func equalBytes(a, b []byte) bool { return bytes.Equal(a, b) }
+
+var _ = identity.EncodeB64

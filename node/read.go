@@ -1,0 +1,396 @@
+package node
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"sort"
+	"strings"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/room"
+)
+
+// Read rules (§16, DECISIONS 21). viewer is the authenticated agent, or ""
+// for an anonymous read.
+
+// canReadRoom: the room resource. Public and restricted rooms' metadata is
+// public; a private room is readable by its creator, active members and
+// applicants holding an approved, unexpired join request.
+func (n *Node) canReadRoom(hr *hostedRoom, viewer identity.AgentID) bool {
+	hr.mu.RLock()
+	vis, creator := hr.st.Visibility, hr.st.Creator
+	member := viewer != "" && hr.st.IsActiveMember(viewer)
+	hr.mu.RUnlock()
+	if vis != room.Private || viewer == creator && viewer != "" || member {
+		return true
+	}
+	if viewer == "" {
+		return false
+	}
+	now := n.NowMs()
+	for _, r := range n.joins.forRoom(hr.id) {
+		if r.Applicant == viewer && r.Status == "approved" && r.ConsumedSeq == 0 && now < r.ExpiresAt {
+			return true
+		}
+	}
+	return false
+}
+
+// canReadEvents: events, agent status, members and archives. Public rooms
+// are open; restricted and private rooms only to the creator and members.
+func (n *Node) canReadEvents(hr *hostedRoom, viewer identity.AgentID) bool {
+	hr.mu.RLock()
+	defer hr.mu.RUnlock()
+	if hr.st.Visibility == room.Public {
+		return true
+	}
+	return viewer != "" && (viewer == hr.st.Creator || hr.st.IsActiveMember(viewer))
+}
+
+// readableEvents resolves a room for an events-class read: room_not_found
+// when the viewer may not even see the room, membership_required when it
+// may see the room but not its events.
+func (n *Node) readableEvents(roomID string, viewer identity.AgentID) (*hostedRoom, error) {
+	hr, ok := n.room(roomID)
+	if !ok || !n.canReadRoom(hr, viewer) {
+		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+	}
+	if !n.canReadEvents(hr, viewer) {
+		return nil, adp.Errorf(adp.CodeMembershipRequired, "reading this room's records requires membership (send a request JWT)")
+	}
+	return hr, nil
+}
+
+// Room returns the room resource (§16).
+func (n *Node) Room(roomID string, viewer identity.AgentID) (*room.Resource, error) {
+	hr, ok := n.room(roomID)
+	if !ok || !n.canReadRoom(hr, viewer) {
+		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+	}
+	hr.mu.RLock()
+	defer hr.mu.RUnlock()
+	return hr.st.Resource(n.NowMs(), n.RoomURL(roomID)), nil
+}
+
+// Events returns records with seq > after, at most limit, and whether more
+// follow.
+func (n *Node) Events(roomID string, viewer identity.AgentID, after int64, limit int) ([]json.RawMessage, bool, error) {
+	hr, err := n.readableEvents(roomID, viewer)
+	if err != nil {
+		return nil, false, err
+	}
+	hr.mu.RLock()
+	last := hr.st.Seq
+	hr.mu.RUnlock()
+	raws, err := n.readRecords(hr.id, after, limit)
+	if err != nil {
+		return nil, false, internal(err)
+	}
+	out := make([]json.RawMessage, len(raws))
+	for i, r := range raws {
+		out[i] = r
+	}
+	more := len(out) == limit && after+int64(limit) < last
+	return out, more, nil
+}
+
+// MemberView is one entry of GET /v1/rooms/{id}/members (DECISIONS 20).
+type MemberView struct {
+	AgentID     identity.AgentID `json:"agent_id"`
+	Role        adp.Role         `json:"role"`
+	Perspective string           `json:"perspective,omitempty"`
+	JoinedSeq   int64            `json:"joined_seq"`
+	Creator     bool             `json:"creator,omitempty"`
+}
+
+// Members lists active members.
+func (n *Node) Members(roomID string, viewer identity.AgentID) ([]MemberView, error) {
+	hr, err := n.readableEvents(roomID, viewer)
+	if err != nil {
+		return nil, err
+	}
+	hr.mu.RLock()
+	defer hr.mu.RUnlock()
+	ms := hr.st.Members()
+	out := make([]MemberView, len(ms))
+	for i, m := range ms {
+		out[i] = MemberView{m.Agent, m.Role, m.Perspective, m.JoinedSeq, m.Agent == hr.st.Creator}
+	}
+	return out, nil
+}
+
+// Subscribe opens a live stream for agent (§17.1): the room must exist and
+// the agent must be an active member.
+func (n *Node) Subscribe(roomID string, agent identity.AgentID) (*Subscription, error) {
+	hr, ok := n.room(roomID)
+	if !ok || !n.canReadRoom(hr, agent) {
+		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+	}
+	// Hold the sequencer so no record can be published between the
+	// membership check and the registration.
+	hr.seqMu.Lock()
+	defer hr.seqMu.Unlock()
+	m, ok := hr.st.Member(agent)
+	if !ok || !m.Active {
+		return nil, adp.Errorf(adp.CodeMembershipRequired, "live streams are for active members of the room")
+	}
+	switch hr.st.StatusAt(n.NowMs()) {
+	case room.StatusEnded, room.StatusCancelled:
+		return nil, adp.Errorf(adp.CodeRoomEnded, "room is no longer live")
+	}
+	return n.hub.subscribe(roomID, agent, agent == hr.st.Creator || m.Role == adp.RoleModerator), nil
+}
+
+// Unsubscribe ends a live stream.
+func (n *Node) Unsubscribe(s *Subscription) { n.hub.unsubscribe(s, "closed") }
+
+// Subscribers returns the number of live streams.
+func (n *Node) Subscribers() int { return n.hub.count() }
+
+// RoomSummary is one entry of the public directory and of /v1/me/rooms.
+type RoomSummary struct {
+	ID         string           `json:"id"`
+	URL        string           `json:"url"`
+	Host       string           `json:"host"`
+	Status     room.Status      `json:"status"`
+	Topic      string           `json:"topic"`
+	Agenda     string           `json:"agenda,omitempty"`
+	Visibility string           `json:"visibility"`
+	Creator    identity.AgentID `json:"creator"`
+	StartTime  int64            `json:"start_time"`
+	EndTime    int64            `json:"end_time"`
+	Tags       []string         `json:"tags,omitempty"`
+	Language   string           `json:"language,omitempty"`
+	Seq        int64            `json:"seq"`
+	Head       room.Head        `json:"head"`
+	Members    int              `json:"members"`
+	LastActive int64            `json:"last_active"`
+	// For /v1/me/rooms.
+	Role       adp.Role `json:"role,omitempty"`
+	Membership string   `json:"membership,omitempty"`
+}
+
+func (n *Node) summary(hr *hostedRoom, now int64) RoomSummary {
+	hr.mu.RLock()
+	defer hr.mu.RUnlock()
+	st := hr.st
+	return RoomSummary{ID: hr.id, URL: n.RoomURL(hr.id), Host: n.host, Status: st.StatusAt(now), Topic: st.Topic, Agenda: st.Agenda,
+		Visibility: st.Visibility, Creator: st.Creator, StartTime: st.StartTime, EndTime: st.EndTime, Tags: st.Tags,
+		Language: st.Language, Seq: st.Seq, Head: st.Head, Members: len(st.Members()), LastActive: st.LastReceivedAt}
+}
+
+// Summaries returns summaries of every hosted public or restricted room
+// (the local part of the directory; never private rooms).
+func (n *Node) Summaries() []RoomSummary {
+	now := n.NowMs()
+	var out []RoomSummary
+	for _, hr := range n.roomList() {
+		s := n.summary(hr, now)
+		if s.Visibility != room.Private {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Summary returns one room's summary.
+func (n *Node) Summary(roomID string) (RoomSummary, bool) {
+	hr, ok := n.room(roomID)
+	if !ok {
+		return RoomSummary{}, false
+	}
+	return n.summary(hr, n.NowMs()), true
+}
+
+// DirectoryFilter holds the §18 filters.
+type DirectoryFilter struct {
+	Status       []room.Status // empty = active and scheduled
+	Tag          string
+	Keyword      string
+	Creator      string
+	Language     string
+	StartsAfter  int64
+	EndsBefore   int64
+	Limit        int
+	Cursor       string
+}
+
+// Match reports whether s passes the filter (cursor and limit aside).
+func (f *DirectoryFilter) Match(s *RoomSummary) bool {
+	if len(f.Status) == 0 {
+		if s.Status != room.StatusActive && s.Status != room.StatusScheduled {
+			return false
+		}
+	} else {
+		ok := false
+		for _, st := range f.Status {
+			ok = ok || st == s.Status
+		}
+		if !ok {
+			return false
+		}
+	}
+	if f.Tag != "" {
+		ok := false
+		for _, t := range s.Tags {
+			ok = ok || strings.EqualFold(t, f.Tag)
+		}
+		if !ok {
+			return false
+		}
+	}
+	if f.Keyword != "" {
+		k := strings.ToLower(f.Keyword)
+		hay := strings.ToLower(s.Topic + "\n" + s.Agenda + "\n" + strings.Join(s.Tags, "\n"))
+		if !strings.Contains(hay, k) {
+			return false
+		}
+	}
+	return (f.Creator == "" || string(s.Creator) == f.Creator) &&
+		(f.Language == "" || strings.EqualFold(s.Language, f.Language)) &&
+		(f.StartsAfter == 0 || s.StartTime > f.StartsAfter) &&
+		(f.EndsBefore == 0 || s.EndTime < f.EndsBefore)
+}
+
+// SortDirectory orders summaries as §18 recommends: active before scheduled
+// (then ended, cancelled), then most recent activity, then start time, then
+// host and ID for a total order.
+func SortDirectory(list []RoomSummary) {
+	sort.Slice(list, func(i, j int) bool { return directoryLess(&list[i], &list[j]) })
+}
+
+func statusRank(s room.Status) int {
+	switch s {
+	case room.StatusActive:
+		return 0
+	case room.StatusScheduled:
+		return 1
+	case room.StatusEnded:
+		return 2
+	}
+	return 3
+}
+
+func directoryLess(a, b *RoomSummary) bool {
+	if ra, rb := statusRank(a.Status), statusRank(b.Status); ra != rb {
+		return ra < rb
+	}
+	if a.LastActive != b.LastActive {
+		return a.LastActive > b.LastActive
+	}
+	if a.StartTime != b.StartTime {
+		return a.StartTime < b.StartTime
+	}
+	if a.Host != b.Host {
+		return a.Host < b.Host
+	}
+	return a.ID < b.ID
+}
+
+// dirCursor is the position after which a page continues.
+type dirCursor struct {
+	R  int    `json:"r"`
+	A  int64  `json:"a"`
+	S  int64  `json:"s"`
+	H  string `json:"h"`
+	ID string `json:"i"`
+}
+
+// PageDirectory applies filter, order, cursor and limit to list.
+func PageDirectory(list []RoomSummary, f DirectoryFilter) ([]RoomSummary, string, error) {
+	var after *RoomSummary
+	if f.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(f.Cursor)
+		var c dirCursor
+		if err != nil || json.Unmarshal(b, &c) != nil {
+			return nil, "", adp.Reason(adp.CodeInvalidRequest, "cursor", "cursor is not one this host issued")
+		}
+		after = &RoomSummary{Status: rankStatus(c.R), LastActive: c.A, StartTime: c.S, Host: c.H, ID: c.ID}
+	}
+	matched := make([]RoomSummary, 0, len(list))
+	for i := range list {
+		if f.Match(&list[i]) && (after == nil || directoryLess(after, &list[i])) {
+			matched = append(matched, list[i])
+		}
+	}
+	SortDirectory(matched)
+	if len(matched) <= f.Limit {
+		return matched, "", nil
+	}
+	page := matched[:f.Limit]
+	last := page[len(page)-1]
+	b, _ := json.Marshal(dirCursor{statusRank(last.Status), last.LastActive, last.StartTime, last.Host, last.ID})
+	return page, base64.RawURLEncoding.EncodeToString(b), nil
+}
+
+func rankStatus(r int) room.Status {
+	return []room.Status{room.StatusActive, room.StatusScheduled, room.StatusEnded, room.StatusCancelled}[max(0, min(r, 3))]
+}
+
+// PublicRooms answers GET /v1/rooms/public from this host's rooms.
+func (n *Node) PublicRooms(f DirectoryFilter) ([]RoomSummary, string, error) {
+	return PageDirectory(n.Summaries(), f)
+}
+
+// MyRoomsFilter holds the /v1/me/rooms parameters.
+type MyRoomsFilter struct {
+	Status     string
+	Membership string // creator, active, former, pending
+	Limit      int
+	Cursor     string
+}
+
+// MyRooms answers GET /v1/me/rooms for agent: rooms it created, is or was a
+// member of, or has a pending join request for (§16).
+func (n *Node) MyRooms(agent identity.AgentID, f MyRoomsFilter) ([]RoomSummary, string, error) {
+	now := n.NowMs()
+	pending := map[string]bool{}
+	for _, r := range n.joins.byApplicant(agent) {
+		if r.Status == "pending" && now < r.ExpiresAt {
+			pending[r.RoomID] = true
+		}
+	}
+	var out []RoomSummary
+	for _, hr := range n.roomList() {
+		hr.mu.RLock()
+		m, member := hr.st.Member(agent)
+		creator := hr.st.Creator == agent
+		hr.mu.RUnlock()
+		var membership string
+		switch {
+		case member && m.Active:
+			membership = "active"
+		case member:
+			membership = "former"
+		case pending[hr.id]:
+			membership = "pending"
+		case creator:
+			membership = "former"
+		default:
+			continue
+		}
+		s := n.summary(hr, now)
+		s.Membership = membership
+		if member && m.Active {
+			s.Role = m.Role
+		}
+		if f.Status != "" && string(s.Status) != f.Status {
+			continue
+		}
+		if f.Membership != "" && f.Membership != membership && !(f.Membership == "creator" && creator) {
+			continue
+		}
+		out = append(out, s)
+	}
+	// Newest rooms first; the room ID (time-prefixed) is the cursor.
+	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	if f.Cursor != "" {
+		i := sort.Search(len(out), func(i int) bool { return out[i].ID < f.Cursor })
+		out = out[i:]
+	}
+	if len(out) > f.Limit {
+		return out[:f.Limit], out[f.Limit-1].ID, nil
+	}
+	return out, "", nil
+}

@@ -1,0 +1,273 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/room"
+)
+
+// Result is the outcome of an accepted (or exactly resubmitted) write.
+type Result struct {
+	Record *record.Record
+	// Created is set for room.create: answer with the §9 shape.
+	Created bool
+	Status  room.Status
+	URL     string
+	// Resubmitted is set when the envelope had already been accepted and
+	// this is the original acceptance (Identity §9).
+	Resubmitted bool
+	// MaxSeenNonce is the actor's effective maximum nonce after the write.
+	MaxSeenNonce int64
+}
+
+// NonceError carries the Max-Seen-Nonce a nonce rejection must send.
+type NonceError struct {
+	Err          *adp.Error
+	MaxSeenNonce int64
+}
+
+func (e *NonceError) Error() string { return e.Err.Error() }
+
+func (e *NonceError) Unwrap() error { return e.Err }
+
+// Submit runs the write path of ARCHITECTURE.md for one envelope body.
+// pathRoom is "" for POST /v1/rooms (room.create) and the path room ID for
+// POST /v1/rooms/{room_id}. Errors are *adp.Error (or *NonceError).
+func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Result, error) {
+	if n.closing.Load() {
+		return nil, adp.Errorf(adp.CodeUnavailable, "node is shutting down")
+	}
+	n.inflight.Add(1)
+	defer n.inflight.Done()
+
+	// Identity §6 steps 1–5: strict parse and shape, JCS, hash, actor, signature.
+	env, err := identity.ParseEnvelope(body)
+	if err != nil {
+		return nil, err
+	}
+	ev := &env.Event
+	if pathRoom == "" && ev.Type != "room.create" {
+		return nil, adp.Reason(adp.CodeInvalidEvent, "wrong_endpoint", "POST /v1/rooms accepts only room.create; send other events to /v1/rooms/{room_id}")
+	}
+	if pathRoom != "" {
+		if ev.Type == "room.create" {
+			return nil, adp.Reason(adp.CodeInvalidEvent, "wrong_endpoint", "room.create goes to POST /v1/rooms")
+		}
+		if ev.RoomID == nil || *ev.RoomID != pathRoom {
+			return nil, adp.Reason(adp.CodeInvalidEvent, "room_mismatch", "event.room_id must equal the room ID in the path (§16, §22)")
+		}
+	}
+	if err := env.Verify(); err != nil {
+		return nil, err
+	}
+
+	// Serialise this actor's writes: nonce check and acceptance are atomic.
+	lock := &n.actors[actorStripe(ev.Actor)]
+	lock.Lock()
+	defer lock.Unlock()
+
+	// Step 6: exact resubmission answers from the durable index.
+	if roomID, seq, ok, err := n.lookupEnvelope(env.Digest); err != nil {
+		return nil, internal(err)
+	} else if ok {
+		return n.resubmission(roomID, seq, ev.Actor)
+	}
+
+	// Step 7: time window.
+	now := n.NowMs()
+	if d := now - ev.CreatedAt; d > n.cfg.Window.Milliseconds() || -d > n.cfg.Window.Milliseconds() {
+		return nil, &adp.Error{Code: adp.CodeTimestampOutOfWindow, Message: "created_at is outside the live-write window",
+			Data: map[string]any{"window_ms": n.cfg.Window.Milliseconds(), "server_time": now}}
+	}
+	// Step 8: nonce.
+	if max := n.nonces.max(ev.Actor, now); ev.Nonce <= max {
+		return nil, &NonceError{Err: &adp.Error{Code: adp.CodeNonceNotGreater,
+			Message: "nonce is not greater than the highest accepted nonce", Data: map[string]any{"max_seen_nonce": max}}, MaxSeenNonce: max}
+	}
+
+	// External packs are fetched before any room lock is taken.
+	src, fetched, err := n.packs.prefetch(ctx, ev.Type, ev.Payload)
+	if err != nil {
+		return nil, err
+	}
+
+	// Step 9: the room.
+	var hr *hostedRoom
+	if ev.Type == "room.create" {
+		hr = &hostedRoom{id: n.newRoomID(), st: room.New(n.stateConfig(src))}
+	} else {
+		var ok bool
+		if hr, ok = n.room(pathRoom); !ok {
+			return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+		}
+	}
+	res, err := n.sequence(hr, env, src, fetched)
+	if err != nil {
+		return nil, err
+	}
+	n.nonces.accept(ev.Actor, ev.Nonce, res.Record.ReceivedAt)
+	res.MaxSeenNonce = n.nonces.max(ev.Actor, res.Record.ReceivedAt)
+	return res, nil
+}
+
+func actorStripe(a identity.AgentID) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(a); i++ {
+		h = (h ^ uint32(a[i])) * 16777619
+	}
+	return int(h % 256)
+}
+
+// sequence admits env into the room under the sequencer lock, stores the
+// record durably, then applies it and fans it out.
+func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, fetched map[string][]byte) (*Result, error) {
+	hr.seqMu.Lock()
+	defer hr.seqMu.Unlock()
+	st := hr.st
+	st.SetPackSource(src)
+	now := max(n.NowMs(), st.LastReceivedAt)
+	a, err := st.Admit(env, now, n.joins.lookup(hr.id))
+	if err != nil {
+		return nil, n.withRecovery(hr, err)
+	}
+	// Quotas (§21) after admission, which knows the kind and type.
+	qkey, limit := n.cfg.Rates.rateFor(a.Type, a.Kind, a.Def)
+	qkey = qkey + "|" + string(env.Event.Actor) + "|" + hr.id
+	if a.Type != "room.create" && !n.quotas.allow(qkey, limit, now) {
+		ra := n.quotas.retryAfter(qkey, now)
+		return nil, &adp.Error{Code: adp.CodeRateLimited, Message: fmt.Sprintf("rate limit of %d %s events per minute", limit, a.Kind),
+			Data: map[string]any{"limit_per_minute": limit, "retry_after_ms": ra}}
+	}
+
+	rec := record.New(hr.id, st.Seq+1, st.LastHash, env, now)
+	recJSON, _ := rec.MarshalJSON()
+	sets := []kv{
+		{recordKey(hr.id, rec.Seq), recJSON},
+		{envelopeKey(env.Digest), envelopeValue(hr.id, rec.Seq)},
+		{nonceKey(env.Event.Actor), nonceValue(max(env.Event.Nonce, n.nonces.max(env.Event.Actor, now)), now)},
+	}
+	for k, b := range fetched {
+		digest := k[indexZero(k)+1:]
+		sets = append(sets, kv{[]byte(pfxPack + digest), b})
+	}
+	var jrUpdate *JoinRequest
+	if a.Reviewed != nil {
+		if jr, ok := n.joins.get(a.Reviewed.ID); ok {
+			jr.Status = "rejected"
+			if a.Reviewed.Approved {
+				jr.Status, jr.ApprovedRole = "approved", a.Reviewed.Role
+			}
+			actor, at := env.Event.Actor, now
+			jr.ReviewedBy, jr.ReviewedAt = &actor, &at
+			jr.ReviewReason = reviewReason(env.Event.Payload)
+			jrUpdate = jr
+		}
+	}
+	if a.ConsumedRequest != "" {
+		if jr, ok := n.joins.get(a.ConsumedRequest); ok {
+			jr.ConsumedSeq = rec.Seq
+			jrUpdate = jr
+		}
+	}
+	if jrUpdate != nil {
+		sets = append(sets, n.joins.kv(jrUpdate))
+	}
+	if err := n.commit.commit(sets); err != nil {
+		n.log.Error("durable write failed", "room", hr.id, "seq", rec.Seq, "err", err)
+		return nil, &adp.Error{Code: adp.CodeUnavailable, Message: "storage write failed; nothing was accepted"}
+	}
+
+	// Durable: apply, publish, answer.
+	hr.mu.Lock()
+	st.Commit(a, rec)
+	hr.mu.Unlock()
+	if a.Type == "room.create" {
+		n.mu.Lock()
+		n.rooms[hr.id] = hr
+		n.mu.Unlock()
+	}
+	for k, b := range fetched {
+		n.packs.mu.Lock()
+		n.packs.cache[k[indexZero(k)+1:]] = b
+		n.packs.mu.Unlock()
+	}
+	if jrUpdate != nil {
+		n.joins.put(jrUpdate)
+	}
+	if a.Type != "room.create" {
+		n.quotas.hit(qkey, now)
+	}
+	if a.ClearStatus != "" {
+		n.status.clear(hr.id, a.ClearStatus)
+	}
+	n.hub.record(rec)
+	switch a.Type {
+	case "room.leave", "room.member.remove", "room.member.role.update", "room.join", "room.join.review":
+		hr.mu.RLock()
+		n.hub.refresh(hr.id, st)
+		hr.mu.RUnlock()
+	}
+	n.emit(Event{Kind: EventRecord, RoomID: hr.id, Record: rec, Status: st.StatusAt(now)})
+	switch a.Type {
+	case "room.create", "room.update", "room.close", "room.cancel":
+		n.sched.touch(hr)
+	}
+	return &Result{Record: rec, Created: a.Type == "room.create", Status: st.StatusAt(now), URL: n.RoomURL(hr.id)}, nil
+}
+
+func indexZero(s string) int {
+	for i := 0; i < len(s); i++ {
+		if s[i] == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+func reviewReason(payload []byte) string {
+	var p struct {
+		Reason string `json:"reason"`
+	}
+	_ = json.Unmarshal(payload, &p)
+	return p.Reason
+}
+
+// withRecovery adds the §6.1 recovery URL to a head mismatch.
+func (n *Node) withRecovery(hr *hostedRoom, err error) error {
+	e, ok := err.(*adp.Error)
+	if !ok || e.Code != adp.CodeRoomHeadMismatch {
+		return err
+	}
+	after := e.Data["base_seq"]
+	return e.WithData("events_url", n.RoomURL(hr.id)+"/events?after_seq="+fmt.Sprint(after))
+}
+
+// resubmission answers an exact resubmission with the original record.
+func (n *Node) resubmission(roomID string, seq int64, actor identity.AgentID) (*Result, error) {
+	raw, err := n.recordAt(roomID, seq)
+	if err != nil {
+		return nil, internal(err)
+	}
+	rec, _, err := record.Parse(raw)
+	if err != nil {
+		return nil, internal(err)
+	}
+	hr, _ := n.room(roomID)
+	res := &Result{Record: rec, Created: seq == 1, URL: n.RoomURL(roomID), Resubmitted: true}
+	if hr != nil {
+		hr.mu.RLock()
+		res.Status = hr.st.StatusAt(n.NowMs())
+		hr.mu.RUnlock()
+	}
+	res.MaxSeenNonce = n.nonces.max(actor, n.NowMs())
+	return res, nil
+}
+
+// FormatNonce renders a Max-Seen-Nonce header value.
+func FormatNonce(v int64) string { return strconv.FormatInt(v, 10) }
