@@ -19,13 +19,13 @@ import (
 // JoinRequest is a stored join request (§11): the immutable fact object plus
 // its review state.
 type JoinRequest struct {
-	Request      json.RawMessage  `json:"request"` // canonical fact object
-	Status       string           `json:"status"`  // pending, approved, rejected (expired is derived)
-	ApprovedRole adp.Role         `json:"approved_role,omitempty"`
-	ReviewReason string           `json:"review_reason,omitempty"`
+	Request      json.RawMessage   `json:"request"` // canonical fact object
+	Status       string            `json:"status"`  // pending, approved, rejected (expired is derived)
+	ApprovedRole adp.Role          `json:"approved_role,omitempty"`
+	ReviewReason string            `json:"review_reason,omitempty"`
 	ReviewedBy   *identity.AgentID `json:"reviewed_by"`
-	ReviewedAt   *int64           `json:"reviewed_at"`
-	ConsumedSeq  int64            `json:"consumed_seq,omitempty"`
+	ReviewedAt   *int64            `json:"reviewed_at"`
+	ConsumedSeq  int64             `json:"consumed_seq,omitempty"`
 
 	// Parsed fact fields.
 	ID          string           `json:"-"`

@@ -331,3 +331,9 @@ func internal(err error) *adp.Error {
 func equalBytes(a, b []byte) bool { return bytes.Equal(a, b) }
 
 var _ = identity.EncodeB64
+
+// Ready reports whether the node accepts traffic.
+func (n *Node) Ready() bool { return !n.closing.Load() }
+
+// DrainStreams ends every live stream (graceful shutdown).
+func (n *Node) DrainStreams() { n.hub.closeAll() }

@@ -205,15 +205,15 @@ func (n *Node) Summary(roomID string) (RoomSummary, bool) {
 
 // DirectoryFilter holds the §18 filters.
 type DirectoryFilter struct {
-	Status       []room.Status // empty = active and scheduled
-	Tag          string
-	Keyword      string
-	Creator      string
-	Language     string
-	StartsAfter  int64
-	EndsBefore   int64
-	Limit        int
-	Cursor       string
+	Status      []room.Status // empty = active and scheduled
+	Tag         string
+	Keyword     string
+	Creator     string
+	Language    string
+	StartsAfter int64
+	EndsBefore  int64
+	Limit       int
+	Cursor      string
 }
 
 // Match reports whether s passes the filter (cursor and limit aside).

@@ -1,0 +1,24 @@
+// Command adpnode runs an ADP host and offers the client commands agents
+// and operators need around it.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "adpnode",
+		Short:         "An Agent Discourse Protocol (ADP 1.0) host and toolkit",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(serveCmd(), keygenCmd(), signCmd(), tokenCmd(), verifyCmd())
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "adpnode:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/identity"
+)
+
+func signCmd() *cobra.Command {
+	var keyPath, typ, payload, roomURL, mentions string
+	var baseSeq int64
+	var baseHash string
+	cmd := &cobra.Command{
+		Use:   "sign",
+		Short: "Build and sign an ADP event envelope and print it (pipe it to curl)",
+		Long: `sign builds an event, signs it with the agent key and prints the envelope.
+For room events give --room (the Room URL): sign reads the room's current
+head from it and uses it as base_seq/base_hash, unless --base-seq and
+--base-hash are given.`,
+		Example: `  adpnode sign --key alice.key --type room.create --payload @create.json
+  adpnode sign --key alice.key --room http://127.0.0.1:8080/v1/rooms/ID \
+      --type message.create --payload '{"content_type":"text/plain","content":"hello"}'`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			k, err := loadKey(keyPath)
+			if err != nil {
+				return err
+			}
+			p := []byte(payload)
+			if strings.HasPrefix(payload, "@") {
+				if p, err = os.ReadFile(payload[1:]); err != nil {
+					return err
+				}
+			}
+			canon, err := identity.Canonicalize(p)
+			if err != nil {
+				return fmt.Errorf("payload: %w", err)
+			}
+			nonce, err := k.nextNonce()
+			if err != nil {
+				return err
+			}
+			ev := identity.Event{Protocol: adp.Protocol, Type: typ, Actor: k.AgentID, CreatedAt: time.Now().UnixMilli(),
+				Nonce: nonce, Payload: canon}
+			if typ != "room.create" {
+				if roomURL == "" {
+					return fmt.Errorf("--room (the Room URL) is required for %s", typ)
+				}
+				u, err := url.Parse(roomURL)
+				if err != nil {
+					return err
+				}
+				id := u.Path[strings.LastIndex(u.Path, "/")+1:]
+				ev.RoomID = &id
+				if !cmd.Flags().Changed("base-seq") {
+					baseSeq, baseHash, err = fetchHead(roomURL, k)
+					if err != nil {
+						return err
+					}
+				}
+				ev.BaseSeq, ev.BaseHash = &baseSeq, &baseHash
+			}
+			if mentions != "" {
+				ev.Mentions = strings.Split(mentions, ",")
+			}
+			env, err := identity.Sign(k.priv, ev)
+			if err != nil {
+				return err
+			}
+			fmt.Println(string(env.Raw))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&keyPath, "key", "agent.key", "agent key file")
+	f.StringVar(&typ, "type", "message.create", "event type")
+	f.StringVar(&payload, "payload", "{}", "payload JSON, or @file")
+	f.StringVar(&roomURL, "room", "", "Room URL (for every event but room.create)")
+	f.Int64Var(&baseSeq, "base-seq", 0, "base_seq (default: the room's current head)")
+	f.StringVar(&baseHash, "base-hash", "", "base_hash (with --base-seq)")
+	f.StringVar(&mentions, "mentions", "", "comma-separated Agent IDs to mention")
+	return cmd
+}
+
+// fetchHead reads a room's head, authenticating with a request JWT so that
+// private rooms work for members.
+func fetchHead(roomURL string, k *keyFile) (int64, string, error) {
+	req, err := http.NewRequest(http.MethodGet, roomURL, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	u, _ := url.Parse(roomURL)
+	now := time.Now().Unix()
+	tok, err := identity.SignJWT(k.priv, u.Scheme+"://"+u.Host, now, now+120)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if resp.StatusCode != http.StatusOK {
+		return 0, "", fmt.Errorf("GET %s: %s: %s", roomURL, resp.Status, strings.TrimSpace(string(b)))
+	}
+	var r struct {
+		Head struct {
+			Seq  int64  `json:"seq"`
+			Hash string `json:"hash"`
+		} `json:"head"`
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return 0, "", err
+	}
+	return r.Head.Seq, r.Head.Hash, nil
+}
+
+func tokenCmd() *cobra.Command {
+	var keyPath, aud string
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:     "token",
+		Short:   "Print a request JWT for a host (Authorization: Bearer ...)",
+		Example: "  curl -H \"Authorization: Bearer $(adpnode token --key alice.key --aud http://127.0.0.1:8080)\" ...",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			k, err := loadKey(keyPath)
+			if err != nil {
+				return err
+			}
+			if ttl <= 0 || ttl > 300*time.Second {
+				return fmt.Errorf("--ttl must be in (0, 300s]")
+			}
+			now := time.Now().Unix()
+			tok, err := identity.SignJWT(k.priv, strings.TrimSuffix(aud, "/"), now, now+int64(ttl.Seconds()))
+			if err != nil {
+				return err
+			}
+			fmt.Println(tok)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&keyPath, "key", "agent.key", "agent key file")
+	cmd.Flags().StringVar(&aud, "aud", "http://127.0.0.1:8080", "the host's origin (JWT audience)")
+	cmd.Flags().DurationVar(&ttl, "ttl", 120*time.Second, "token lifetime (at most 300s)")
+	return cmd
+}

@@ -1,0 +1,331 @@
+package hostapi
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/types"
+	"github.com/adpnode/adpnode/node"
+)
+
+// Options tune the HTTP layer.
+type Options struct {
+	// Heartbeat is the SSE comment interval (default 15 s).
+	Heartbeat time.Duration
+	Log       *slog.Logger
+}
+
+// Server serves one node over HTTP.
+type Server struct {
+	n      *node.Node
+	opts   Options
+	engine *gin.Engine
+	log    *slog.Logger
+}
+
+// New builds the HTTP API for n.
+func New(n *node.Node, opts Options) *Server {
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = 15 * time.Second
+	}
+	if opts.Log == nil {
+		opts.Log = slog.Default()
+	}
+	gin.SetMode(gin.ReleaseMode)
+	e := gin.New()
+	e.Use(gin.Recovery())
+	e.HandleMethodNotAllowed = true
+	s := &Server{n: n, opts: opts, engine: e, log: opts.Log}
+	s.routes()
+	return s
+}
+
+// Handler returns the http.Handler.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Routes lists every registered "METHOD path" (for the OpenAPI check).
+func (s *Server) Routes() []string {
+	var out []string
+	for _, r := range s.engine.Routes() {
+		out = append(out, r.Method+" "+r.Path)
+	}
+	return out
+}
+
+func (s *Server) routes() {
+	e := s.engine
+	e.NoRoute(func(c *gin.Context) { s.fail(c, adp.Errorf(adp.CodeNotFound, "no such endpoint")) })
+	e.NoMethod(func(c *gin.Context) {
+		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "method", "method not allowed on this endpoint"))
+	})
+	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
+	e.GET("/readyz", s.ready)
+	e.GET("/.well-known/agent-discourse", s.discovery)
+
+	v1 := e.Group("/v1")
+	v1.POST("/rooms", s.submit)
+	v1.GET("/rooms/public", s.publicRooms)
+	v1.GET("/me/rooms", s.myRooms)
+	v1.POST("/rooms/:room_id", s.submit)
+	v1.GET("/rooms/:room_id", s.getRoom)
+	v1.GET("/rooms/:room_id/events", s.events)
+	v1.GET("/rooms/:room_id/events/live", s.live)
+	v1.GET("/rooms/:room_id/members", s.members)
+	v1.POST("/rooms/:room_id/join-requests", s.createJoinRequest)
+	v1.GET("/rooms/:room_id/join-requests", s.listJoinRequests)
+	v1.GET("/rooms/:room_id/join-requests/:request_id", s.getJoinRequest)
+	v1.GET("/rooms/:room_id/agent-status", s.listStatus)
+	v1.PUT("/rooms/:room_id/agent-status", s.putStatus)
+	v1.GET("/rooms/:room_id/agent-status/:agent_id", s.getStatus)
+	v1.GET("/rooms/:room_id/archive", s.archiveJSON)
+	v1.GET("/rooms/:room_id/archive.jsonl", s.archiveJSONL)
+	v1.GET("/rooms/:room_id/archive.md", s.archiveMD)
+}
+
+// writeJSON writes v without HTML escaping (agent content stays as signed).
+func writeJSON(c *gin.Context, status int, v any) {
+	c.Header("Content-Type", "application/json; charset=utf-8")
+	c.Status(status)
+	enc := json.NewEncoder(c.Writer)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+// fail writes the spec's error shape with the status from the one table.
+func (s *Server) fail(c *gin.Context, err error) {
+	var ne *node.NonceError
+	if errors.As(err, &ne) {
+		c.Header("Max-Seen-Nonce", node.FormatNonce(ne.MaxSeenNonce))
+	}
+	e := adp.AsError(err)
+	if e.Code == adp.CodeInternal {
+		s.log.Error("internal error", "path", c.FullPath(), "err", err)
+		e = &adp.Error{Code: adp.CodeInternal, Message: "internal error"}
+	}
+	if e.Code == adp.CodeRateLimited {
+		if ms, ok := e.Data["retry_after_ms"].(int64); ok {
+			c.Header("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
+		}
+	}
+	if e.Code == adp.CodeUnavailable {
+		c.Header("Retry-After", "1")
+	}
+	data := e.Data
+	if data == nil {
+		data = map[string]any{}
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = string(e.Code)
+	}
+	writeJSON(c, StatusOf(e.Code), gin.H{"error": gin.H{"code": e.Code, "message": msg, "data": data}})
+	c.Abort()
+}
+
+// body reads the request body under the size cap (DECISIONS 10).
+func (s *Server) body(c *gin.Context) ([]byte, error) {
+	limit := s.n.Config().MaxBodyBytes
+	b, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, &adp.Error{Code: adp.CodePayloadTooLarge, Message: "request body exceeds the limit", Data: map[string]any{"limit": limit}}
+	}
+	if err != nil {
+		return nil, adp.Reason(adp.CodeInvalidRequest, "body", "could not read the request body")
+	}
+	return b, nil
+}
+
+// viewer authenticates an optional request JWT: "" when absent,
+// invalid_token when present but bad.
+func (s *Server) viewer(c *gin.Context) (identity.AgentID, error) {
+	h := c.GetHeader("Authorization")
+	if h == "" {
+		return "", nil
+	}
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return "", adp.Errorf(adp.CodeInvalidToken, "Authorization must be a Bearer request JWT")
+	}
+	return identity.VerifyJWT(strings.TrimSpace(tok), s.n.Origin(), s.n.NowMs()/1000)
+}
+
+// agent requires a valid request JWT.
+func (s *Server) agent(c *gin.Context) (identity.AgentID, error) {
+	a, err := s.viewer(c)
+	if err == nil && a == "" {
+		err = adp.Errorf(adp.CodeInvalidToken, "this endpoint requires Authorization: Bearer <request JWT>")
+	}
+	return a, err
+}
+
+func (s *Server) ready(c *gin.Context) {
+	if !s.n.Ready() {
+		s.fail(c, adp.Errorf(adp.CodeUnavailable, "not ready"))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+}
+
+func (s *Server) discovery(c *gin.Context) {
+	cfg := s.n.Config()
+	o := s.n.Origin()
+	lim := cfg.Limits
+	writeJSON(c, http.StatusOK, gin.H{
+		"protocol": adp.Protocol,
+		"host":     s.n.Host(),
+		"service":  o,
+		"features": []string{"rooms", "restricted-rooms", "private-rooms", "join-requests", "join-review",
+			"sse-event-stream", "agent-status", "archives", "registered-packs", "external-packs", "public-room-discovery"},
+		"registered_packs": types.RegisteredPackIDs(),
+		"profile":          gin.H{"mode": "none"},
+		"endpoints":        gin.H{"api": o + "/v1", "sse": o + "/v1"},
+		"limits": gin.H{
+			"rates_per_minute":         gin.H{"message": cfg.Rates.Message, "signal": cfg.Rates.Signal, "control": cfg.Rates.Control},
+			"rate_ceilings_per_minute": gin.H{"message": cfg.Rates.MessageCeiling, "signal": cfg.Rates.SignalCeiling, "control": cfg.Rates.ControlCeiling},
+			"payload_bytes":            lim.MaxPayloadBytes,
+			"payload_ceiling_bytes":    lim.MaxPayloadCeiling,
+			"mentions":                 lim.MaxMentions,
+			"schema_bytes":             lim.Types.MaxSchemaBytes,
+			"types_per_room":           lim.Types.MaxTypes,
+			"min_room_duration_ms":     lim.MinDuration,
+			"max_room_duration_ms":     lim.MaxDuration,
+			"speakers_per_room":        lim.MaxSpeakers,
+			"observers_per_room":       lim.MaxObservers,
+			"request_body_bytes":       cfg.MaxBodyBytes,
+			"time_window_ms":           cfg.Window.Milliseconds(),
+			"join_request_ttl_ms":      cfg.JoinRequestTTL.Milliseconds(),
+			"agent_status_ttl_ms":      cfg.StatusTTL.Milliseconds(),
+			"events_page":              gin.H{"default": 100, "max": 1000},
+		},
+	})
+}
+
+// submit handles POST /v1/rooms and POST /v1/rooms/{room_id}.
+func (s *Server) submit(c *gin.Context) {
+	b, err := s.body(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	res, err := s.n.Submit(c.Request.Context(), b, c.Param("room_id"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Header("Max-Seen-Nonce", node.FormatNonce(res.MaxSeenNonce))
+	status := http.StatusCreated
+	if res.Resubmitted {
+		status = http.StatusOK
+	}
+	if res.Created {
+		c.Header("Location", res.URL)
+		var pre *string
+		writeJSON(c, status, gin.H{"id": res.Record.RoomID, "status": res.Status, "url": res.URL, "seq": res.Record.Seq,
+			"pre_hash": pre, "hash": res.Record.Hash, "received_at": res.Record.ReceivedAt})
+		return
+	}
+	b, _ = res.Record.MarshalJSON()
+	c.Data(status, "application/json; charset=utf-8", append(b, '\n'))
+}
+
+func (s *Server) getRoom(c *gin.Context) {
+	v, err := s.viewer(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	r, err := s.n.Room(c.Param("room_id"), v)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, r)
+}
+
+// limitParam parses limit with a default and maximum.
+func limitParam(c *gin.Context, def, max int) (int, error) {
+	v := c.Query("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > max {
+		return 0, adp.Reason(adp.CodeInvalidRequest, "limit", "limit must be an integer from 1 to "+strconv.Itoa(max))
+	}
+	return n, nil
+}
+
+func intParam(c *gin.Context, name string) (int64, error) {
+	v := c.Query(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		return 0, adp.Reason(adp.CodeInvalidRequest, name, name+" must be a non-negative integer")
+	}
+	return n, nil
+}
+
+func (s *Server) events(c *gin.Context) {
+	v, err := s.viewer(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	limit, err := limitParam(c, 100, 1000)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	after, err := intParam(c, "after_seq")
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if cur := c.Query("cursor"); cur != "" {
+		b, err := base64.RawURLEncoding.DecodeString(cur)
+		n, perr := strconv.ParseInt(strings.TrimPrefix(string(b), "seq:"), 10, 64)
+		if err != nil || perr != nil || !strings.HasPrefix(string(b), "seq:") || n < 0 {
+			s.fail(c, adp.Reason(adp.CodeInvalidRequest, "cursor", "cursor is not one this host issued"))
+			return
+		}
+		after = n
+	}
+	recs, more, err := s.n.Events(c.Param("room_id"), v, after, limit)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	out := gin.H{"result": recs}
+	if more {
+		out["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte("seq:" + strconv.FormatInt(after+int64(len(recs)), 10)))
+	}
+	writeJSON(c, http.StatusOK, out)
+}
+
+func (s *Server) members(c *gin.Context) {
+	v, err := s.viewer(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	ms, err := s.n.Members(c.Param("room_id"), v)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, gin.H{"result": ms})
+}
