@@ -1,0 +1,267 @@
+// Command adpload measures how many writes per second an ADP host accepts
+// over HTTP, next to the bare envelope verification rate of this machine.
+//
+// It first measures the verification ceiling (identity.OpenEnvelope on
+// pre-made envelopes in GOMAXPROCS goroutines) and the client's signing cost,
+// then drives N agents in M rooms against a host for a fixed duration and
+// reports accepted writes/s, latency percentiles and writes/ceiling.
+//
+//	adpload -inproc -mode message            # in-process node, durable Badger in a temp dir
+//	adpload -inproc -mode reaction           # pre-signed signals: no signing during the run
+//	adpload -url http://127.0.0.1:8080       # an existing node (disable its rates in its config)
+//
+// Modes. message: every agent posts message.create, which must name the
+// current room head (base_seq/base_hash), so each envelope is signed right
+// after the previous answer; the signing time is measured and reported
+// separately from the HTTP latency. reaction: reaction.create from the
+// registered adp:reactions/1.0 pack is a signal, which only needs an anchor
+// (base_seq 1 and the room.create record hash), so every envelope is signed
+// before the run starts.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/node"
+)
+
+type options struct {
+	url          string
+	inproc       bool
+	agents       int
+	rooms        int
+	duration     time.Duration
+	warmup       time.Duration
+	verifyFor    time.Duration
+	mode         string
+	rates        string
+	dataDir      string
+	keep         bool
+	presign      int
+	contentBytes int
+	cpuprofile   string
+	mutexprofile string
+	timeout      time.Duration
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.url, "url", "", "base URL of an existing node (its rate limits must be off: rates: {message: 0, signal: 0, control: 0} in its config file)")
+	flag.BoolVar(&o.inproc, "inproc", false, "start a node in-process on a temporary data dir with durable (synced) Badger")
+	flag.IntVar(&o.agents, "agents", 64, "concurrent agents (one HTTP request in flight each)")
+	flag.IntVar(&o.rooms, "rooms", 64, "rooms; agent i writes to room i mod rooms")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured run time")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "load before the measured window (not counted)")
+	flag.DurationVar(&o.verifyFor, "verify", 2*time.Second, "how long to measure the verification ceiling (0 skips it)")
+	flag.StringVar(&o.mode, "mode", "message", "message (message.create on the head, signed live) or reaction (pre-signed reaction.create signals)")
+	flag.StringVar(&o.rates, "rates", "off", "in-process node rate limits: off or default")
+	flag.StringVar(&o.dataDir, "data", "", "in-process data dir (default: a new temporary dir, removed afterwards)")
+	flag.BoolVar(&o.keep, "keep", false, "keep the temporary data dir")
+	flag.IntVar(&o.presign, "presign", 0, "reaction mode: envelopes pre-signed per agent (0: enough for half the verification ceiling)")
+	flag.IntVar(&o.contentBytes, "content", 200, "message mode: bytes of message content")
+	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the load phase to this file")
+	flag.StringVar(&o.mutexprofile, "mutexprofile", "", "write a mutex contention profile of the load phase to this file")
+	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request HTTP timeout")
+	flag.Parse()
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "adpload:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	if (o.url == "") == !o.inproc {
+		return errors.New("give exactly one of -url or -inproc")
+	}
+	if o.mode != "message" && o.mode != "reaction" {
+		return fmt.Errorf("-mode must be message or reaction, not %q", o.mode)
+	}
+	if o.rates != "off" && o.rates != "default" {
+		return fmt.Errorf("-rates must be off or default, not %q", o.rates)
+	}
+	if o.agents < 1 || o.rooms < 1 || o.rooms > o.agents {
+		return errors.New("need 1 <= rooms <= agents")
+	}
+	if o.duration <= 0 {
+		return errors.New("-duration must be positive")
+	}
+	procs := runtime.GOMAXPROCS(0)
+	fmt.Printf("adpload: mode=%s agents=%d rooms=%d duration=%s warmup=%s GOMAXPROCS=%d NumCPU=%d %s\n",
+		o.mode, o.agents, o.rooms, o.duration, o.warmup, procs, runtime.NumCPU(), runtime.Version())
+
+	// 1. The verification ceiling and the signing cost, before any node runs.
+	var ceiling float64
+	if o.verifyFor > 0 {
+		envs, err := sampleEnvelopes(o.mode, o.contentBytes, 256)
+		if err != nil {
+			return err
+		}
+		var note string
+		ceiling, note = verifyCeiling(envs, o.verifyFor)
+		fmt.Printf("verify ceiling:  %.0f envelopes/s  (identity.OpenEnvelope, %d goroutines, %s; %.1f µs/envelope per core, %d-byte envelopes)\n",
+			ceiling, procs, o.verifyFor, float64(procs)*1e6/ceiling, len(envs[0]))
+		fmt.Printf("                 cpu: %s\n", note)
+	}
+	sc, err := measureSigning(o.mode, o.contentBytes, 500*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("sign cost:       %.1f µs/envelope on one core (identity.Sign: JCS + SHA3 + Ed25519 + re-parse); %.0f envelopes/s on %d cores\n",
+		sc.perEnvelopeUs, sc.allCoresPerSec, procs)
+
+	// 2. The host.
+	base := strings.TrimRight(o.url, "/")
+	if o.inproc {
+		h, err := startInproc(o)
+		if err != nil {
+			return err
+		}
+		defer h.close()
+		base = h.url
+	}
+	cl := newClient(base, o.agents, o.timeout)
+	if err := cl.checkHost(o); err != nil {
+		return err
+	}
+
+	// 3. Rooms, agents and (reaction mode) the pre-signed envelopes.
+	agents, err := setup(cl, o)
+	if err != nil {
+		return err
+	}
+	if o.mode == "reaction" {
+		per := o.presign
+		if per <= 0 {
+			per = int(ceiling*0.5*(o.warmup+o.duration).Seconds())/o.agents + 64
+			if ceiling == 0 {
+				per = 2000
+			}
+		}
+		took, err := presign(agents, per)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("pre-signed:      %d reaction.create envelopes (%d per agent) in %s = %.1f µs/envelope wall on %d cores\n",
+			per*len(agents), per, took.Round(time.Millisecond), float64(took.Microseconds())/float64(per*len(agents)), procs)
+	}
+
+	// 4. The run.
+	stopProf, err := startProfiles(o)
+	if err != nil {
+		return err
+	}
+	res := drive(cl, agents, o)
+	if err := stopProf(); err != nil {
+		return err
+	}
+	report(o, res, ceiling, sc)
+	return nil
+}
+
+// inprocHost is a node served over HTTP on 127.0.0.1 in this process.
+type inprocHost struct {
+	url   string
+	n     *node.Node
+	srv   *http.Server
+	dir   string
+	owned bool
+}
+
+func startInproc(o options) (*inprocHost, error) {
+	dir, owned := o.dataDir, false
+	if dir == "" {
+		d, err := os.MkdirTemp("", "adpload-*")
+		if err != nil {
+			return nil, err
+		}
+		dir, owned = d, !o.keep
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	url := "http://" + ln.Addr().String()
+	cfg := node.Config{
+		PublicURL: url,
+		DataDir:   dir, // real files; node.Open always sets SyncWrites(true)
+		Log:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if o.rates == "off" {
+		cfg.Rates = ratesOff()
+	}
+	n, err := node.Open(cfg)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	api := hostapi.New(n, hostapi.Options{Log: cfg.Log})
+	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
+	go srv.Serve(ln)
+	fmt.Printf("in-process node: %s, durable Badger (SyncWrites) in %s, rates %s\n", url, dir, o.rates)
+	return &inprocHost{url: url, n: n, srv: srv, dir: dir, owned: owned}, nil
+}
+
+// ratesOff disables every write quota. node.Config.Defaults replaces an
+// all-zero Rates with the §21 defaults, and in a non-zero Rates a zero
+// limit disables that kind. Large limits would not do: a type's rate_hint
+// (30/min for reaction.create) replaces the kind limit whenever that limit
+// is non-zero, so only a zero kind limit turns the quota off.
+func ratesOff() node.Rates {
+	return node.Rates{AgentStatus: node.DefaultRates().AgentStatus}
+}
+
+func (h *inprocHost) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h.n.DrainStreams()
+	h.srv.Shutdown(ctx)
+	h.n.Close()
+	if h.owned {
+		os.RemoveAll(h.dir)
+	}
+}
+
+func startProfiles(o options) (stop func() error, err error) {
+	var cpu *os.File
+	if o.cpuprofile != "" {
+		if cpu, err = os.Create(o.cpuprofile); err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(cpu); err != nil {
+			cpu.Close()
+			return nil, err
+		}
+	}
+	if o.mutexprofile != "" {
+		runtime.SetMutexProfileFraction(5)
+	}
+	return func() error {
+		if cpu != nil {
+			pprof.StopCPUProfile()
+			if err := cpu.Close(); err != nil {
+				return err
+			}
+		}
+		if o.mutexprofile != "" {
+			f, err := os.Create(o.mutexprofile)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			return pprof.Lookup("mutex").WriteTo(f, 0)
+		}
+		return nil
+	}, nil
+}

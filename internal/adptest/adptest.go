@@ -1,0 +1,261 @@
+// Package adptest helps tests drive real adpnode hosts: agents that sign
+// envelopes and request JWTs, a controllable clock, and in-process nodes
+// served over HTTP on 127.0.0.1.
+package adptest
+
+import (
+	"bytes"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/node"
+)
+
+// Clock is a settable clock safe for concurrent use.
+type Clock struct{ ms atomic.Int64 }
+
+// NewClock starts a clock at the real current time.
+func NewClock() *Clock {
+	c := &Clock{}
+	c.ms.Store(time.Now().UnixMilli())
+	return c
+}
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time { return time.UnixMilli(c.ms.Load()) }
+
+// Advance moves the clock forward.
+func (c *Clock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+
+// Ms returns the clock in Unix milliseconds.
+func (c *Clock) Ms() int64 { return c.ms.Load() }
+
+// Host is an in-process node behind a real HTTP server on 127.0.0.1.
+type Host struct {
+	Node  *node.Node
+	API   *hostapi.Server
+	URL   string
+	Clock *Clock
+	srv   *httptest.Server
+	cfg   node.Config // as passed in, with Now set: what Restart reuses
+	once  sync.Once
+}
+
+// StartHost starts a node with an in-memory store (unless cfg.DataDir is
+// set) and serves it. cfg.PublicURL is filled in with the server's URL.
+// Everything is stopped in t.Cleanup.
+func StartHost(t testing.TB, cfg node.Config) *Host {
+	t.Helper()
+	return startHost(t, cfg, NewClock(), "")
+}
+
+// StartHostAt is StartHost on a given clock: the node reads clock (cfg.Now
+// is replaced) and Host.Clock is clock. Use it with cfg.DataDir and
+// Restart to run one durable node across restarts on one clock.
+func StartHostAt(t testing.TB, cfg node.Config, clock *Clock) *Host {
+	t.Helper()
+	cfg.Now = clock.Now
+	return startHost(t, cfg, clock, "")
+}
+
+func startHost(t testing.TB, cfg node.Config, clock *Clock, addr string) *Host {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	if addr != "" {
+		// Serve on the previous address so the origin (JWT audience, Room
+		// URLs) survives the restart.
+		var l net.Listener
+		var err error
+		for i := 0; i < 50; i++ {
+			if l, err = net.Listen("tcp", addr); err == nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err != nil {
+			t.Fatalf("restart: listen on %s: %v", addr, err)
+		}
+		srv.Listener.Close()
+		srv.Listener = l
+	}
+	srv.Start()
+	if cfg.Now == nil {
+		cfg.Now = clock.Now
+	}
+	keep := cfg
+	if cfg.DataDir == "" {
+		cfg.InMemory = true
+	}
+	cfg.PublicURL = srv.URL
+	n, err := node.Open(cfg)
+	if err != nil {
+		srv.Close()
+		t.Fatal(err)
+	}
+	api := hostapi.New(n, hostapi.Options{Heartbeat: 200 * time.Millisecond})
+	srv.Config.Handler = api.Handler()
+	h := &Host{Node: n, API: api, URL: srv.URL, Clock: clock, srv: srv, cfg: keep}
+	t.Cleanup(h.Close)
+	return h
+}
+
+// Close ends every live stream, stops the HTTP server and closes the node.
+// It is idempotent; t.Cleanup calls it too.
+func (h *Host) Close() {
+	h.once.Do(func() {
+		h.Node.DrainStreams()
+		h.srv.CloseClientConnections()
+		h.srv.Close()
+		h.Node.Close()
+	})
+}
+
+// Restart closes h and opens a new node on the same configuration (so the
+// same DataDir), the same clock and the same address, as a process restart
+// would. h must have a DataDir: an in-memory node restarts empty.
+func (h *Host) Restart(t testing.TB) *Host {
+	t.Helper()
+	if h.cfg.DataDir == "" {
+		t.Fatal("restart: the host has no DataDir")
+	}
+	addr := h.srv.Listener.Addr().String()
+	h.Close()
+	return startHost(t, h.cfg, h.Clock, addr)
+}
+
+// Agent is a test agent with its own key and nonce sequence.
+type Agent struct {
+	Name  string
+	Key   ed25519.PrivateKey
+	ID    identity.AgentID
+	mu    sync.Mutex
+	nonce int64
+}
+
+// NewAgent derives a deterministic key from name.
+func NewAgent(name string) *Agent {
+	seed := make([]byte, 32)
+	copy(seed, "adptest:"+name)
+	k, err := identity.KeyFromSeed(seed)
+	if err != nil {
+		panic(err)
+	}
+	return &Agent{Name: name, Key: k, ID: identity.AgentIDFromKey(k.Public().(ed25519.PublicKey))}
+}
+
+// Nonce returns the next nonce: max(last+1, nowMs).
+func (a *Agent) Nonce(nowMs int64) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.nonce = identity.NextNonce(a.nonce, nowMs)
+	return a.nonce
+}
+
+// Event builds an unsigned event. roomID "" means room.create (no base).
+func (a *Agent) Event(nowMs int64, typ, roomID string, baseSeq int64, baseHash string, payload any) identity.Event {
+	p, err := json.Marshal(payload)
+	if err != nil {
+		panic(err)
+	}
+	canon, err := identity.Canonicalize(p)
+	if err != nil {
+		panic(err)
+	}
+	ev := identity.Event{Protocol: adp.Protocol, Type: typ, Actor: a.ID, CreatedAt: nowMs, Nonce: a.Nonce(nowMs), Payload: canon}
+	if roomID != "" {
+		ev.RoomID, ev.BaseSeq, ev.BaseHash = &roomID, &baseSeq, &baseHash
+	}
+	return ev
+}
+
+// Sign signs ev and returns the envelope bytes.
+func (a *Agent) Sign(ev identity.Event) []byte {
+	env, err := identity.Sign(a.Key, ev)
+	if err != nil {
+		panic(err)
+	}
+	return env.Raw
+}
+
+// Envelope builds and signs an event in one step.
+func (a *Agent) Envelope(nowMs int64, typ, roomID string, baseSeq int64, baseHash string, payload any) []byte {
+	return a.Sign(a.Event(nowMs, typ, roomID, baseSeq, baseHash, payload))
+}
+
+// Token returns a request JWT for the host's origin valid from nowMs.
+func (a *Agent) Token(origin string, nowMs int64) string {
+	s := nowMs / 1000
+	tok, err := identity.SignJWT(a.Key, origin, s, s+120)
+	if err != nil {
+		panic(err)
+	}
+	return tok
+}
+
+// Response is a decoded HTTP answer.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into v.
+func (r *Response) JSON(v any) error { return json.Unmarshal(r.Body, v) }
+
+// ErrorCode returns error.code from an error body ("" if none).
+func (r *Response) ErrorCode() string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	json.Unmarshal(r.Body, &e)
+	return e.Error.Code
+}
+
+// ErrorData returns error.data from an error body.
+func (r *Response) ErrorData() map[string]any {
+	var e struct {
+		Error struct {
+			Data map[string]any `json:"data"`
+		} `json:"error"`
+	}
+	json.Unmarshal(r.Body, &e)
+	return e.Error.Data
+}
+
+func (r *Response) String() string { return fmt.Sprintf("%d %s", r.Status, bytes.TrimSpace(r.Body)) }
+
+// Do sends one request; token "" sends no Authorization header.
+func Do(t testing.TB, method, url, token string, body []byte) *Response {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
