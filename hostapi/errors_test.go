@@ -172,6 +172,14 @@ func errCases() []errCase {
 		{code: adp.CodeRoomNotFound, name: "private_room_outsider", run: func(t *testing.T, f *errFixture) *adptest.Response {
 			return get(t, f.h, f.bob, "/v1/rooms/"+f.room(t, "private", nil))
 		}},
+		{code: adp.CodeRoomNotFound, name: "join_request_in_unknown_room", run: func(t *testing.T, f *errFixture) *adptest.Response {
+			id := f.room(t, "restricted", nil)
+			jr := createJR(t, f.h, f.bob, id, "speaker")
+			return get(t, f.h, f.bob, "/v1/rooms/d8ftedhpqhsusbg001tg/join-requests/"+jr.id())
+		}},
+		{code: adp.CodeRoomNotFound, name: "join_requests_of_private_room_outsider", run: func(t *testing.T, f *errFixture) *adptest.Response {
+			return get(t, f.h, f.bob, "/v1/rooms/"+f.room(t, "private", nil)+"/join-requests")
+		}},
 		{code: adp.CodeRoomNotActive, name: "message_while_scheduled", run: func(t *testing.T, f *errFixture) *adptest.Response {
 			id := createRoom(t, f.h, f.creator, roomPayload("public", f.now()+time.Hour.Milliseconds(), time.Hour))
 			return f.h.Post(t, f.creator, id, "message.create", msg("too early"))

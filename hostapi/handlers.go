@@ -303,6 +303,12 @@ func (s *Server) myRooms(c *gin.Context) {
 		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "membership", "membership must be creator, active, former or pending"))
 		return
 	}
+	switch room.Status(f.Status) {
+	case "", room.StatusScheduled, room.StatusActive, room.StatusEnded, room.StatusCancelled:
+	default:
+		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "status", "status must be scheduled, active, ended or cancelled"))
+		return
+	}
 	list, next, err := s.n.MyRooms(a, f)
 	if err != nil {
 		s.fail(c, err)

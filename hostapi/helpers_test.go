@@ -65,7 +65,7 @@ func submit(t testing.TB, h *adptest.Host, roomID string, env []byte) *adptest.R
 func expectCode(t testing.TB, r *adptest.Response, code adp.Code) {
 	t.Helper()
 	if got := r.ErrorCode(); got != string(code) {
-		t.Fatalf("want error %s, got %s", code, r)
+		t.Fatalf("want error %s, got %s", code, short(r))
 	}
 	if want := hostapi.StatusOf(code); r.Status != want {
 		t.Fatalf("error %s: want HTTP %d (StatusOf), got %d", code, want, r.Status)
@@ -75,11 +75,23 @@ func expectCode(t testing.TB, r *adptest.Response, code adp.Code) {
 	}
 }
 
+// short renders a response for a failure message, truncated.
+func short(r *adptest.Response) string {
+	if r == nil {
+		return "<nil>"
+	}
+	s := r.String()
+	if len(s) > 600 {
+		s = s[:600] + "…"
+	}
+	return s
+}
+
 // expectStatus asserts a success status.
 func expectStatus(t testing.TB, r *adptest.Response, status int) {
 	t.Helper()
 	if r.Status != status {
-		t.Fatalf("want HTTP %d, got %s", status, r)
+		t.Fatalf("want HTTP %d, got %s", status, short(r))
 	}
 }
 
@@ -204,8 +216,14 @@ type sseStream struct {
 // error response and a nil stream.
 func dialSSE(t testing.TB, h *adptest.Host, a *adptest.Agent, roomID string) (*sseStream, *adptest.Response) {
 	t.Helper()
+	return dialSSEQuery(t, h, a, roomID, "")
+}
+
+// dialSSEQuery is dialSSE with a query string ("?..." or "").
+func dialSSEQuery(t testing.TB, h *adptest.Host, a *adptest.Agent, roomID, query string) (*sseStream, *adptest.Response) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.URL+"/v1/rooms/"+roomID+"/events/live", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.URL+"/v1/rooms/"+roomID+"/events/live"+query, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,4 +449,46 @@ func createJR(t testing.TB, h *adptest.Host, a *adptest.Agent, roomID, role stri
 	r := sendJSON(t, h, a, http.MethodPost, "/v1/rooms/"+roomID+"/join-requests", map[string]any{"role": role})
 	expectStatus(t, r, http.StatusCreated)
 	return decode[jrView](t, r)
+}
+
+// tryDo is adptest.Do without testing.T, for goroutines other than the
+// test's (which must not call t.Fatal).
+func tryDo(method, url, token string, body []byte) (*adptest.Response, error) {
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return &adptest.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, err
+}
+
+// tryHead reads a room head without testing.T.
+func tryHead(h *adptest.Host, a *adptest.Agent, roomID string) (adptest.Head, error) {
+	r, err := tryDo(http.MethodGet, h.URL+"/v1/rooms/"+roomID, tok(h, a), nil)
+	if err != nil {
+		return adptest.Head{}, err
+	}
+	if r.Status != http.StatusOK {
+		return adptest.Head{}, fmt.Errorf("get room: %s", short(r))
+	}
+	var out struct {
+		Head adptest.Head `json:"head"`
+	}
+	err = r.JSON(&out)
+	return out.Head, err
+}
+
+func decodeJSON(t testing.TB, data []byte, v any) {
+	t.Helper()
+	if err := json.Unmarshal(data, v); err != nil {
+		t.Fatalf("decode %s: %v", data, err)
+	}
 }

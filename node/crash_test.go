@@ -81,6 +81,7 @@ func TestCrashRecovery(t *testing.T) {
 		chains:  map[string]*crashChain{},
 		envs:    map[string]crashLoc{},
 		nonces:  map[identity.AgentID]int64{},
+		sent:    map[string]bool{},
 	}
 	for i := range crashWriters {
 		h.writers = append(h.writers, adptest.NewAgent(fmt.Sprintf("crash-writer-%d", i)))
@@ -192,6 +193,11 @@ func (r crashReply) errCode() (code, reason string) {
 	return e.Error.Code, e.Error.Data.Reason
 }
 
+func (r crashReply) errCodeIs(code string) bool {
+	c, _ := r.errCode()
+	return c == code
+}
+
 // do sends one request; an error means no complete answer was read.
 func (c *crashChild) do(method, path, token string, body []byte) (crashReply, error) {
 	var rd io.Reader
@@ -285,6 +291,7 @@ type crashHarness struct {
 	chains map[string]*crashChain
 	envs   map[string]crashLoc        // envelope hash -> record
 	nonces map[identity.AgentID]int64 // highest nonce in the chains
+	sent   map[string]bool            // envelope hashes ever in flight at a kill
 
 	mu       sync.Mutex // guards the fields below while writers run
 	acks     []crashAck
@@ -643,7 +650,6 @@ func (h *crashHarness) creatorLoop(c *crashChild, round int, at time.Duration, s
 // what was in flight (see the comment at the top of the file).
 func (h *crashHarness) verify(c *crashChild) {
 	t := h.t
-	t.Helper()
 	fatal := func(format string, args ...any) {
 		t.Helper()
 		t.Fatalf("round %d: "+format, append([]any{h.round}, args...)...)
@@ -693,7 +699,7 @@ func (h *crashHarness) verify(c *crashChild) {
 	for id := range listed {
 		var raws [][]byte
 		for cursor := ""; ; {
-			path := "/v1/rooms/" + id + "/events?limit=1000"
+			path := "/v1/rooms/" + id + "/events?limit=250"
 			if cursor != "" {
 				path += "&cursor=" + cursor
 			}
@@ -789,6 +795,7 @@ func (h *crashHarness) verify(c *crashChild) {
 		}
 	}
 	for _, s := range inflight {
+		h.sent[s.env] = true
 		if s.typ == "room.create" {
 			creates[s.env] = true
 		}
@@ -801,6 +808,18 @@ func (h *crashHarness) verify(c *crashChild) {
 		_, env, _ := record.Parse(ch.raws[0])
 		if !creates[env.Hash] {
 			t.Errorf("round %d: room %s was created by no write of this test", h.round, id)
+		}
+	}
+
+	// Every record is a write of this test: acknowledged, or in flight at
+	// some kill (and then present, checked below or in an earlier round).
+	acked := make(map[string]bool, len(acks))
+	for _, a := range acks {
+		acked[a.env] = true
+	}
+	for env, loc := range h.envs {
+		if !acked[env] && !h.sent[env] {
+			t.Errorf("round %d: room %s seq %d holds envelope %s that was neither acknowledged nor in flight at a kill", h.round, loc.room, loc.seq, env)
 		}
 	}
 
@@ -879,7 +898,7 @@ func (h *crashHarness) verify(c *crashChild) {
 				}
 				h.ack(crashAck{room: rec.RoomID, seq: rec.Seq, hash: rec.Hash, env: s.env})
 			}
-		case r.status == http.StatusOK || r.status >= 500:
+		case r.status == http.StatusOK || r.status >= 500 || r.errCodeIs("nonce_not_greater"):
 			t.Errorf("round %d: %s by %s in flight at the kill has no record, but its resubmission got %s",
 				h.round, s.typ, s.writer, r)
 		}

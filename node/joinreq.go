@@ -316,20 +316,27 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 
 // JoinRequest returns one join request, readable by its applicant, the
 // room creator and moderators (§11).
+// An unknown room, or a private room the viewer may not read, is
+// room_not_found (DECISIONS 21); the applicant always sees its own request.
 func (n *Node) JoinRequest(roomID, id string, viewer identity.AgentID) (*JoinRequest, error) {
+	hr, ok := n.room(roomID)
+	if !ok {
+		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+	}
 	r, ok := n.joins.get(id)
-	if !ok || r.RoomID != roomID {
-		return nil, adp.Errorf(adp.CodeJoinRequestNotFound, "join request not found")
+	if ok && r.RoomID == roomID && (r.Applicant == viewer || n.isManager(roomID, viewer)) {
+		return r, nil
 	}
-	if r.Applicant != viewer && !n.isManager(roomID, viewer) {
-		return nil, adp.Errorf(adp.CodeJoinRequestNotFound, "join request not found")
+	if !n.canReadRoom(hr, viewer) {
+		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
 	}
-	return r, nil
+	return nil, adp.Errorf(adp.CodeJoinRequestNotFound, "join request not found")
 }
 
 // JoinRequests lists a room's join requests for its creator and moderators.
 func (n *Node) JoinRequests(roomID string, viewer identity.AgentID, status string) ([]*JoinRequest, error) {
-	if _, ok := n.room(roomID); !ok {
+	hr, ok := n.room(roomID)
+	if !ok || !n.canReadRoom(hr, viewer) {
 		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
 	}
 	if !n.isManager(roomID, viewer) {

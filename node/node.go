@@ -47,6 +47,8 @@ type Node struct {
 	lisMu   sync.RWMutex
 	listens []func(Event)
 
+	finishMu sync.Mutex // serialises end-of-room work (scheduler and archive reads)
+
 	closing  atomic.Bool
 	inflight sync.WaitGroup
 	ctx      context.Context

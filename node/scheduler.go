@@ -140,6 +140,8 @@ func (s *scheduler) fire(id string) {
 // rooms, persist the archive's generation time.
 func (n *Node) finish(hr *hostedRoom, status room.Status) {
 	n.hub.closeRoom(hr.id, "room_"+string(status))
+	n.finishMu.Lock()
+	defer n.finishMu.Unlock()
 	if hr.archivedAt.Load() != 0 {
 		return
 	}

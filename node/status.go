@@ -123,6 +123,11 @@ func (n *Node) SetAgentStatus(roomID string, agent identity.AgentID, body []byte
 	if !ok {
 		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
 	}
+	// Hold the sequencer from the membership check to the write: otherwise
+	// a room.leave (or removal, or demotion) committed in between clears
+	// the status first and this write then outlives the membership (§17.4).
+	hr.seqMu.Lock()
+	defer hr.seqMu.Unlock()
 	now := n.NowMs()
 	hr.mu.RLock()
 	st := hr.st

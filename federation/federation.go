@@ -1,0 +1,356 @@
+package federation
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/metrics"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/assertion"
+	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/node"
+)
+
+// Topic names.
+const (
+	IndexTopic         = "adp/index/1.0"
+	recordTopicPrefix  = "adp/records/1.0/"
+	maxGossipBytes     = 1 << 20
+	defaultAnnounceTTL = 3
+)
+
+// RecordTopic is the per-host record stream topic of a host (README:
+// "Record streams" explains per-host rather than per-room topics).
+func RecordTopic(id peer.ID) string { return recordTopicPrefix + id.String() }
+
+// Config configures a federation peer.
+type Config struct {
+	Key         ed25519.PrivateKey
+	ListenAddrs []string // multiaddrs, e.g. /ip4/127.0.0.1/tcp/4001, /ip4/127.0.0.1/udp/4001/quic-v1
+	Peers       []string // static peers: multiaddrs ending in /p2p/<peer id>
+	MDNS        bool
+	// AnnounceInterval is how often every local public/restricted room is
+	// re-announced; entries expire after three intervals without refresh.
+	AnnounceInterval time.Duration
+	// TombstoneTTL is how long ended/cancelled rooms stay announced.
+	TombstoneTTL time.Duration
+	// Reconnect is the initial static-peer redial backoff (doubles to 1 min).
+	Reconnect time.Duration
+	Log       *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.AnnounceInterval == 0 {
+		c.AnnounceInterval = 30 * time.Second
+	}
+	if c.TombstoneTTL == 0 {
+		c.TombstoneTTL = 24 * time.Hour
+	}
+	if c.Reconnect == 0 {
+		c.Reconnect = time.Second
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if len(c.ListenAddrs) == 0 {
+		c.ListenAddrs = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}
+	}
+}
+
+// Federation is one node's federation peer.
+type Federation struct {
+	cfg    Config
+	n      *node.Node
+	idx    *index.Index
+	signer *assertion.Signer
+	h      host.Host
+	ps     *pubsub.PubSub
+	bw     *metrics.BandwidthCounter
+	log    *slog.Logger
+
+	idxTopic *pubsub.Topic
+	recTopic *pubsub.Topic
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	announceQ chan string // room IDs whose entry changed
+	recordQ   chan node.Event
+
+	subMu    sync.Mutex
+	recSubs  map[peer.ID]*recordSub // remote hosts' record topics we follow
+	backfill BackfillSource
+
+	peersMu sync.Mutex
+	static  []peer.AddrInfo
+}
+
+// Start brings up the libp2p host, joins the topics, registers validators
+// and starts announcing the node's rooms.
+func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
+	cfg.defaults()
+	sk, err := crypto.UnmarshalEd25519PrivateKey(cfg.Key)
+	if err != nil {
+		return nil, err
+	}
+	cm, err := connmgr.NewConnManager(32, 128, connmgr.WithGracePeriod(time.Minute))
+	if err != nil {
+		return nil, err
+	}
+	bw := metrics.NewBandwidthCounter()
+	h, err := libp2p.New(libp2p.Identity(sk), libp2p.ListenAddrStrings(cfg.ListenAddrs...), libp2p.ConnectionManager(cm),
+		libp2p.BandwidthReporter(bw), libp2p.DisableRelay(), libp2p.Ping(true))
+	if err != nil {
+		return nil, fmt.Errorf("libp2p host: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &Federation{cfg: cfg, n: n, idx: idx, signer: assertion.NewSigner(cfg.Key), h: h, bw: bw, log: cfg.Log,
+		ctx: ctx, cancel: cancel, announceQ: make(chan string, 4096), recordQ: make(chan node.Event, 16384),
+		recSubs: map[peer.ID]*recordSub{}}
+	if err := f.startPubSub(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	for _, s := range cfg.Peers {
+		ai, err := peer.AddrInfoFromString(s)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("peer %q: %w", s, err)
+		}
+		f.static = append(f.static, *ai)
+		h.ConnManager().Protect(ai.ID, "static")
+	}
+	h.SetStreamHandler(RelayProtocol, f.serveRelay)
+	h.SetStreamHandler(BackfillProtocol, f.serveBackfill)
+	n.Listen(f.onNodeEvent)
+	f.goLoop(f.dialLoop)
+	f.goLoop(f.announceLoop)
+	f.goLoop(f.publishLoop)
+	if cfg.MDNS {
+		svc := mdns.NewMdnsService(h, "adpnode", mdnsNotifee{f})
+		if err := svc.Start(); err != nil {
+			f.log.Warn("mdns", "err", err)
+		} else {
+			f.wg.Add(1)
+			go func() { defer f.wg.Done(); <-ctx.Done(); svc.Close() }()
+		}
+	}
+	f.log.Info("federation up", "peer_id", h.ID().String(), "host_key", f.signer.HostKey(), "addrs", f.Addrs())
+	return f, nil
+}
+
+func (f *Federation) goLoop(fn func(context.Context)) {
+	f.wg.Add(1)
+	go func() { defer f.wg.Done(); fn(f.ctx) }()
+}
+
+// Close leaves the federation: stops every loop, then the libp2p host.
+func (f *Federation) Close() error {
+	f.cancel()
+	f.wg.Wait()
+	return f.h.Close()
+}
+
+// PeerID returns this node's libp2p peer ID.
+func (f *Federation) PeerID() peer.ID { return f.h.ID() }
+
+// HostKey returns this node's did:agent: host key.
+func (f *Federation) HostKey() identity.AgentID { return f.signer.HostKey() }
+
+// Addrs returns the full multiaddrs (with /p2p/) peers can dial.
+func (f *Federation) Addrs() []string {
+	var out []string
+	for _, a := range f.h.Addrs() {
+		out = append(out, a.Encapsulate(ma.StringCast("/p2p/"+f.h.ID().String())).String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Bandwidth returns total bytes in and out of this libp2p host.
+func (f *Federation) Bandwidth() (in, out int64) {
+	t := f.bw.GetBandwidthTotals()
+	return t.TotalIn, t.TotalOut
+}
+
+// PeerInfo describes one connected or configured peer.
+type PeerInfo struct {
+	PeerID    string           `json:"peer_id"`
+	HostKey   identity.AgentID `json:"host_key,omitempty"`
+	Addrs     []string         `json:"addrs"`
+	Connected bool             `json:"connected"`
+	Static    bool             `json:"static"`
+}
+
+// Peers lists connected peers and configured static peers.
+func (f *Federation) Peers() []PeerInfo {
+	m := map[peer.ID]*PeerInfo{}
+	for _, id := range f.h.Network().Peers() {
+		pi := &PeerInfo{PeerID: id.String(), Connected: true}
+		for _, c := range f.h.Network().ConnsToPeer(id) {
+			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr().String())
+		}
+		m[id] = pi
+	}
+	for _, s := range f.static {
+		pi, ok := m[s.ID]
+		if !ok {
+			pi = &PeerInfo{PeerID: s.ID.String()}
+			for _, a := range s.Addrs {
+				pi.Addrs = append(pi.Addrs, a.String())
+			}
+			m[s.ID] = pi
+		}
+		pi.Static = true
+	}
+	out := make([]PeerInfo, 0, len(m))
+	for id, pi := range m {
+		if k, ok := HostKeyOf(id); ok {
+			pi.HostKey = k
+		}
+		out = append(out, *pi)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].PeerID < out[j].PeerID })
+	return out
+}
+
+// Connect dials a peer given as a multiaddr with /p2p/.
+func (f *Federation) Connect(ctx context.Context, addr string) error {
+	ai, err := peer.AddrInfoFromString(addr)
+	if err != nil {
+		return err
+	}
+	return f.h.Connect(ctx, *ai)
+}
+
+// dialLoop keeps static peers connected, redialling with exponential
+// backoff per peer.
+func (f *Federation) dialLoop(ctx context.Context) {
+	next := map[peer.ID]time.Time{}
+	wait := map[peer.ID]time.Duration{}
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		for _, ai := range f.static {
+			if f.h.Network().Connectedness(ai.ID) == network.Connected {
+				wait[ai.ID] = 0
+				continue
+			}
+			if now.Before(next[ai.ID]) {
+				continue
+			}
+			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := f.h.Connect(dctx, ai)
+			cancel()
+			if err != nil {
+				w := wait[ai.ID]
+				if w == 0 {
+					w = f.cfg.Reconnect
+				} else {
+					w = min(2*w, time.Minute)
+				}
+				wait[ai.ID], next[ai.ID] = w, now.Add(w)
+				f.log.Debug("peer dial failed", "peer", ai.ID, "retry_in", w, "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+type mdnsNotifee struct{ f *Federation }
+
+func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
+	if ai.ID == m.f.h.ID() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(m.f.ctx, 5*time.Second)
+	defer cancel()
+	m.f.h.Connect(ctx, ai)
+}
+
+// msgID identifies gossip messages by content, so that the same signed
+// bytes relayed by different peers are one message.
+func msgID(m *pb.Message) string {
+	s := sha256.Sum256(m.Data)
+	return hex.EncodeToString(s[:16])
+}
+
+func (f *Federation) startPubSub() error {
+	params := &pubsub.PeerScoreParams{
+		SkipAtomicValidation: true,
+		AppSpecificScore:     func(peer.ID) float64 { return 0 },
+		// All test peers share 127.0.0.1, and operators may run several
+		// nodes behind one address: no IP colocation penalty.
+		IPColocationFactorWeight: 0,
+		BehaviourPenaltyWeight:   -10, BehaviourPenaltyThreshold: 6, BehaviourPenaltyDecay: 0.9,
+		DecayInterval: time.Second, DecayToZero: 0.01, RetainScore: 10 * time.Minute,
+		Topics: map[string]*pubsub.TopicScoreParams{IndexTopic: topicScore()},
+	}
+	thresholds := &pubsub.PeerScoreThresholds{SkipAtomicValidation: true,
+		GossipThreshold: -100, PublishThreshold: -200, GraylistThreshold: -400, AcceptPXThreshold: 10, OpportunisticGraftThreshold: 5}
+	ps, err := pubsub.NewGossipSub(f.ctx, f.h,
+		pubsub.WithMessageIdFn(msgID),
+		pubsub.WithMaxMessageSize(maxGossipBytes),
+		pubsub.WithPeerScore(params, thresholds),
+		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
+		pubsub.WithValidateQueueSize(4096),
+	)
+	if err != nil {
+		return fmt.Errorf("gossipsub: %w", err)
+	}
+	f.ps = ps
+	if err := ps.RegisterTopicValidator(IndexTopic, f.validateAnnouncement); err != nil {
+		return err
+	}
+	if f.idxTopic, err = ps.Join(IndexTopic); err != nil {
+		return err
+	}
+	sub, err := f.idxTopic.Subscribe(pubsub.WithBufferSize(4096))
+	if err != nil {
+		return err
+	}
+	f.goLoop(func(ctx context.Context) { f.consumeIndex(ctx, sub) })
+	own := RecordTopic(f.h.ID())
+	if err := ps.RegisterTopicValidator(own, f.validateRecord); err != nil {
+		return err
+	}
+	if f.recTopic, err = ps.Join(own); err != nil {
+		return err
+	}
+	return nil
+}
+
+// topicScore penalises invalid deliveries hard and rewards first
+// deliveries a little (gossipsub v1.1 scoring).
+func topicScore() *pubsub.TopicScoreParams {
+	return &pubsub.TopicScoreParams{SkipAtomicValidation: true, TopicWeight: 1,
+		FirstMessageDeliveriesWeight: 1, FirstMessageDeliveriesDecay: 0.5, FirstMessageDeliveriesCap: 20,
+		InvalidMessageDeliveriesWeight: -100, InvalidMessageDeliveriesDecay: 0.3}
+}
+
+var errStopped = errors.New("federation stopped")

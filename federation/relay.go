@@ -1,0 +1,230 @@
+package federation
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/httpwire"
+	"github.com/adpnode/adpnode/node"
+)
+
+// Stream protocols.
+const (
+	RelayProtocol    = "/adp/relay/1.0.0"
+	BackfillProtocol = "/adp/backfill/1.0.0"
+)
+
+const maxFrame = 8 << 20
+
+// writeFrame writes a 4-byte big-endian length and the bytes.
+func writeFrame(w io.Writer, b []byte) error {
+	var l [4]byte
+	binary.BigEndian.PutUint32(l[:], uint32(len(b)))
+	if _, err := w.Write(l[:]); err != nil {
+		return err
+	}
+	_, err := w.Write(b)
+	return err
+}
+
+func readFrame(r io.Reader, max int) ([]byte, error) {
+	var l [4]byte
+	if _, err := io.ReadFull(r, l[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(l[:])
+	if int(n) > max {
+		return nil, fmt.Errorf("frame of %d bytes exceeds %d", n, max)
+	}
+	b := make([]byte, n)
+	_, err := io.ReadFull(r, b)
+	return b, err
+}
+
+// relayRequest asks the authoritative host to accept an envelope.
+type relayRequest struct {
+	RoomID string `json:"room_id"`
+	Body   []byte `json:"body"` // the agent's request body, unchanged
+}
+
+// serveRelay runs on the authoritative host: it submits the relayed body
+// exactly as if it had arrived over HTTP and returns the HTTP answer.
+func (f *Federation) serveRelay(s network.Stream) {
+	defer s.Close()
+	s.SetDeadline(time.Now().Add(30 * time.Second))
+	b, err := readFrame(bufio.NewReader(s), int(f.n.Config().MaxBodyBytes)+4096)
+	if err != nil {
+		s.Reset()
+		return
+	}
+	var req relayRequest
+	var ans httpwire.Answer
+	if err := json.Unmarshal(b, &req); err != nil || req.RoomID == "" {
+		ans = httpwire.Error(adp.Reason(adp.CodeInvalidRequest, "relay", "malformed relay request"))
+	} else if int64(len(req.Body)) > f.n.Config().MaxBodyBytes {
+		ans = httpwire.Error(&adp.Error{Code: adp.CodePayloadTooLarge, Message: "request body exceeds the limit"})
+	} else {
+		res, err := f.n.Submit(f.ctx, req.Body, req.RoomID)
+		ans = httpwire.Submit(res, err)
+	}
+	out, _ := json.Marshal(ans)
+	writeFrame(s, out)
+}
+
+// Relay forwards an agent's write for a room this node does not host to
+// the room's authoritative host, found in the index, and returns that
+// host's answer unchanged. ok is false when the index does not know the
+// room (the caller answers room_not_found itself).
+func (f *Federation) Relay(ctx context.Context, roomID string, body []byte) (httpwire.Answer, bool) {
+	e, ok := f.idx.Room(roomID, f.n.NowMs())
+	if !ok {
+		return httpwire.Answer{}, false
+	}
+	id, err := peer.Decode(e.Host.PeerID)
+	if err != nil {
+		return httpwire.Error(&adp.Error{Code: httpwire.CodeBadGateway, Message: "the room's host has a malformed peer ID"}), true
+	}
+	ans, err := f.relayTo(ctx, id, roomID, body)
+	if err != nil {
+		f.log.Warn("relay failed", "room", roomID, "host", id, "err", err)
+		return httpwire.Error(&adp.Error{Code: httpwire.CodeBadGateway, Message: "could not reach the room's host: " + err.Error(),
+			Data: map[string]any{"host": e.Host.Origin, "room_url": e.Room.URL}}), true
+	}
+	return ans, true
+}
+
+func (f *Federation) relayTo(ctx context.Context, id peer.ID, roomID string, body []byte) (httpwire.Answer, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := f.h.NewStream(ctx, id, RelayProtocol)
+	if err != nil {
+		return httpwire.Answer{}, err
+	}
+	defer s.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetDeadline(dl)
+	}
+	req, _ := json.Marshal(relayRequest{RoomID: roomID, Body: body})
+	if err := writeFrame(s, req); err != nil {
+		s.Reset()
+		return httpwire.Answer{}, err
+	}
+	s.CloseWrite()
+	b, err := readFrame(bufio.NewReader(s), maxFrame)
+	if err != nil {
+		return httpwire.Answer{}, err
+	}
+	var ans httpwire.Answer
+	if err := json.Unmarshal(b, &ans); err != nil || ans.Status < 100 || ans.Status > 599 {
+		return httpwire.Answer{}, errors.New("malformed relay answer")
+	}
+	return ans, nil
+}
+
+// backfillRequest asks a peer for a room's records after a seq.
+type backfillRequest struct {
+	RoomID   string `json:"room_id"`
+	AfterSeq int64  `json:"after_seq"`
+	Limit    int    `json:"limit"`
+}
+
+type backfillResponse struct {
+	Records []json.RawMessage `json:"records"`
+	Error   string            `json:"error,omitempty"`
+}
+
+// BackfillSource lets mirrors serve backfill for rooms this node mirrors.
+type BackfillSource func(roomID string, after int64, limit int) ([]json.RawMessage, bool)
+
+// SetBackfillSource adds a source consulted for rooms this node does not
+// host.
+func (f *Federation) SetBackfillSource(src BackfillSource) {
+	f.subMu.Lock()
+	f.backfill = src
+	f.subMu.Unlock()
+}
+
+// serveBackfill answers records of public rooms: hosted ones from the node
+// (anonymous read rules, so restricted and private rooms are refused), and
+// mirrored ones from the backfill source.
+func (f *Federation) serveBackfill(s network.Stream) {
+	defer s.Close()
+	s.SetDeadline(time.Now().Add(30 * time.Second))
+	b, err := readFrame(bufio.NewReader(s), 4096)
+	if err != nil {
+		s.Reset()
+		return
+	}
+	var req backfillRequest
+	var resp backfillResponse
+	if json.Unmarshal(b, &req) != nil || req.RoomID == "" || req.AfterSeq < 0 {
+		resp.Error = "malformed request"
+	} else {
+		limit := min(max(req.Limit, 1), 1000)
+		recs, _, err := f.n.Events(req.RoomID, "", req.AfterSeq, limit)
+		switch {
+		case err == nil:
+			resp.Records = recs
+		case adp.CodeOf(err) == adp.CodeRoomNotFound:
+			f.subMu.Lock()
+			src := f.backfill
+			f.subMu.Unlock()
+			if src != nil {
+				if recs, ok := src(req.RoomID, req.AfterSeq, limit); ok {
+					resp.Records = recs
+					break
+				}
+			}
+			resp.Error = "room_not_found"
+		default:
+			resp.Error = string(adp.CodeOf(err))
+		}
+	}
+	out, _ := json.Marshal(resp)
+	writeFrame(s, out)
+}
+
+// Backfill fetches up to limit records of roomID after afterSeq from peer
+// id. The records are unverified: callers verify them against the chain.
+func (f *Federation) Backfill(ctx context.Context, id peer.ID, roomID string, afterSeq int64, limit int) ([]json.RawMessage, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := f.h.NewStream(ctx, id, BackfillProtocol)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetDeadline(dl)
+	}
+	req, _ := json.Marshal(backfillRequest{RoomID: roomID, AfterSeq: afterSeq, Limit: limit})
+	if err := writeFrame(s, req); err != nil {
+		s.Reset()
+		return nil, err
+	}
+	s.CloseWrite()
+	b, err := readFrame(bufio.NewReader(s), maxFrame)
+	if err != nil {
+		return nil, err
+	}
+	var resp backfillResponse
+	if err := json.Unmarshal(b, &resp); err != nil {
+		return nil, err
+	}
+	if resp.Error != "" {
+		return nil, errors.New(resp.Error)
+	}
+	return resp.Records, nil
+}
+
+var _ = node.Result{}
