@@ -100,7 +100,7 @@ func (f *Federation) announce(ctx context.Context, s node.RoomSummary) {
 // penalised): bad signature or shape, a key that is not the publishing
 // peer's, private rooms, oversize. Ignore: expired, duplicate or stale.
 func (f *Federation) validateAnnouncement(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
-	if m.Local {
+	if m.ReceivedFrom == f.h.ID() { // our own publication
 		return pubsub.ValidationAccept
 	}
 	e, err := index.Parse(m.Data)
@@ -131,7 +131,7 @@ func (f *Federation) consumeIndex(ctx context.Context, sub *pubsub.Subscription)
 			return
 		}
 		e, ok := m.ValidatorData.(*index.Entry)
-		if !ok || m.Local {
+		if !ok || m.ReceivedFrom == f.h.ID() {
 			continue
 		}
 		if _, err := f.idx.Put(e, f.n.NowMs()); err != nil {

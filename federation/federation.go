@@ -348,7 +348,7 @@ func (f *Federation) startPubSub() error {
 // topicScore penalises invalid deliveries hard and rewards first
 // deliveries a little (gossipsub v1.1 scoring).
 func topicScore() *pubsub.TopicScoreParams {
-	return &pubsub.TopicScoreParams{SkipAtomicValidation: true, TopicWeight: 1,
+	return &pubsub.TopicScoreParams{SkipAtomicValidation: true, TopicWeight: 1, TimeInMeshQuantum: time.Second,
 		FirstMessageDeliveriesWeight: 1, FirstMessageDeliveriesDecay: 0.5, FirstMessageDeliveriesCap: 20,
 		InvalidMessageDeliveriesWeight: -100, InvalidMessageDeliveriesDecay: 0.3}
 }

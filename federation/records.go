@@ -128,7 +128,7 @@ type recordSub struct {
 // message ID; gaps are the mirror's business).
 func (f *Federation) validatorFor(host peer.ID) pubsub.ValidatorEx {
 	return func(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
-		if m.Local {
+		if m.ReceivedFrom == f.h.ID() { // our own publication
 			return pubsub.ValidationAccept
 		}
 		author, err := peer.IDFromBytes(m.From)
@@ -137,6 +137,7 @@ func (f *Federation) validatorFor(host peer.ID) pubsub.ValidatorEx {
 		}
 		sr, err := ParseRecordMsg(m.Data, host)
 		if err != nil {
+			f.log.Debug("rejected record", "host", host, "err", err)
 			return pubsub.ValidationReject
 		}
 		if e, ok := f.idx.Room(sr.Record.RoomID, f.n.NowMs()); ok && e.Room.Visibility != room.Public {
@@ -150,7 +151,7 @@ func (f *Federation) validatorFor(host peer.ID) pubsub.ValidatorEx {
 // validateRecord validates messages on this node's own record topic that
 // arrive from others: only this node publishes there.
 func (f *Federation) validateRecord(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
-	if m.Local {
+	if m.ReceivedFrom == f.h.ID() { // our own publication
 		return pubsub.ValidationAccept
 	}
 	return pubsub.ValidationReject

@@ -315,9 +315,9 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 }
 
 // JoinRequest returns one join request, readable by its applicant, the
-// room creator and moderators (§11).
-// An unknown room, or a private room the viewer may not read, is
-// room_not_found (DECISIONS 21); the applicant always sees its own request.
+// room creator and moderators (§11). An unknown room, or a private room the
+// viewer may not read, is room_not_found (DECISIONS 21); the applicant
+// always sees its own request.
 func (n *Node) JoinRequest(roomID, id string, viewer identity.AgentID) (*JoinRequest, error) {
 	hr, ok := n.room(roomID)
 	if !ok {

@@ -339,3 +339,7 @@ func (n *Node) Ready() bool { return !n.closing.Load() }
 
 // DrainStreams ends every live stream (graceful shutdown).
 func (n *Node) DrainStreams() { n.hub.closeAll() }
+
+// DB returns the node's Badger database, for the other components of the
+// process (index, mirrors) that keep their own key spaces in it.
+func (n *Node) DB() *badger.DB { return n.db }

@@ -1,0 +1,150 @@
+package federation_test
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/internal/adptest"
+)
+
+// A public room created on A is listed by B and C within 2 s; closing it
+// propagates; a restricted room's metadata appears but none of its records
+// leaves A; a private room appears nowhere (ADP §23 extension, DECISIONS 12).
+func TestIndexThreeNodes(t *testing.T) {
+	peers := network(t, 3, [][2]int{{0, 1}, {1, 2}}) // a line: C hears A only through B
+	a, b, c := peers[0], peers[1], peers[2]
+	alice := adptest.NewAgent("alice")
+
+	// B follows A's record stream.
+	var mu sync.Mutex
+	streamed := map[string][]int64{}
+	if err := b.fed.FollowRecords(a.fed.PeerID(), func(sr *federation.StreamedRecord) {
+		mu.Lock()
+		streamed[sr.Record.RoomID] = append(streamed[sr.Record.RoomID], sr.Record.Seq)
+		mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond) // let the record-topic mesh form
+
+	pub := createRoom(t, a, alice, room.Public, "public discussion")
+	took := eventually(t, 2*time.Second, "public room listed on B and C", func() bool {
+		_, okB := listed(b, pub)
+		_, okC := listed(c, pub)
+		return okB && okC
+	})
+	t.Logf("public room reached B and C in %v", took)
+	s, _ := listed(c, pub)
+	if s.URL != a.n.RoomURL(pub) || s.Host != a.n.Host() {
+		t.Fatalf("entry on C names %s on %s", s.URL, s.Host)
+	}
+
+	restricted := createRoom(t, a, alice, room.Restricted, "restricted discussion")
+	private := createRoom(t, a, alice, room.Private, "private discussion")
+	for i := 0; i < 3; i++ {
+		submit(t, a, alice, "message.create", pub, map[string]any{"content_type": "text/plain", "content": "public words"})
+		submit(t, a, alice, "message.create", restricted, map[string]any{"content_type": "text/plain", "content": "restricted words"})
+		submit(t, a, alice, "message.create", private, map[string]any{"content_type": "text/plain", "content": "private words"})
+	}
+	eventually(t, 2*time.Second, "restricted room metadata on C", func() bool { _, ok := listed(c, restricted); return ok })
+	eventually(t, 2*time.Second, "public records streamed to B", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(streamed[pub]) == 4
+	})
+	// Closing propagates.
+	submit(t, a, alice, "room.close", pub, map[string]any{})
+	eventually(t, 2*time.Second, "closed status on C", func() bool {
+		s, ok := listed(c, pub)
+		return ok && s.Status == room.StatusEnded
+	})
+	time.Sleep(500 * time.Millisecond) // give stray messages time to arrive
+	mu.Lock()
+	defer mu.Unlock()
+	if n := len(streamed[restricted]) + len(streamed[private]); n != 0 {
+		t.Fatalf("%d records of restricted/private rooms left A", n)
+	}
+	for _, p := range []*peerNode{b, c} {
+		if _, ok := listed(p, private); ok {
+			t.Fatalf("private room listed on %s", p.name)
+		}
+		if _, ok := p.idx.Room(private, p.clock.Ms()); ok {
+			t.Fatalf("private room in %s's index", p.name)
+		}
+	}
+}
+
+// A restarted node rejoins and re-learns the index: entries survive in
+// Badger, and re-announcements refresh them.
+func TestRestartRelearns(t *testing.T) {
+	peers := network(t, 3, nil)
+	a, b := peers[0], peers[1]
+	alice := adptest.NewAgent("alice")
+	id := createRoom(t, a, alice, room.Public, "durable entry")
+	eventually(t, 2*time.Second, "listed on B", func() bool { _, ok := listed(b, id); return ok })
+
+	dir, clock, port := b.dir, b.clock, b.port
+	b.stop()
+	b2 := startPeer(t, "B'", dir, clock, port)
+	if _, ok := listed(b2, id); !ok {
+		t.Fatal("index entry lost across restart")
+	}
+	connect(t, b2, a)
+	later := createRoom(t, a, alice, room.Public, "created while B was away")
+	eventually(t, 3*time.Second, "new room learned after rejoin", func() bool { _, ok := listed(b2, later); return ok })
+}
+
+// Relay: a write for a room on A submitted at C is accepted by A, and the
+// answer C returns is A's answer byte for byte; rejections come back with
+// their data.
+func TestRelaySubmit(t *testing.T) {
+	peers := network(t, 3, [][2]int{{0, 1}, {1, 2}, {0, 2}})
+	a, c := peers[0], peers[2]
+	alice := adptest.NewAgent("alice")
+	id := createRoom(t, a, alice, room.Public, "relayed")
+	eventually(t, 2*time.Second, "listed on C", func() bool { _, ok := listed(c, id); return ok })
+
+	r, _ := a.n.Room(id, "")
+	body := alice.Envelope(a.clock.Ms(), "message.create", id, r.Head.Seq, r.Head.Hash, map[string]any{"content_type": "text/plain", "content": "via C"})
+	ans, ok := c.fed.Relay(context.Background(), id, body)
+	if !ok || ans.Status != http.StatusCreated {
+		t.Fatalf("relay: ok=%v %d %s", ok, ans.Status, ans.Body)
+	}
+	stored, _, err := a.n.Events(id, "", r.Head.Seq, 1)
+	if err != nil || len(stored) != 1 || string(stored[0])+"\n" != string(ans.Body) {
+		t.Fatalf("relayed answer differs from A's stored record:\n%s\n%s", ans.Body, stored)
+	}
+	if ans.Header["Max-Seen-Nonce"] == "" {
+		t.Fatal("relayed answer lost Max-Seen-Nonce")
+	}
+	// The same (stale) head again: A's room_head_mismatch comes back unchanged.
+	stale := alice.Envelope(a.clock.Ms(), "message.create", id, r.Head.Seq, r.Head.Hash, map[string]any{"content_type": "text/plain", "content": "stale"})
+	ans, _ = c.fed.Relay(context.Background(), id, stale)
+	direct, err := a.n.Submit(context.Background(), stale, id)
+	if ans.Status != http.StatusConflict || direct != nil || err == nil {
+		t.Fatalf("stale write: %d %s", ans.Status, ans.Body)
+	}
+	if want := `"code":"room_head_mismatch"`; !contains(ans.Body, want) || !contains(ans.Body, `"events_url"`) || !contains(ans.Body, `"current_seq"`) {
+		t.Fatalf("rejection data lost: %s", ans.Body)
+	}
+	// Unknown rooms are not relayed.
+	if _, ok := c.fed.Relay(context.Background(), "d8ftedhpqhsusbg00000", body); ok {
+		t.Fatal("relayed a room nobody announced")
+	}
+}
+
+func contains(b []byte, s string) bool { return len(b) >= len(s) && (string(b) != "" && indexOf(string(b), s) >= 0) }
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}

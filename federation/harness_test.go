@@ -1,0 +1,153 @@
+package federation_test
+
+import (
+	"crypto/ed25519"
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/node"
+)
+
+// peerNode is one federated node in a test: a node, its index and its
+// federation peer, on 127.0.0.1 only.
+type peerNode struct {
+	name  string
+	dir   string
+	n     *node.Node
+	idx   *index.Index
+	fed   *federation.Federation
+	clock *adptest.Clock
+	port  int
+}
+
+// startPeer starts a node with a durable store in dir.
+func startPeer(t testing.TB, name, dir string, clock *adptest.Clock, port int) *peerNode {
+	t.Helper()
+	origin := fmt.Sprintf("http://127.0.0.1:%d", port)
+	n, err := node.Open(node.Config{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := federation.LoadOrCreateKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := index.Open(n.DB(), identity.AgentIDFromKey(key.Public().(ed25519.PublicKey)), clock.Ms())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fed, err := federation.Start(federation.Config{Key: key, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+		AnnounceInterval: 2 * time.Second}, n, idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &peerNode{name: name, dir: dir, n: n, idx: idx, fed: fed, clock: clock, port: port}
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *peerNode) stop() {
+	if p.fed != nil {
+		p.fed.Close()
+		p.fed = nil
+	}
+	if p.n != nil {
+		p.n.Close()
+		p.n = nil
+	}
+}
+
+var nextPort = 20000
+
+// network starts k peers connected as described by edges (pairs of
+// indexes); nil edges means a full mesh.
+func network(t testing.TB, k int, edges [][2]int) []*peerNode {
+	t.Helper()
+	clock := adptest.NewClock()
+	peers := make([]*peerNode, k)
+	for i := range peers {
+		nextPort++
+		peers[i] = startPeer(t, string(rune('A'+i)), t.TempDir(), clock, nextPort)
+	}
+	if edges == nil {
+		for i := 0; i < k; i++ {
+			for j := i + 1; j < k; j++ {
+				edges = append(edges, [2]int{i, j})
+			}
+		}
+	}
+	for _, e := range edges {
+		connect(t, peers[e[0]], peers[e[1]])
+	}
+	return peers
+}
+
+func connect(t testing.TB, a, b *peerNode) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.fed.Connect(ctx, b.fed.Addrs()[0]); err != nil {
+		t.Fatalf("connect %s-%s: %v", a.name, b.name, err)
+	}
+}
+
+// submit signs and submits an event directly to a node.
+func submit(t testing.TB, p *peerNode, a *adptest.Agent, typ, roomID string, payload any) *node.Result {
+	t.Helper()
+	var seq int64
+	var hash string
+	if roomID != "" {
+		r, err := p.n.Room(roomID, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, hash = r.Head.Seq, r.Head.Hash
+	}
+	res, err := p.n.Submit(context.Background(), a.Envelope(p.clock.Ms(), typ, roomID, seq, hash, payload), roomID)
+	if err != nil {
+		t.Fatalf("%s: %v", typ, err)
+	}
+	return res
+}
+
+func createRoom(t testing.TB, p *peerNode, a *adptest.Agent, vis, topic string) string {
+	t.Helper()
+	now := p.clock.Ms()
+	res := submit(t, p, a, "room.create", "", map[string]any{"topic": topic, "visibility": vis, "start_time": now,
+		"end_time": now + 3_600_000, "tags": []string{"fed"}})
+	return res.Record.RoomID
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < within {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("not within %v: %s", within, what)
+	return 0
+}
+
+// listed returns the directory entry for roomID at p, if any.
+func listed(p *peerNode, roomID string) (node.RoomSummary, bool) {
+	for _, s := range p.fed.Directory() {
+		if s.ID == roomID {
+			return s, true
+		}
+	}
+	return node.RoomSummary{}, false
+}
+
+var _ = http.StatusOK
