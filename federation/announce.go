@@ -106,20 +106,20 @@ func (f *Federation) validateAnnouncement(_ context.Context, _ peer.ID, m *pubsu
 	e, err := index.Parse(m.Data)
 	if err != nil {
 		f.log.Debug("rejected announcement", "from", m.ReceivedFrom, "err", err)
-		return pubsub.ValidationReject
+		return f.count(pubsub.ValidationReject)
 	}
 	author, err := peer.IDFromBytes(m.From)
 	if err != nil || author.String() != e.Host.PeerID {
-		return pubsub.ValidationReject
+		return f.count(pubsub.ValidationReject)
 	}
 	if k, ok := HostKeyOf(author); !ok || k != e.Host.Key {
-		return pubsub.ValidationReject
+		return f.count(pubsub.ValidationReject)
 	}
 	if e.ExpiresAt <= f.n.NowMs() || !f.idx.Fresh(e.Host.Key, e.Room.ID, e.Nonce) {
-		return pubsub.ValidationIgnore
+		return f.count(pubsub.ValidationIgnore)
 	}
 	m.ValidatorData = e
-	return pubsub.ValidationAccept
+	return f.count(pubsub.ValidationAccept)
 }
 
 // consumeIndex stores validated remote announcements.

@@ -5,11 +5,11 @@ import (
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -55,7 +55,10 @@ type Config struct {
 	TombstoneTTL time.Duration
 	// Reconnect is the initial static-peer redial backoff (doubles to 1 min).
 	Reconnect time.Duration
-	Log       *slog.Logger
+	// AllowPrivateOrigins lets binding cross-checks reach loopback and
+	// private addresses (tests, closed networks).
+	AllowPrivateOrigins bool
+	Log                 *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -103,6 +106,11 @@ type Federation struct {
 
 	peersMu sync.Mutex
 	static  []peer.AddrInfo
+
+	checkMu sync.Mutex
+	checks  map[identity.AgentID]bindingCheck
+
+	stats Stats
 }
 
 // Start brings up the libp2p host, joins the topics, registers validators
@@ -126,7 +134,7 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Federation{cfg: cfg, n: n, idx: idx, signer: assertion.NewSigner(cfg.Key), h: h, bw: bw, log: cfg.Log,
 		ctx: ctx, cancel: cancel, announceQ: make(chan string, 4096), recordQ: make(chan node.Event, 16384),
-		recSubs: map[peer.ID]*recordSub{}}
+		recSubs: map[peer.ID]*recordSub{}, checks: map[identity.AgentID]bindingCheck{}}
 	if err := f.startPubSub(); err != nil {
 		f.Close()
 		return nil, err
@@ -146,6 +154,7 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 	f.goLoop(f.dialLoop)
 	f.goLoop(f.announceLoop)
 	f.goLoop(f.publishLoop)
+	f.goLoop(f.bindingLoop)
 	if cfg.MDNS {
 		svc := mdns.NewMdnsService(h, "adpnode", mdnsNotifee{f})
 		if err := svc.Start(); err != nil {
@@ -353,4 +362,24 @@ func topicScore() *pubsub.TopicScoreParams {
 		InvalidMessageDeliveriesWeight: -100, InvalidMessageDeliveriesDecay: 0.3}
 }
 
-var errStopped = errors.New("federation stopped")
+// Stats counts gossip validation outcomes (for metrics and tests).
+type Stats struct {
+	Accepted, Rejected, Ignored atomic.Int64
+	Published                   atomic.Int64
+}
+
+// Stats returns the federation's counters.
+func (f *Federation) Stats() *Stats { return &f.stats }
+
+// count records a validation result and returns it.
+func (f *Federation) count(r pubsub.ValidationResult) pubsub.ValidationResult {
+	switch r {
+	case pubsub.ValidationAccept:
+		f.stats.Accepted.Add(1)
+	case pubsub.ValidationReject:
+		f.stats.Rejected.Add(1)
+	default:
+		f.stats.Ignored.Add(1)
+	}
+	return r
+}

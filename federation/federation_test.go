@@ -138,7 +138,9 @@ func TestRelaySubmit(t *testing.T) {
 	}
 }
 
-func contains(b []byte, s string) bool { return len(b) >= len(s) && (string(b) != "" && indexOf(string(b), s) >= 0) }
+func contains(b []byte, s string) bool {
+	return len(b) >= len(s) && (string(b) != "" && indexOf(string(b), s) >= 0)
+}
 
 func indexOf(s, sub string) int {
 	for i := 0; i+len(sub) <= len(s); i++ {

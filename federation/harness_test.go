@@ -1,9 +1,11 @@
 package federation_test
 
 import (
-	"crypto/ed25519"
 	"context"
+	"crypto/ed25519"
 	"fmt"
+	"github.com/adpnode/adpnode/hostapi"
+	"net"
 	"net/http"
 	"path/filepath"
 	"testing"
@@ -26,11 +28,19 @@ type peerNode struct {
 	fed   *federation.Federation
 	clock *adptest.Clock
 	port  int
+	url   string
+	srv   *http.Server
 }
 
-// startPeer starts a node with a durable store in dir.
+// startPeer starts a node with a durable store in dir, its HTTP API on
+// 127.0.0.1:port (0 picks one) and its federation peer.
 func startPeer(t testing.TB, name, dir string, clock *adptest.Clock, port int) *peerNode {
 	t.Helper()
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port = ln.Addr().(*net.TCPAddr).Port
 	origin := fmt.Sprintf("http://127.0.0.1:%d", port)
 	n, err := node.Open(node.Config{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now})
 	if err != nil {
@@ -45,16 +55,24 @@ func startPeer(t testing.TB, name, dir string, clock *adptest.Clock, port int) *
 		t.Fatal(err)
 	}
 	fed, err := federation.Start(federation.Config{Key: key, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		AnnounceInterval: 2 * time.Second}, n, idx)
+		AnnounceInterval: 2 * time.Second, AllowPrivateOrigins: true}, n, idx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &peerNode{name: name, dir: dir, n: n, idx: idx, fed: fed, clock: clock, port: port}
+	api := hostapi.New(n, hostapi.Options{Federation: fed})
+	srv := &http.Server{Handler: api.Handler()}
+	go srv.Serve(ln)
+	p := &peerNode{name: name, dir: dir, n: n, idx: idx, fed: fed, clock: clock, port: port, url: origin, srv: srv}
 	t.Cleanup(p.stop)
 	return p
 }
 
 func (p *peerNode) stop() {
+	if p.srv != nil {
+		p.n.DrainStreams()
+		p.srv.Close()
+		p.srv = nil
+	}
 	if p.fed != nil {
 		p.fed.Close()
 		p.fed = nil
@@ -65,8 +83,6 @@ func (p *peerNode) stop() {
 	}
 }
 
-var nextPort = 20000
-
 // network starts k peers connected as described by edges (pairs of
 // indexes); nil edges means a full mesh.
 func network(t testing.TB, k int, edges [][2]int) []*peerNode {
@@ -74,8 +90,7 @@ func network(t testing.TB, k int, edges [][2]int) []*peerNode {
 	clock := adptest.NewClock()
 	peers := make([]*peerNode, k)
 	for i := range peers {
-		nextPort++
-		peers[i] = startPeer(t, string(rune('A'+i)), t.TempDir(), clock, nextPort)
+		peers[i] = startPeer(t, string(rune('A'+i)), t.TempDir(), clock, 0)
 	}
 	if edges == nil {
 		for i := 0; i < k; i++ {

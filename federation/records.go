@@ -58,6 +58,7 @@ func (f *Federation) publishLoop(ctx context.Context) {
 				f.log.Error("checkpoint", "room", e.RoomID, "err", err)
 				continue
 			}
+			f.stats.Published.Add(1)
 			if err := f.recTopic.Publish(ctx, msg); err != nil && ctx.Err() == nil {
 				f.log.Warn("publish record", "room", e.RoomID, "seq", e.Record.Seq, "err", err)
 			}
@@ -133,18 +134,18 @@ func (f *Federation) validatorFor(host peer.ID) pubsub.ValidatorEx {
 		}
 		author, err := peer.IDFromBytes(m.From)
 		if err != nil || author != host {
-			return pubsub.ValidationReject
+			return f.count(pubsub.ValidationReject)
 		}
 		sr, err := ParseRecordMsg(m.Data, host)
 		if err != nil {
 			f.log.Debug("rejected record", "host", host, "err", err)
-			return pubsub.ValidationReject
+			return f.count(pubsub.ValidationReject)
 		}
 		if e, ok := f.idx.Room(sr.Record.RoomID, f.n.NowMs()); ok && e.Room.Visibility != room.Public {
-			return pubsub.ValidationReject
+			return f.count(pubsub.ValidationReject)
 		}
 		m.ValidatorData = sr
-		return pubsub.ValidationAccept
+		return f.count(pubsub.ValidationAccept)
 	}
 }
 
@@ -154,7 +155,7 @@ func (f *Federation) validateRecord(_ context.Context, _ peer.ID, m *pubsub.Mess
 	if m.ReceivedFrom == f.h.ID() { // our own publication
 		return pubsub.ValidationAccept
 	}
-	return pubsub.ValidationReject
+	return f.count(pubsub.ValidationReject)
 }
 
 // FollowRecords subscribes to host's record stream and calls fn for every

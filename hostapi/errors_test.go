@@ -3,6 +3,7 @@ package hostapi_test
 import (
 	"crypto/ed25519"
 	"encoding/json"
+	"github.com/adpnode/adpnode/httpwire"
 	"net/http"
 	"sort"
 	"strconv"
@@ -376,7 +377,8 @@ func errCases() []errCase {
 func TestErrorCodes(t *testing.T) {
 	f := &errFixture{h: adptest.StartHost(t, node.Config{}),
 		creator: adptest.NewAgent("err-creator"), bob: adptest.NewAgent("err-bob")}
-	unreachable := map[adp.Code]string{adp.CodeInternal: "only unexpected host failures"}
+	unreachable := map[adp.Code]string{adp.CodeInternal: "only unexpected host failures",
+		httpwire.CodeBadGateway: "needs a federation: federation.TestRelayOverHTTP provokes it"}
 
 	cases := errCases()
 	covered := map[adp.Code]bool{}

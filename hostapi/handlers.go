@@ -237,7 +237,16 @@ func (s *Server) publicRooms(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	list, next, err := s.n.PublicRooms(f)
+	var list []node.RoomSummary
+	var next string
+	switch scope := c.DefaultQuery("scope", "federated"); {
+	case scope == "local" || scope == "federated" && s.opts.Federation == nil:
+		list, next, err = s.n.PublicRooms(f)
+	case scope == "federated":
+		list, next, err = node.PageDirectory(s.opts.Federation.Directory(), f)
+	default:
+		err = adp.Reason(adp.CodeInvalidRequest, "scope", "scope must be local or federated")
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -322,4 +331,23 @@ func (s *Server) myRooms(c *gin.Context) {
 		out["next_cursor"] = next
 	}
 	writeJSON(c, http.StatusOK, out)
+}
+
+// fedPeers lists libp2p peers (operators).
+func (s *Server) fedPeers(c *gin.Context) {
+	if s.opts.Federation == nil {
+		s.fail(c, adp.Errorf(adp.CodeNotFound, "federation is not enabled on this node"))
+		return
+	}
+	writeJSON(c, http.StatusOK, gin.H{"result": s.opts.Federation.Peers()})
+}
+
+// fedHosts lists the remote hosts learned from signed announcements, with
+// the result of cross-checking each binding against its discovery document.
+func (s *Server) fedHosts(c *gin.Context) {
+	if s.opts.Federation == nil {
+		s.fail(c, adp.Errorf(adp.CodeNotFound, "federation is not enabled on this node"))
+		return
+	}
+	writeJSON(c, http.StatusOK, gin.H{"result": s.opts.Federation.Hosts()})
 }

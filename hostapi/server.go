@@ -1,8 +1,8 @@
 package hostapi
 
 import (
+	"context"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -16,14 +16,34 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/types"
+	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/httpwire"
+	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/node"
 )
+
+// Federation is what the HTTP API needs from the federation peer.
+type Federation interface {
+	// Directory returns local and remote directory entries.
+	Directory() []node.RoomSummary
+	// Relay forwards a write for a remote room; ok is false when the room
+	// is unknown.
+	Relay(ctx context.Context, roomID string, body []byte) (httpwire.Answer, bool)
+	// Binding is this node's host key, peer ID and addresses.
+	Binding() index.Binding
+	Addrs() []string
+	Peers() []federation.PeerInfo
+	Hosts() []federation.HostInfo
+}
 
 // Options tune the HTTP layer.
 type Options struct {
 	// Heartbeat is the SSE comment interval (default 15 s).
 	Heartbeat time.Duration
 	Log       *slog.Logger
+	// Federation, when set, makes the directory federated, relays writes
+	// for remote rooms, and publishes the host binding in discovery.
+	Federation Federation
 }
 
 // Server serves one node over HTTP.
@@ -91,45 +111,21 @@ func (s *Server) routes() {
 	v1.GET("/rooms/:room_id/archive", s.archiveJSON)
 	v1.GET("/rooms/:room_id/archive.jsonl", s.archiveJSONL)
 	v1.GET("/rooms/:room_id/archive.md", s.archiveMD)
+	v1.GET("/federation/peers", s.fedPeers)
+	v1.GET("/federation/hosts", s.fedHosts)
 }
 
 // writeJSON writes v without HTML escaping (agent content stays as signed).
 func writeJSON(c *gin.Context, status int, v any) {
-	c.Header("Content-Type", "application/json; charset=utf-8")
-	c.Status(status)
-	enc := json.NewEncoder(c.Writer)
-	enc.SetEscapeHTML(false)
-	enc.Encode(v)
+	c.Data(status, "application/json; charset=utf-8", httpwire.Marshal(v))
 }
 
 // fail writes the spec's error shape with the status from the one table.
 func (s *Server) fail(c *gin.Context, err error) {
-	var ne *node.NonceError
-	if errors.As(err, &ne) {
-		c.Header("Max-Seen-Nonce", node.FormatNonce(ne.MaxSeenNonce))
-	}
-	e := adp.AsError(err)
-	if e.Code == adp.CodeInternal {
+	if adp.CodeOf(err) == adp.CodeInternal {
 		s.log.Error("internal error", "path", c.FullPath(), "err", err)
-		e = &adp.Error{Code: adp.CodeInternal, Message: "internal error"}
 	}
-	if e.Code == adp.CodeRateLimited {
-		if ms, ok := e.Data["retry_after_ms"].(int64); ok {
-			c.Header("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
-		}
-	}
-	if e.Code == adp.CodeUnavailable {
-		c.Header("Retry-After", "1")
-	}
-	data := e.Data
-	if data == nil {
-		data = map[string]any{}
-	}
-	msg := e.Message
-	if msg == "" {
-		msg = string(e.Code)
-	}
-	writeJSON(c, StatusOf(e.Code), gin.H{"error": gin.H{"code": e.Code, "message": msg, "data": data}})
+	httpwire.Error(err).Write(c.Writer)
 	c.Abort()
 }
 
@@ -182,7 +178,7 @@ func (s *Server) discovery(c *gin.Context) {
 	cfg := s.n.Config()
 	o := s.n.Origin()
 	lim := cfg.Limits
-	writeJSON(c, http.StatusOK, gin.H{
+	doc := gin.H{
 		"protocol": adp.Protocol,
 		"host":     s.n.Host(),
 		"service":  o,
@@ -209,35 +205,40 @@ func (s *Server) discovery(c *gin.Context) {
 			"agent_status_ttl_ms":      cfg.StatusTTL.Milliseconds(),
 			"events_page":              gin.H{"default": 100, "max": 1000},
 		},
-	})
+	}
+	if f := s.opts.Federation; f != nil {
+		b := f.Binding()
+		doc["host_key"] = b.Key
+		doc["peer_id"] = b.PeerID
+		doc["p2p_addrs"] = f.Addrs()
+		doc["features"] = append(doc["features"].([]string), "federation", "relay-submit")
+		doc["endpoints"].(gin.H)["federation"] = o + "/v1/federation"
+	}
+	writeJSON(c, http.StatusOK, doc)
 }
 
-// submit handles POST /v1/rooms and POST /v1/rooms/{room_id}.
+// submit handles POST /v1/rooms and POST /v1/rooms/{room_id}. A write for
+// a room this node does not host but the federated index knows is relayed
+// to the room's host, and the host's answer is returned unchanged.
 func (s *Server) submit(c *gin.Context) {
 	b, err := s.body(c)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	res, err := s.n.Submit(c.Request.Context(), b, c.Param("room_id"))
-	if err != nil {
-		s.fail(c, err)
-		return
+	roomID := c.Param("room_id")
+	if roomID != "" && s.opts.Federation != nil && !s.n.Hosts(roomID) {
+		if ans, ok := s.opts.Federation.Relay(c.Request.Context(), roomID, b); ok {
+			c.Header("X-ADP-Relayed", "true")
+			ans.Write(c.Writer)
+			return
+		}
 	}
-	c.Header("Max-Seen-Nonce", node.FormatNonce(res.MaxSeenNonce))
-	status := http.StatusCreated
-	if res.Resubmitted {
-		status = http.StatusOK
+	res, err := s.n.Submit(c.Request.Context(), b, roomID)
+	if err != nil && adp.CodeOf(err) == adp.CodeInternal {
+		s.log.Error("internal error", "path", c.FullPath(), "err", err)
 	}
-	if res.Created {
-		c.Header("Location", res.URL)
-		var pre *string
-		writeJSON(c, status, gin.H{"id": res.Record.RoomID, "status": res.Status, "url": res.URL, "seq": res.Record.Seq,
-			"pre_hash": pre, "hash": res.Record.Hash, "received_at": res.Record.ReceivedAt})
-		return
-	}
-	b, _ = res.Record.MarshalJSON()
-	c.Data(status, "application/json; charset=utf-8", append(b, '\n'))
+	httpwire.Submit(res, err).Write(c.Writer)
 }
 
 func (s *Server) getRoom(c *gin.Context) {

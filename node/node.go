@@ -343,3 +343,9 @@ func (n *Node) DrainStreams() { n.hub.closeAll() }
 // DB returns the node's Badger database, for the other components of the
 // process (index, mirrors) that keep their own key spaces in it.
 func (n *Node) DB() *badger.DB { return n.db }
+
+// Hosts reports whether this node is authoritative for roomID.
+func (n *Node) Hosts(roomID string) bool {
+	_, ok := n.room(roomID)
+	return ok
+}

@@ -1,0 +1,165 @@
+package federation_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/assertion"
+	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/node"
+)
+
+// rogue is a hostile libp2p peer speaking gossipsub directly.
+type rogue struct {
+	key    ed25519.PrivateKey
+	id     peer.ID
+	signer *assertion.Signer
+	ps     *pubsub.PubSub
+	topics map[string]*pubsub.Topic
+}
+
+func newRogue(t *testing.T, name string, connectTo *peerNode) *rogue {
+	t.Helper()
+	seed := make([]byte, 32)
+	copy(seed, "rogue "+name)
+	key, _ := identity.KeyFromSeed(seed)
+	sk, _ := crypto.UnmarshalEd25519PrivateKey(key)
+	h, err := libp2p.New(libp2p.Identity(sk), libp2p.ListenAddrStrings("/ip4/127.0.0.1/tcp/0"), libp2p.DisableRelay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); h.Close() })
+	ps, err := pubsub.NewGossipSub(ctx, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ai, _ := peer.AddrInfoFromString(connectTo.fed.Addrs()[0])
+	if err := h.Connect(ctx, *ai); err != nil {
+		t.Fatal(err)
+	}
+	return &rogue{key: key, id: h.ID(), signer: assertion.NewSigner(key), ps: ps, topics: map[string]*pubsub.Topic{}}
+}
+
+func (r *rogue) join(t *testing.T, topic string) *pubsub.Topic {
+	t.Helper()
+	tp, ok := r.topics[topic]
+	if !ok {
+		var err error
+		if tp, err = r.ps.Join(topic); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tp.Subscribe(); err != nil {
+			t.Fatal(err)
+		}
+		r.topics[topic] = tp
+	}
+	return tp
+}
+
+func (r *rogue) publish(t *testing.T, topic string, data []byte) {
+	t.Helper()
+	if err := r.join(t, topic).Publish(context.Background(), data); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// announcement builds a signed announcement by signer for a made-up room.
+func (r *rogue) announcement(t *testing.T, signer *assertion.Signer, peerID string, id, vis, agenda string, nowMs int64) []byte {
+	t.Helper()
+	origin := "http://127.0.0.1:9"
+	a := index.Announcement{
+		Room: node.RoomSummary{ID: id, URL: origin + "/v1/rooms/" + id, Host: "127.0.0.1:9", Status: room.StatusActive,
+			Topic: "rogue room", Agenda: agenda, Visibility: vis, StartTime: nowMs, EndTime: nowMs + 3_600_000},
+		Host:      index.Binding{Key: signer.HostKey(), PeerID: peerID, Origin: origin},
+		ExpiresAt: nowMs + 60_000,
+	}
+	raw, err := signer.Sign(assertion.TypeAnnounce, a, nowMs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// Forged announcements — bad signature, a key that is not the sender's,
+// a private room, oversize — and a forged record are rejected by B and
+// never reach C, while an honest announcement by a rogue peer does. Each
+// forgery comes from a fresh rogue: peer scoring graylists a peer after a
+// couple of invalid messages, which would hide the later ones.
+func TestHostilePeer(t *testing.T) {
+	peers := network(t, 3, [][2]int{{0, 1}, {1, 2}})
+	a, b, c := peers[0], peers[1], peers[2]
+	if err := b.fed.FollowRecords(a.fed.PeerID(), func(*federation.StreamedRecord) {}); err != nil {
+		t.Fatal(err)
+	}
+	roomN := func(i int) string { return fmt.Sprintf("d8ftedhpqhsusbg%05d", i) }
+	otherSeed := make([]byte, 32)
+	copy(otherSeed, "someone else")
+	other, _ := identity.KeyFromSeed(otherSeed)
+	otherPeer, _ := federation.PeerIDOf(other.Public().(ed25519.PublicKey))
+
+	forgeries := []struct {
+		name  string
+		topic string
+		make  func(r *rogue, now int64) []byte
+	}{
+		{"tampered after signing", federation.IndexTopic, func(r *rogue, now int64) []byte {
+			good := r.announcement(t, r.signer, r.id.String(), roomN(1), room.Public, "", now)
+			return []byte(strings.Replace(string(good), "rogue room", "rogue ROOM", 1))
+		}},
+		{"signed by another key", federation.IndexTopic, func(r *rogue, now int64) []byte {
+			return r.announcement(t, assertion.NewSigner(other), otherPeer.String(), roomN(2), room.Public, "", now)
+		}},
+		{"claims A's peer ID", federation.IndexTopic, func(r *rogue, now int64) []byte {
+			return r.announcement(t, r.signer, a.fed.PeerID().String(), roomN(3), room.Public, "", now)
+		}},
+		{"private room", federation.IndexTopic, func(r *rogue, now int64) []byte {
+			return r.announcement(t, r.signer, r.id.String(), roomN(4), room.Private, "", now)
+		}},
+		{"oversize", federation.IndexTopic, func(r *rogue, now int64) []byte {
+			return r.announcement(t, r.signer, r.id.String(), roomN(5), room.Public, strings.Repeat("x", 20_000), now)
+		}},
+		{"forged record on A's stream", federation.RecordTopic(a.fed.PeerID()), func(r *rogue, now int64) []byte {
+			return []byte(`{"record":{},"checkpoint":{}}`)
+		}},
+	}
+	for i, f := range forgeries {
+		r := newRogue(t, fmt.Sprint(i), b)
+		before := b.fed.Stats().Rejected.Load()
+		// Join first so the mesh with B exists, then publish.
+		r.join(t, f.topic)
+		time.Sleep(1200 * time.Millisecond)
+		r.publish(t, f.topic, f.make(r, b.clock.Ms()))
+		eventually(t, 3*time.Second, "B rejects: "+f.name, func() bool { return b.fed.Stats().Rejected.Load() > before })
+	}
+
+	// Control: an honest announcement by a fresh rogue gets through B to C.
+	r := newRogue(t, "honest", b)
+	r.join(t, federation.IndexTopic)
+	time.Sleep(1200 * time.Millisecond)
+	r.publish(t, federation.IndexTopic, r.announcement(t, r.signer, r.id.String(), roomN(6), room.Public, "", b.clock.Ms()))
+	eventually(t, 3*time.Second, "honest announcement reaches C through B", func() bool { _, ok := listed(c, roomN(6)); return ok })
+
+	if n := c.fed.Stats().Rejected.Load(); n != 0 {
+		t.Errorf("C saw %d invalid messages: B forwarded forgeries", n)
+	}
+	for _, p := range []*peerNode{b, c} {
+		for i := 1; i <= 5; i++ {
+			if _, ok := p.idx.Room(roomN(i), p.clock.Ms()); ok {
+				t.Errorf("forged announcement %d accepted by %s", i, p.name)
+			}
+		}
+	}
+}
