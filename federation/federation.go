@@ -383,3 +383,7 @@ func (f *Federation) count(r pubsub.ValidationResult) pubsub.ValidationResult {
 	}
 	return r
 }
+
+// IndexPeers returns how many peers this node knows subscribe to the index
+// topic.
+func (f *Federation) IndexPeers() int { return len(f.ps.ListPeers(IndexTopic)) }

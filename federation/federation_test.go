@@ -150,3 +150,43 @@ func indexOf(s, sub string) int {
 	}
 	return -1
 }
+
+// Five nodes in a ring: rooms created on any node reach every other node
+// within 2 s, closing propagates, private rooms appear nowhere.
+func TestIndexFiveNodes(t *testing.T) {
+	peers := network(t, 5, [][2]int{{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 0}})
+	alice := adptest.NewAgent("alice")
+	var ids []string
+	for i, p := range []*peerNode{peers[0], peers[2], peers[4]} {
+		ids = append(ids, createRoom(t, p, alice, room.Public, "ring room"))
+		_ = i
+	}
+	priv := createRoom(t, peers[1], alice, room.Private, "private ring room")
+	took := eventually(t, 2*time.Second, "every room on every node", func() bool {
+		for _, p := range peers {
+			for _, id := range ids {
+				if _, ok := listed(p, id); !ok {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	t.Logf("3 rooms converged on 5 nodes in %v", took)
+	submit(t, peers[2], alice, "room.close", ids[1], map[string]any{})
+	eventually(t, 2*time.Second, "closed everywhere", func() bool {
+		for _, p := range peers {
+			if s, ok := listed(p, ids[1]); !ok || s.Status != room.StatusEnded {
+				return false
+			}
+		}
+		return true
+	})
+	for _, p := range peers {
+		if p != peers[1] {
+			if _, ok := listed(p, priv); ok {
+				t.Fatalf("private room listed on %s", p.name)
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"github.com/adpnode/adpnode/hostapi"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -36,13 +37,30 @@ type peerNode struct {
 // 127.0.0.1:port (0 picks one) and its federation peer.
 func startPeer(t testing.TB, name, dir string, clock *adptest.Clock, port int) *peerNode {
 	t.Helper()
+	return startPeerWith(t, name, dir, clock, port, peerOptions{})
+}
+
+// peerOptions tunes a test peer beyond startPeer's defaults (benchmarks).
+// The zero value is startPeer's configuration.
+type peerOptions struct {
+	rates            node.Rates    // zero: the node defaults
+	announceInterval time.Duration // zero: 2 s
+	log              *slog.Logger  // node and federation logger; nil: slog.Default()
+}
+
+// startPeerWith is startPeer with options.
+func startPeerWith(t testing.TB, name, dir string, clock *adptest.Clock, port int, o peerOptions) *peerNode {
+	t.Helper()
+	if o.announceInterval == 0 {
+		o.announceInterval = 2 * time.Second
+	}
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		t.Fatal(err)
 	}
 	port = ln.Addr().(*net.TCPAddr).Port
 	origin := fmt.Sprintf("http://127.0.0.1:%d", port)
-	n, err := node.Open(node.Config{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now})
+	n, err := node.Open(node.Config{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now, Rates: o.rates, Log: o.log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +73,7 @@ func startPeer(t testing.TB, name, dir string, clock *adptest.Clock, port int) *
 		t.Fatal(err)
 	}
 	fed, err := federation.Start(federation.Config{Key: key, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		AnnounceInterval: 2 * time.Second, AllowPrivateOrigins: true}, n, idx)
+		AnnounceInterval: o.announceInterval, AllowPrivateOrigins: true, Log: o.log}, n, idx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,10 +105,16 @@ func (p *peerNode) stop() {
 // indexes); nil edges means a full mesh.
 func network(t testing.TB, k int, edges [][2]int) []*peerNode {
 	t.Helper()
+	return networkWith(t, k, edges, peerOptions{})
+}
+
+// networkWith is network with options for every peer.
+func networkWith(t testing.TB, k int, edges [][2]int, o peerOptions) []*peerNode {
+	t.Helper()
 	clock := adptest.NewClock()
 	peers := make([]*peerNode, k)
 	for i := range peers {
-		peers[i] = startPeer(t, string(rune('A'+i)), t.TempDir(), clock, 0)
+		peers[i] = startPeerWith(t, string(rune('A'+i)), t.TempDir(), clock, 0, o)
 	}
 	if edges == nil {
 		for i := 0; i < k; i++ {
@@ -99,9 +123,23 @@ func network(t testing.TB, k int, edges [][2]int) []*peerNode {
 			}
 		}
 	}
+	degree := make([]int, k)
 	for _, e := range edges {
 		connect(t, peers[e[0]], peers[e[1]])
+		degree[e[0]]++
+		degree[e[1]]++
 	}
+	// Steady state: every node knows its neighbours' subscriptions, and one
+	// gossipsub heartbeat (1 s) has grafted the meshes.
+	eventually(t, 10*time.Second, "index topic subscriptions known", func() bool {
+		for i, p := range peers {
+			if p.fed.IndexPeers() < degree[i] {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(1100 * time.Millisecond)
 	return peers
 }
 

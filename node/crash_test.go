@@ -332,7 +332,7 @@ func (h *crashHarness) start() *crashChild {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		cmd := exec.Command(h.bin, "serve", "--config", h.cfg, "--listen", addr, "--data", h.data)
+		cmd := exec.Command(h.bin, "serve", "--config", h.cfg, "--listen", addr, "--data", h.data, "--p2p-listen", "/ip4/127.0.0.1/tcp/0")
 		c := &crashChild{cmd: cmd, base: "http://" + addr, done: make(chan struct{}), log: &crashLog{},
 			client: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 		cmd.Stdout, cmd.Stderr = c.log, c.log

@@ -12,9 +12,13 @@ import (
 // jiffies, to tell how much of the machine the run had to itself.
 type cpuSample struct {
 	proc        time.Duration
-	busy, total uint64
+	busy, total uint64 // machine jiffies from /proc/stat
+	others      uint64 // utime+stime+cutime+cstime of every other process, in ticks
 	ok          bool
 }
+
+// clockTicks is USER_HZ, 100 on every Linux platform Go supports.
+const clockTicks = 100
 
 func sampleCPU() cpuSample {
 	var s cpuSample
@@ -40,17 +44,61 @@ func sampleCPU() cpuSample {
 			}
 		}
 	}
+	s.others = otherProcs()
 	s.ok = true
 	return s
 }
 
-// cpuUse returns this process's share and the whole machine's busy share of
-// all CPUs between a and b (0..1).
-func cpuUse(a, b cpuSample, wall time.Duration, procs int) (self, machine float64, ok bool) {
-	if !a.ok || !b.ok || b.total <= a.total {
-		return 0, 0, false
+// otherProcs sums the CPU ticks of every other process, with the reaped
+// children of each, so a process that exits within the interval is still
+// counted through its parent.
+func otherProcs() uint64 {
+	self := strconv.Itoa(os.Getpid())
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
 	}
-	self = float64(b.proc-a.proc) / (wall.Seconds() * 1e9 * float64(procs))
+	var sum uint64
+	for _, e := range ents {
+		name := e.Name()
+		if name == self || name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + name + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the parenthesised command: state is field 3;
+		// utime, stime, cutime, cstime are fields 14 to 17.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 15 {
+			continue
+		}
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			if n > 0 {
+				sum += uint64(n)
+			}
+		}
+	}
+	return sum
+}
+
+// cpuUse returns this process's share, other processes' share and the
+// whole machine's busy share of all CPUs between a and b (0..1).
+func cpuUse(a, b cpuSample, wall time.Duration, procs int) (self, others, machine float64, ok bool) {
+	if !a.ok || !b.ok || b.total <= a.total {
+		return 0, 0, 0, false
+	}
+	avail := wall.Seconds() * float64(procs)
+	self = (b.proc - a.proc).Seconds() / avail
+	if b.others > a.others {
+		others = float64(b.others-a.others) / clockTicks / avail
+	}
 	machine = float64(b.busy-a.busy) / float64(b.total-a.total)
-	return self, machine, true
+	return self, others, machine, true
 }

@@ -408,15 +408,16 @@ func report(o options, r *result, ceiling float64, sc signCost) {
 	}
 }
 
-// cpuNote describes how busy this process and the machine were.
+// cpuNote describes how busy this process, other processes and the
+// machine (including interrupt and softirq time, such as loopback TCP) were.
 func cpuNote(a, b cpuSample, wall time.Duration, procs int) string {
-	self, machine, ok := cpuUse(a, b, wall, procs)
+	self, others, machine, ok := cpuUse(a, b, wall, procs)
 	if !ok {
 		return "n/a"
 	}
-	note := fmt.Sprintf("this process %.0f%% of %d CPUs, machine %.0f%% busy", 100*self, procs, 100*machine)
-	if other := machine - self; other > 0.05 {
-		note += fmt.Sprintf(" (WARNING: other processes used ~%.0f%%: figures are skewed)", 100*other)
+	note := fmt.Sprintf("this process %.0f%% of %d CPUs, other processes %.0f%%, machine %.0f%% busy", 100*self, procs, 100*others, 100*machine)
+	if others > 0.05 {
+		note += " (WARNING: other processes competed for the CPUs: figures are skewed)"
 	}
 	return note
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,7 +17,10 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -33,11 +37,19 @@ type fileConfig struct {
 	} `yaml:"rates"`
 	MaxBodyBytes      int64 `yaml:"max_body_bytes"`
 	AllowPrivatePacks bool  `yaml:"allow_private_packs"`
+	Federation        *struct {
+		Enabled  *bool    `yaml:"enabled"`
+		Listen   []string `yaml:"listen"`
+		Peers    []string `yaml:"peers"`
+		MDNS     bool     `yaml:"mdns"`
+		Announce string   `yaml:"announce_interval"`
+	} `yaml:"federation"`
 }
 
 func serveCmd() *cobra.Command {
 	var cfgPath, listen, publicURL, data, logLevel string
-	var allowPrivatePacks bool
+	var allowPrivatePacks, noFederation, mdnsOn bool
+	var p2pListen, peers []string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run an ADP host (embedded Badger in the data dir; no other services)",
@@ -81,7 +93,26 @@ func serveCmd() *cobra.Command {
 				cfg.Rates = node.DefaultRates()
 				cfg.Rates.Message, cfg.Rates.Signal, cfg.Rates.Control = fc.Rates.Message, fc.Rates.Signal, fc.Rates.Control
 			}
-			return serve(cmd.Context(), cfg, listen, log)
+			fed := fedSettings{enabled: !noFederation, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second}
+			if fc.Federation != nil {
+				ff := fc.Federation
+				if ff.Enabled != nil && !cmd.Flags().Changed("no-federation") {
+					fed.enabled = *ff.Enabled
+				}
+				if !cmd.Flags().Changed("p2p-listen") && len(ff.Listen) > 0 {
+					fed.listen = ff.Listen
+				}
+				fed.peers = append(fed.peers, ff.Peers...)
+				fed.mdns = fed.mdns || ff.MDNS
+				if ff.Announce != "" {
+					d, err := time.ParseDuration(ff.Announce)
+					if err != nil {
+						return fmt.Errorf("federation.announce_interval: %w", err)
+					}
+					fed.interval = d
+				}
+			}
+			return serve(cmd.Context(), cfg, listen, fed, log)
 		},
 	}
 	f := cmd.Flags()
@@ -91,10 +122,24 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&data, "data", "./data", "data directory (Badger)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	f.BoolVar(&allowPrivatePacks, "allow-private-packs", false, "allow external packs from loopback/private addresses and plain HTTP")
+	f.BoolVar(&noFederation, "no-federation", false, "run without libp2p federation")
+	f.StringArrayVar(&p2pListen, "p2p-listen", []string{"/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/udp/4001/quic-v1"},
+		"libp2p listen multiaddr (repeatable)")
+	f.StringArrayVar(&peers, "peer", nil, "static peer multiaddr ending in /p2p/<peer id> (repeatable)")
+	f.BoolVar(&mdnsOn, "mdns", false, "discover peers on the local network with mDNS")
 	return cmd
 }
 
-func serve(ctx context.Context, cfg node.Config, listen string, log *slog.Logger) error {
+// fedSettings are the federation settings of serve.
+type fedSettings struct {
+	enabled  bool
+	listen   []string
+	peers    []string
+	mdns     bool
+	interval time.Duration
+}
+
+func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return err
 	}
@@ -102,9 +147,36 @@ func serve(ctx context.Context, cfg node.Config, listen string, log *slog.Logger
 	if err != nil {
 		return err
 	}
-	api := hostapi.New(n, hostapi.Options{Log: log})
+	opts := hostapi.Options{Log: log}
+	var fed *federation.Federation
+	if fs.enabled {
+		key, err := federation.LoadOrCreateKey(cfg.DataDir)
+		if err != nil {
+			n.Close()
+			return err
+		}
+		idx, err := index.Open(n.DB(), identity.AgentIDFromKey(key.Public().(ed25519.PublicKey)), n.NowMs())
+		if err != nil {
+			n.Close()
+			return err
+		}
+		fed, err = federation.Start(federation.Config{Key: key, ListenAddrs: fs.listen, Peers: fs.peers, MDNS: fs.mdns,
+			AnnounceInterval: fs.interval, AllowPrivateOrigins: cfg.Packs.AllowPrivate, Log: log}, n, idx)
+		if err != nil {
+			n.Close()
+			return err
+		}
+		opts.Federation = fed
+		for _, a := range fed.Addrs() {
+			fmt.Fprintf(os.Stderr, "adpnode: libp2p %s\n", a)
+		}
+	}
+	api := hostapi.New(n, opts)
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
+		if fed != nil {
+			fed.Close()
+		}
 		n.Close()
 		return err
 	}
@@ -122,6 +194,9 @@ func serve(ctx context.Context, cfg node.Config, listen string, log *slog.Logger
 		log.Info("shutting down", "signal", s.String())
 	case err := <-errc:
 		if !errors.Is(err, http.ErrServerClosed) {
+			if fed != nil {
+				fed.Close()
+			}
 			n.Close()
 			return err
 		}
@@ -134,6 +209,9 @@ func serve(ctx context.Context, cfg node.Config, listen string, log *slog.Logger
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("http shutdown", "err", err)
+	}
+	if fed != nil {
+		fed.Close()
 	}
 	return n.Close()
 }
