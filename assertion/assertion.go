@@ -74,3 +74,68 @@ func Open(b []byte, typ string) (*identity.Envelope, error) {
 	}
 	return env, nil
 }
+
+// TypeCosign is a witness's cosignature of a host checkpoint.
+const TypeCosign = "checkpoint.cosign"
+
+// Checkpoint is the payload of a record.checkpoint assertion: a host's
+// signed commitment that a room's record at seq has this hash.
+type Checkpoint struct {
+	Host       identity.AgentID `json:"host"`
+	RoomID     string           `json:"room_id"`
+	Seq        int64            `json:"seq"`
+	Hash       string           `json:"hash"`
+	ReceivedAt int64            `json:"received_at"`
+}
+
+// OpenCheckpoint verifies a checkpoint assertion: signature, type, and that
+// its signer is the host the payload names. It does not check the record.
+func OpenCheckpoint(raw []byte) (Checkpoint, error) {
+	env, err := Open(raw, TypeCheckpoint)
+	if err != nil {
+		return Checkpoint{}, err
+	}
+	var cp Checkpoint
+	if err := json.Unmarshal(env.Event.Payload, &cp); err != nil {
+		return Checkpoint{}, adp.Reason(adp.CodeInvalidEvent, "checkpoint", err.Error())
+	}
+	if cp.Host != env.Event.Actor {
+		return Checkpoint{}, adp.Reason(adp.CodeInvalidEvent, "checkpoint_host", "checkpoint names a host other than its signer")
+	}
+	return cp, nil
+}
+
+// Cosign is the payload of a checkpoint.cosign assertion: a witness
+// declares it has verified the host's chain up to the checkpoint.
+type Cosign struct {
+	Witness    identity.AgentID `json:"witness"`
+	Checkpoint json.RawMessage  `json:"checkpoint"` // the host's assertion, as signed
+}
+
+// Cosignature is a verified cosignature.
+type Cosignature struct {
+	Witness    identity.AgentID
+	Checkpoint Checkpoint
+	Raw        []byte
+}
+
+// OpenCosign verifies a cosignature: the witness's signature and the
+// embedded host checkpoint's.
+func OpenCosign(raw []byte) (*Cosignature, error) {
+	env, err := Open(raw, TypeCosign)
+	if err != nil {
+		return nil, err
+	}
+	var c Cosign
+	if err := json.Unmarshal(env.Event.Payload, &c); err != nil {
+		return nil, adp.Reason(adp.CodeInvalidEvent, "cosign", err.Error())
+	}
+	if c.Witness != env.Event.Actor {
+		return nil, adp.Reason(adp.CodeInvalidEvent, "cosign_witness", "cosignature names a witness other than its signer")
+	}
+	cp, err := OpenCheckpoint(c.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	return &Cosignature{Witness: c.Witness, Checkpoint: cp, Raw: raw}, nil
+}

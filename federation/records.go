@@ -15,15 +15,8 @@ import (
 	"github.com/adpnode/adpnode/node"
 )
 
-// Checkpoint is the payload of a record.checkpoint assertion: the host's
-// signed commitment that a room's record at seq has this hash.
-type Checkpoint struct {
-	Host       identity.AgentID `json:"host"`
-	RoomID     string           `json:"room_id"`
-	Seq        int64            `json:"seq"`
-	Hash       string           `json:"hash"`
-	ReceivedAt int64            `json:"received_at"`
-}
+// Checkpoint is a host's signed commitment to a record (see assertion).
+type Checkpoint = assertion.Checkpoint
 
 // RecordMsg is one message of a host's record stream.
 type RecordMsg struct {

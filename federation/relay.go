@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/assertion"
 	"github.com/adpnode/adpnode/httpwire"
 	"github.com/adpnode/adpnode/node"
 )
@@ -138,13 +139,19 @@ type backfillRequest struct {
 	Limit    int    `json:"limit"`
 }
 
-type backfillResponse struct {
-	Records []json.RawMessage `json:"records"`
-	Error   string            `json:"error,omitempty"`
+// BackfillBatch is a backfill answer: records in seq order and host-signed
+// checkpoints (record.checkpoint assertions) for some of them — at least
+// the last record when the server has one — that authenticate the batch:
+// records are hash-linked, so a checkpoint at seq k vouches for every
+// record up to k.
+type BackfillBatch struct {
+	Records     []json.RawMessage `json:"records"`
+	Checkpoints []json.RawMessage `json:"checkpoints,omitempty"`
+	Error       string            `json:"error,omitempty"`
 }
 
 // BackfillSource lets mirrors serve backfill for rooms this node mirrors.
-type BackfillSource func(roomID string, after int64, limit int) ([]json.RawMessage, bool)
+type BackfillSource func(roomID string, after int64, limit int) (BackfillBatch, bool)
 
 // SetBackfillSource adds a source consulted for rooms this node does not
 // host.
@@ -166,7 +173,7 @@ func (f *Federation) serveBackfill(s network.Stream) {
 		return
 	}
 	var req backfillRequest
-	var resp backfillResponse
+	var resp BackfillBatch
 	if json.Unmarshal(b, &req) != nil || req.RoomID == "" || req.AfterSeq < 0 {
 		resp.Error = "malformed request"
 	} else {
@@ -175,13 +182,18 @@ func (f *Federation) serveBackfill(s network.Stream) {
 		switch {
 		case err == nil:
 			resp.Records = recs
+			if len(recs) > 0 {
+				if cp, err := f.checkpointFor(recs[len(recs)-1]); err == nil {
+					resp.Checkpoints = []json.RawMessage{cp}
+				}
+			}
 		case adp.CodeOf(err) == adp.CodeRoomNotFound:
 			f.subMu.Lock()
 			src := f.backfill
 			f.subMu.Unlock()
 			if src != nil {
-				if recs, ok := src(req.RoomID, req.AfterSeq, limit); ok {
-					resp.Records = recs
+				if batch, ok := src(req.RoomID, req.AfterSeq, limit); ok {
+					resp = batch
 					break
 				}
 			}
@@ -195,8 +207,9 @@ func (f *Federation) serveBackfill(s network.Stream) {
 }
 
 // Backfill fetches up to limit records of roomID after afterSeq from peer
-// id. The records are unverified: callers verify them against the chain.
-func (f *Federation) Backfill(ctx context.Context, id peer.ID, roomID string, afterSeq int64, limit int) ([]json.RawMessage, error) {
+// id. Nothing in the batch is verified: callers verify records against the
+// chain and the checkpoints against the host key.
+func (f *Federation) Backfill(ctx context.Context, id peer.ID, roomID string, afterSeq int64, limit int) (*BackfillBatch, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	s, err := f.h.NewStream(ctx, id, BackfillProtocol)
@@ -217,14 +230,29 @@ func (f *Federation) Backfill(ctx context.Context, id peer.ID, roomID string, af
 	if err != nil {
 		return nil, err
 	}
-	var resp backfillResponse
+	var resp BackfillBatch
 	if err := json.Unmarshal(b, &resp); err != nil {
 		return nil, err
 	}
 	if resp.Error != "" {
 		return nil, errors.New(resp.Error)
 	}
-	return resp.Records, nil
+	return &resp, nil
+}
+
+// checkpointFor signs a checkpoint for one of this host's stored records.
+func (f *Federation) checkpointFor(raw []byte) (json.RawMessage, error) {
+	var r struct {
+		RoomID     string `json:"room_id"`
+		Seq        int64  `json:"seq"`
+		Hash       string `json:"hash"`
+		ReceivedAt int64  `json:"received_at"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil, err
+	}
+	return f.signer.Sign(assertion.TypeCheckpoint, Checkpoint{Host: f.signer.HostKey(), RoomID: r.RoomID, Seq: r.Seq,
+		Hash: r.Hash, ReceivedAt: r.ReceivedAt}, f.n.NowMs())
 }
 
 var _ = node.Result{}

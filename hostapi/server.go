@@ -19,6 +19,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/httpwire"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -44,6 +45,8 @@ type Options struct {
 	// Federation, when set, makes the directory federated, relays writes
 	// for remote rooms, and publishes the host binding in discovery.
 	Federation Federation
+	// Mirror, when set, serves mirrored rooms and mirror management.
+	Mirror *mirror.Mirror
 }
 
 // Server serves one node over HTTP.
@@ -113,6 +116,7 @@ func (s *Server) routes() {
 	v1.GET("/rooms/:room_id/archive.md", s.archiveMD)
 	v1.GET("/federation/peers", s.fedPeers)
 	v1.GET("/federation/hosts", s.fedHosts)
+	s.mirrorRoutes()
 }
 
 // writeJSON writes v without HTML escaping (agent content stays as signed).
@@ -297,10 +301,9 @@ func (s *Server) events(c *gin.Context) {
 		return
 	}
 	if cur := c.Query("cursor"); cur != "" {
-		b, err := base64.RawURLEncoding.DecodeString(cur)
-		n, perr := strconv.ParseInt(strings.TrimPrefix(string(b), "seq:"), 10, 64)
-		if err != nil || perr != nil || !strings.HasPrefix(string(b), "seq:") || n < 0 {
-			s.fail(c, adp.Reason(adp.CodeInvalidRequest, "cursor", "cursor is not one this host issued"))
+		n, err := decodeSeqCursor(cur)
+		if err != nil {
+			s.fail(c, err)
 			return
 		}
 		after = n
@@ -312,7 +315,7 @@ func (s *Server) events(c *gin.Context) {
 	}
 	out := gin.H{"result": recs}
 	if more {
-		out["next_cursor"] = base64.RawURLEncoding.EncodeToString([]byte("seq:" + strconv.FormatInt(after+int64(len(recs)), 10)))
+		out["next_cursor"] = encodeSeqCursor(after + int64(len(recs)))
 	}
 	writeJSON(c, http.StatusOK, out)
 }
@@ -329,4 +332,18 @@ func (s *Server) members(c *gin.Context) {
 		return
 	}
 	writeJSON(c, http.StatusOK, gin.H{"result": ms})
+}
+
+// Event cursors are opaque to clients: base64url("seq:<n>").
+func encodeSeqCursor(after int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("seq:" + strconv.FormatInt(after, 10)))
+}
+
+func decodeSeqCursor(cur string) (int64, error) {
+	b, err := base64.RawURLEncoding.DecodeString(cur)
+	n, perr := strconv.ParseInt(strings.TrimPrefix(string(b), "seq:"), 10, 64)
+	if err != nil || perr != nil || !strings.HasPrefix(string(b), "seq:") || n < 0 {
+		return 0, adp.Reason(adp.CodeInvalidRequest, "cursor", "cursor is not one this host issued")
+	}
+	return n, nil
 }

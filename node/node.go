@@ -36,16 +36,17 @@ type Node struct {
 	mu    sync.RWMutex
 	rooms map[string]*hostedRoom
 
-	actors  [256]sync.Mutex // per-actor serialisation of nonce checks (striped)
-	nonces  *nonceCache
-	quotas  *quotas
-	joins   *joinRequests
-	status  *statusBoard
-	hub     *hub
-	packs   *packFetcher
-	sched   *scheduler
-	lisMu   sync.RWMutex
-	listens []func(Event)
+	actors       [256]sync.Mutex // per-actor serialisation of nonce checks (striped)
+	nonces       *nonceCache
+	quotas       *quotas
+	joins        *joinRequests
+	status       *statusBoard
+	hub          *hub
+	packs        *packFetcher
+	sched        *scheduler
+	lisMu        sync.RWMutex
+	listens      []func(Event)
+	archiveExtra func(roomID string) map[string]any
 
 	finishMu sync.Mutex // serialises end-of-room work (scheduler and archive reads)
 
@@ -348,4 +349,23 @@ func (n *Node) DB() *badger.DB { return n.db }
 func (n *Node) Hosts(roomID string) bool {
 	_, ok := n.room(roomID)
 	return ok
+}
+
+// SetArchiveExtra registers a function whose members are added to the
+// archive manifest's extra (witness cosignatures, the host key).
+func (n *Node) SetArchiveExtra(fn func(roomID string) map[string]any) {
+	n.lisMu.Lock()
+	n.archiveExtra = fn
+	n.lisMu.Unlock()
+}
+
+// RecordHash returns the hash of a hosted room's record at seq.
+func (n *Node) RecordHash(roomID string, seq int64) (string, bool) {
+	hr, ok := n.room(roomID)
+	if !ok {
+		return "", false
+	}
+	hr.mu.RLock()
+	defer hr.mu.RUnlock()
+	return hr.st.RecordHash(seq)
 }

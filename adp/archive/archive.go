@@ -16,6 +16,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/adp/types"
+	"github.com/adpnode/adpnode/assertion"
 )
 
 // Manifest is the §19 archive manifest. ArchiveRoot equals EventsSHA3
@@ -130,6 +131,8 @@ type Report struct {
 	Types    int
 	Counts   map[string]int64
 	State    *room.State
+	// Witnesses are the verified cosignatures of extra.witnesses.
+	Witnesses []Witness
 }
 
 // Options tune verification.
@@ -188,9 +191,56 @@ func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*R
 	if m.ArchiveRoot != "" && m.ArchiveRoot != digest {
 		return nil, &Failure{Step: 5, Reason: "archive_root does not equal events_sha3_256"}
 	}
+	witnesses, err := verifyWitnesses(m, recs)
+	if err != nil {
+		return nil, err
+	}
 	return &Report{RoomID: last.RoomID, Records: int64(len(recs)), LastSeq: last.Seq, LastHash: last.Hash,
 		Status: st.StatusAt(max(m.GeneratedAt, last.ReceivedAt)), Members: len(st.AllMembers()), Types: st.Registry.Len(),
-		Counts: st.Counts(), State: st}, nil
+		Counts: st.Counts(), State: st, Witnesses: witnesses}, nil
+}
+
+// Witness is a verified cosignature listed in the manifest.
+type Witness struct {
+	Key  identity.AgentID
+	Seq  int64
+	Hash string
+}
+
+// verifyWitnesses checks the manifest extension extra.witnesses (README,
+// "Witnessing"): each entry is a checkpoint.cosign assertion whose witness
+// signature and embedded host checkpoint verify, whose checkpoint is signed
+// by extra.host_key for this room, and whose seq and hash are those of the
+// archive's record at that seq.
+func verifyWitnesses(m *Manifest, recs []*record.Record) ([]Witness, error) {
+	raw, ok := m.Extra["witnesses"]
+	if !ok || raw == nil {
+		return nil, nil
+	}
+	b, _ := json.Marshal(raw)
+	var list []json.RawMessage
+	if err := json.Unmarshal(b, &list); err != nil {
+		return nil, &Failure{Step: 0, Reason: "extra.witnesses is not a list"}
+	}
+	hostKey, _ := m.Extra["host_key"].(string)
+	var out []Witness
+	for i, w := range list {
+		c, err := assertion.OpenCosign(w)
+		if err != nil {
+			return nil, &Failure{Step: 0, Reason: fmt.Sprintf("witness %d: %v", i, err)}
+		}
+		cp := c.Checkpoint
+		switch {
+		case hostKey == "" || string(cp.Host) != hostKey:
+			return nil, &Failure{Step: 0, Reason: fmt.Sprintf("witness %d cosigned a checkpoint not signed by extra.host_key", i)}
+		case cp.RoomID != m.RoomID:
+			return nil, &Failure{Step: 0, Reason: fmt.Sprintf("witness %d cosigned another room", i)}
+		case cp.Seq < 1 || cp.Seq > int64(len(recs)) || recs[cp.Seq-1].Hash != cp.Hash:
+			return nil, &Failure{Seq: cp.Seq, Step: 4, Reason: fmt.Sprintf("witness %s cosigned a hash the archive does not have at seq %d", c.Witness, cp.Seq)}
+		}
+		out = append(out, Witness{Key: c.Witness, Seq: cp.Seq, Hash: cp.Hash})
+	}
+	return out, nil
 }
 
 // replayRecords runs steps 1–4 over raw records in the order given. When a

@@ -53,6 +53,7 @@ type options struct {
 	contentBytes int
 	cpuprofile   string
 	mutexprofile string
+	blockprofile string
 	timeout      time.Duration
 }
 
@@ -73,6 +74,7 @@ func main() {
 	flag.IntVar(&o.contentBytes, "content", 200, "message mode: bytes of message content")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the load phase to this file")
 	flag.StringVar(&o.mutexprofile, "mutexprofile", "", "write a mutex contention profile of the load phase to this file")
+	flag.StringVar(&o.blockprofile, "blockprofile", "", "write a blocking profile (waits of 100 µs or more) of the load phase to this file")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request HTTP timeout")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -247,6 +249,9 @@ func startProfiles(o options) (stop func() error, err error) {
 	if o.mutexprofile != "" {
 		runtime.SetMutexProfileFraction(5)
 	}
+	if o.blockprofile != "" {
+		runtime.SetBlockProfileRate(int(100 * time.Microsecond))
+	}
 	return func() error {
 		if cpu != nil {
 			pprof.StopCPUProfile()
@@ -254,13 +259,21 @@ func startProfiles(o options) (stop func() error, err error) {
 				return err
 			}
 		}
-		if o.mutexprofile != "" {
-			f, err := os.Create(o.mutexprofile)
+		for _, p := range []struct{ file, name string }{{o.mutexprofile, "mutex"}, {o.blockprofile, "block"}} {
+			if p.file == "" {
+				continue
+			}
+			f, err := os.Create(p.file)
 			if err != nil {
 				return err
 			}
-			defer f.Close()
-			return pprof.Lookup("mutex").WriteTo(f, 0)
+			err = pprof.Lookup(p.name).WriteTo(f, 0)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
 		}
 		return nil
 	}, nil

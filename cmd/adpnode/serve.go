@@ -21,6 +21,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -149,6 +150,7 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 	}
 	opts := hostapi.Options{Log: log}
 	var fed *federation.Federation
+	var mir *mirror.Mirror
 	if fs.enabled {
 		key, err := federation.LoadOrCreateKey(cfg.DataDir)
 		if err != nil {
@@ -167,6 +169,13 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 			return err
 		}
 		opts.Federation = fed
+		mir, err = mirror.Open(mirror.Config{Log: log}, n, fed, idx)
+		if err != nil {
+			fed.Close()
+			n.Close()
+			return err
+		}
+		opts.Mirror = mir
 		for _, a := range fed.Addrs() {
 			fmt.Fprintf(os.Stderr, "adpnode: libp2p %s\n", a)
 		}
@@ -209,6 +218,9 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		log.Warn("http shutdown", "err", err)
+	}
+	if mir != nil {
+		mir.Close()
 	}
 	if fed != nil {
 		fed.Close()

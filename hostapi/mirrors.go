@@ -1,0 +1,248 @@
+package hostapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/mirror"
+)
+
+func (s *Server) mirrorRoutes() {
+	v1 := s.engine.Group("/v1/mirrors")
+	v1.GET("", s.mirrorList)
+	v1.POST("", s.mirrorAdd)
+	v1.DELETE("/targets/*id", s.mirrorRemove)
+	v1.GET("/evidence", s.mirrorEvidence)
+	v1.GET("/rooms/:room_id", s.mirrorRoom)
+	v1.GET("/rooms/:room_id/events", s.mirrorEvents)
+	v1.GET("/rooms/:room_id/events/live", s.mirrorLive)
+	v1.GET("/rooms/:room_id/archive", s.mirrorArchive)
+	v1.GET("/rooms/:room_id/archive.jsonl", s.mirrorArchiveJSONL)
+}
+
+func (s *Server) mirrorOrFail(c *gin.Context) *mirror.Mirror {
+	if s.opts.Mirror == nil {
+		s.fail(c, adp.Errorf(adp.CodeNotFound, "mirroring is not enabled on this node"))
+		return nil
+	}
+	return s.opts.Mirror
+}
+
+// localOnly guards operator endpoints: they answer only requests from the
+// node's own machine.
+func (s *Server) localOnly(c *gin.Context) bool {
+	host, _, _ := net.SplitHostPort(c.Request.RemoteAddr)
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	s.fail(c, adp.Reason(adp.CodePermissionDenied, "operator_only", "mirror management is only available from the node's own machine"))
+	return false
+}
+
+func (s *Server) mirroredRoom(c *gin.Context) (*mirror.Room, bool) {
+	m := s.mirrorOrFail(c)
+	if m == nil {
+		return nil, false
+	}
+	var host identity.AgentID
+	if h := c.Query("host"); h != "" {
+		id, err := identity.ParseAgentID(h)
+		if err != nil {
+			s.fail(c, adp.Reason(adp.CodeInvalidRequest, "host", "host must be a host key"))
+			return nil, false
+		}
+		host = id
+	}
+	r, ok := m.Room(c.Param("room_id"), host)
+	if !ok {
+		s.fail(c, adp.Errorf(adp.CodeRoomNotFound, "this node does not mirror that room"))
+		return nil, false
+	}
+	return r, true
+}
+
+func (s *Server) mirrorList(c *gin.Context) {
+	m := s.mirrorOrFail(c)
+	if m == nil {
+		return
+	}
+	rooms := []any{}
+	for _, r := range m.Rooms() {
+		rooms = append(rooms, gin.H{"id": r.ID(), "mirror": r.Info()})
+	}
+	st := m.Stats()
+	writeJSON(c, http.StatusOK, gin.H{"targets": m.Targets(), "rooms": rooms, "stats": gin.H{
+		"verified": st.Verified.Load(), "backfilled": st.Backfilled.Load(), "refused": st.Refused.Load(), "evidence": st.Evidence.Load()}})
+}
+
+func (s *Server) mirrorAdd(c *gin.Context) {
+	m := s.mirrorOrFail(c)
+	if m == nil || !s.localOnly(c) {
+		return
+	}
+	b, err := s.body(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	var in struct {
+		Kind  string `json:"kind"`
+		Value string `json:"value"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "body", "body must be {\"kind\":\"room|host|tag|all\",\"value\":...}"))
+		return
+	}
+	t, err := m.AddTarget(in.Kind, in.Value)
+	if err != nil {
+		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "target", err.Error()))
+		return
+	}
+	writeJSON(c, http.StatusCreated, t)
+}
+
+func (s *Server) mirrorRemove(c *gin.Context) {
+	m := s.mirrorOrFail(c)
+	if m == nil || !s.localOnly(c) {
+		return
+	}
+	id := c.Param("id")
+	if len(id) > 0 && id[0] == '/' {
+		id = id[1:]
+	}
+	purge, _ := strconv.ParseBool(c.DefaultQuery("purge", "false"))
+	if err := m.RemoveTarget(id, purge); err != nil {
+		s.fail(c, adp.Errorf(adp.CodeNotFound, "%v", err))
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+func (s *Server) mirrorEvidence(c *gin.Context) {
+	m := s.mirrorOrFail(c)
+	if m == nil {
+		return
+	}
+	list := m.EvidenceList()
+	if list == nil {
+		list = []json.RawMessage{}
+	}
+	writeJSON(c, http.StatusOK, gin.H{"result": list})
+}
+
+func (s *Server) mirrorRoom(c *gin.Context) {
+	r, ok := s.mirroredRoom(c)
+	if !ok {
+		return
+	}
+	writeJSON(c, http.StatusOK, r.Resource(s.n.NowMs()))
+}
+
+func (s *Server) mirrorEvents(c *gin.Context) {
+	r, ok := s.mirroredRoom(c)
+	if !ok {
+		return
+	}
+	limit, err := limitParam(c, 100, 1000)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	after, err := intParam(c, "after_seq")
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if cur := c.Query("cursor"); cur != "" {
+		n, err := decodeSeqCursor(cur)
+		if err != nil {
+			s.fail(c, err)
+			return
+		}
+		after = n
+	}
+	recs, more, err := r.Events(after, limit)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	if recs == nil {
+		recs = []json.RawMessage{}
+	}
+	out := gin.H{"result": recs}
+	if more {
+		out["next_cursor"] = encodeSeqCursor(after + int64(len(recs)))
+	}
+	writeJSON(c, http.StatusOK, out)
+}
+
+// mirrorLive streams verified records of a mirrored public room. Mirrors
+// serve public rooms only, so no token is needed.
+func (s *Server) mirrorLive(c *gin.Context) {
+	r, ok := s.mirroredRoom(c)
+	if !ok {
+		return
+	}
+	ch, cancel := r.Subscribe()
+	defer cancel()
+	w := c.Writer
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": subscribed (mirror)\n\n")
+	w.Flush()
+	beat := time.NewTicker(s.opts.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-c.Request.Context().Done():
+			return
+		case <-beat.C:
+			fmt.Fprint(w, ": heartbeat\n\n")
+			w.Flush()
+		case it, ok := <-ch:
+			if !ok {
+				fmt.Fprint(w, ": closed\n\n")
+				w.Flush()
+				return
+			}
+			writeItem(w, it)
+			w.Flush()
+		}
+	}
+}
+
+func (s *Server) mirrorArchive(c *gin.Context) {
+	r, ok := s.mirroredRoom(c)
+	if !ok {
+		return
+	}
+	a, err := r.Archive(s.n.NowMs())
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, a)
+}
+
+func (s *Server) mirrorArchiveJSONL(c *gin.Context) {
+	r, ok := s.mirroredRoom(c)
+	if !ok {
+		return
+	}
+	var buf bytes.Buffer
+	if err := r.WriteJSONL(&buf, s.n.NowMs()); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Data(http.StatusOK, "application/x-ndjson", buf.Bytes())
+}

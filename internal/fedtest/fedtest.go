@@ -1,0 +1,219 @@
+// Package fedtest runs federated adpnode peers in one test process, on
+// 127.0.0.1 only: node, index, federation, optional mirror, and the HTTP
+// API, with helpers to connect them, write and wait.
+package fedtest
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/mirror"
+	"github.com/adpnode/adpnode/node"
+)
+
+// Options tune a peer. The zero value is the default test peer.
+type Options struct {
+	Rates            node.Rates    // zero: node defaults
+	AnnounceInterval time.Duration // zero: 2 s
+	Log              *slog.Logger
+	Mirror           bool // run a mirror
+	MirrorConfig     mirror.Config
+}
+
+// Peer is one federated node.
+type Peer struct {
+	Name  string
+	Dir   string
+	Port  int
+	URL   string
+	Clock *adptest.Clock
+	Node  *node.Node
+	Index *index.Index
+	Fed   *federation.Federation
+	Mir   *mirror.Mirror
+	opts  Options
+	srv   *http.Server
+}
+
+// Start starts a peer with a durable store in dir and its HTTP API on
+// 127.0.0.1:port (0 picks one). It is stopped in t.Cleanup.
+func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Options) *Peer {
+	t.Helper()
+	if o.AnnounceInterval == 0 {
+		o.AnnounceInterval = 2 * time.Second
+	}
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	port = ln.Addr().(*net.TCPAddr).Port
+	origin := fmt.Sprintf("http://127.0.0.1:%d", port)
+	n, err := node.Open(node.Config{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now, Rates: o.Rates, Log: o.Log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := federation.LoadOrCreateKey(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx, err := index.Open(n.DB(), identity.AgentIDFromKey(key.Public().(ed25519.PublicKey)), clock.Ms())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fed, err := federation.Start(federation.Config{Key: key, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
+		AnnounceInterval: o.AnnounceInterval, AllowPrivateOrigins: true, Log: o.Log}, n, idx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Peer{Name: name, Dir: dir, Port: port, URL: origin, Clock: clock, Node: n, Index: idx, Fed: fed, opts: o}
+	apiOpts := hostapi.Options{Federation: fed}
+	if o.Mirror {
+		mc := o.MirrorConfig
+		if mc.Log == nil {
+			mc.Log = o.Log
+		}
+		if p.Mir, err = mirror.Open(mc, n, fed, idx); err != nil {
+			t.Fatal(err)
+		}
+		apiOpts.Mirror = p.Mir
+	}
+	p.srv = &http.Server{Handler: hostapi.New(n, apiOpts).Handler()}
+	go p.srv.Serve(ln)
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// Stop stops the peer (idempotent): HTTP, mirror, federation, node.
+func (p *Peer) Stop() {
+	if p.srv != nil {
+		p.Node.DrainStreams()
+		p.srv.Close()
+		p.srv = nil
+	}
+	if p.Mir != nil {
+		p.Mir.Close()
+		p.Mir = nil
+	}
+	if p.Fed != nil {
+		p.Fed.Close()
+		p.Fed = nil
+	}
+	if p.Node != nil {
+		p.Node.Close()
+		p.Node = nil
+	}
+}
+
+// Restart stops the peer and starts it again on the same directory, port
+// and clock.
+func (p *Peer) Restart(t testing.TB) *Peer {
+	t.Helper()
+	p.Stop()
+	return Start(t, p.Name, p.Dir, p.Clock, p.Port, p.opts)
+}
+
+// Network starts k peers connected by edges (nil: full mesh) and waits for
+// gossip meshes to form.
+func Network(t testing.TB, k int, edges [][2]int, o Options) []*Peer {
+	t.Helper()
+	clock := adptest.NewClock()
+	peers := make([]*Peer, k)
+	for i := range peers {
+		peers[i] = Start(t, string(rune('A'+i)), t.TempDir(), clock, 0, o)
+	}
+	if edges == nil {
+		for i := 0; i < k; i++ {
+			for j := i + 1; j < k; j++ {
+				edges = append(edges, [2]int{i, j})
+			}
+		}
+	}
+	degree := make([]int, k)
+	for _, e := range edges {
+		Connect(t, peers[e[0]], peers[e[1]])
+		degree[e[0]]++
+		degree[e[1]]++
+	}
+	Eventually(t, 10*time.Second, "index topic subscriptions known", func() bool {
+		for i, p := range peers {
+			if p.Fed.IndexPeers() < degree[i] {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(1100 * time.Millisecond) // one gossipsub heartbeat grafts the meshes
+	return peers
+}
+
+// Connect dials b from a.
+func Connect(t testing.TB, a, b *Peer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.Fed.Connect(ctx, b.Fed.Addrs()[0]); err != nil {
+		t.Fatalf("connect %s-%s: %v", a.Name, b.Name, err)
+	}
+}
+
+// Submit signs an event on the room's head and submits it to the node.
+func Submit(t testing.TB, p *Peer, a *adptest.Agent, typ, roomID string, payload any) (*node.Result, error) {
+	t.Helper()
+	var seq int64
+	var hash string
+	if roomID != "" {
+		r, err := p.Node.Room(roomID, a.ID)
+		if err != nil {
+			return nil, err
+		}
+		seq, hash = r.Head.Seq, r.Head.Hash
+	}
+	return p.Node.Submit(context.Background(), a.Envelope(p.Clock.Ms(), typ, roomID, seq, hash, payload), roomID)
+}
+
+// MustSubmit is Submit that fails the test on error.
+func MustSubmit(t testing.TB, p *Peer, a *adptest.Agent, typ, roomID string, payload any) *node.Result {
+	t.Helper()
+	res, err := Submit(t, p, a, typ, roomID, payload)
+	if err != nil {
+		t.Fatalf("%s: %v", typ, err)
+	}
+	return res
+}
+
+// CreateRoom creates a room lasting an hour and returns its ID.
+func CreateRoom(t testing.TB, p *Peer, a *adptest.Agent, vis, topic string, tags ...string) string {
+	t.Helper()
+	now := p.Clock.Ms()
+	if tags == nil {
+		tags = []string{}
+	}
+	return MustSubmit(t, p, a, "room.create", "", map[string]any{"topic": topic, "visibility": vis, "start_time": now,
+		"end_time": now + 3_600_000, "tags": tags}).Record.RoomID
+}
+
+// Eventually polls cond every 10 ms until it holds, or fails the test.
+func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < within {
+		if cond() {
+			return time.Since(start)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("not within %v: %s", within, what)
+	return 0
+}

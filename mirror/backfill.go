@@ -1,0 +1,130 @@
+package mirror
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/adpnode/adpnode/federation"
+)
+
+const backfillBatch = 1000
+
+// gapLoop catches queued rooms up to the highest seq known to exist, from
+// the host first and then from any other peer: records verify against the
+// host's checkpoints wherever they come from.
+func (m *Mirror) gapLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case r := <-m.gapQ:
+			r.gapQueued.Store(false)
+			m.catchUp(ctx, r)
+		}
+	}
+}
+
+func (m *Mirror) catchUp(ctx context.Context, r *Room) {
+	for ctx.Err() == nil {
+		r.mu.Lock()
+		tip, frozen := r.st.Seq, r.frozen
+		r.mu.Unlock()
+		if frozen || (tip >= r.want.Load() && r.want.Load() > 0) {
+			return
+		}
+		n, ok := m.fetchFromAny(ctx, r, tip)
+		if !ok {
+			// Nobody could serve it now: retry later.
+			go func() {
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+					m.queueGap(r)
+				}
+			}()
+			return
+		}
+		if n == 0 {
+			return // peers have nothing newer
+		}
+	}
+}
+
+// fetchFromAny tries the host, then every connected peer, until one serves
+// a batch that verifies. A refused batch is logged against its sender.
+func (m *Mirror) fetchFromAny(ctx context.Context, r *Room, tip int64) (int, bool) {
+	candidates := []peer.ID{r.hostPeer}
+	for _, p := range m.fed.Peers() {
+		if id, err := peer.Decode(p.PeerID); err == nil && id != r.hostPeer && p.Connected {
+			candidates = append(candidates, id)
+		}
+	}
+	for _, id := range candidates {
+		b, err := m.fed.Backfill(ctx, id, r.id, tip, backfillBatch)
+		if err != nil {
+			continue
+		}
+		n, err := r.ingestBatch(b)
+		if err != nil {
+			m.stats.Refused.Add(1)
+			m.log.Warn("refused backfill batch", "room", r.url, "from", id, "err", err)
+			continue
+		}
+		m.stats.Backfilled.Add(int64(n))
+		if n > 0 || len(b.Records) == 0 {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
+// serveBackfill lets peers backfill mirrored rooms from this node: records
+// after `after`, cut at the highest seq a stored host checkpoint vouches
+// for, with that checkpoint.
+func (m *Mirror) serveBackfill(roomID string, after int64, limit int) (federation.BackfillBatch, bool) {
+	r, ok := m.Room(roomID, "")
+	if !ok {
+		return federation.BackfillBatch{}, false
+	}
+	var out federation.BackfillBatch
+	err := m.db.View(func(txn *badger.Txn) error {
+		// Highest checkpoint within (after, after+limit].
+		it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: []byte(pfxCp + r.rk + "/")})
+		defer it.Close()
+		it.Seek(seqKey(pfxCp, r.rk, after+int64(limit)))
+		if !it.Valid() {
+			return nil
+		}
+		k := it.Item().Key()
+		cpSeq := int64(binary.BigEndian.Uint64(k[len(k)-8:]))
+		if cpSeq <= after {
+			return nil
+		}
+		cp, err := it.Item().ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		out.Checkpoints = []json.RawMessage{cp}
+		for s := after + 1; s <= cpSeq; s++ {
+			item, err := txn.Get(seqKey(pfxRec, r.rk, s))
+			if err != nil {
+				return err
+			}
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			out.Records = append(out.Records, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return federation.BackfillBatch{Error: "internal_error"}, true
+	}
+	return out, true
+}

@@ -1,0 +1,130 @@
+package mirror
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/assertion"
+)
+
+// Evidence kinds.
+const (
+	// KindEquivocation: the host signed two checkpoints that cannot both
+	// be true of one chain.
+	KindEquivocation = "equivocation"
+	// KindInvalidRecord: the host signed a checkpoint for a record that the
+	// protocol rules reject.
+	KindInvalidRecord = "invalid_record"
+)
+
+// Checkpoint is a host's signed commitment to a record.
+type Checkpoint = assertion.Checkpoint
+
+// Evidence proves a host misbehaved, with nothing but host-signed
+// checkpoints, agent-signed records and the kernel.
+type Evidence struct {
+	Type       string           `json:"type"` // always "adp.evidence"
+	Kind       string           `json:"kind"`
+	Host       identity.AgentID `json:"host"`
+	RoomID     string           `json:"room_id"`
+	Seq        int64            `json:"seq"`
+	Reason     string           `json:"reason"`
+	DetectedAt int64            `json:"detected_at"`
+	Detector   identity.AgentID `json:"detector,omitempty"`
+	// Checkpoints: for equivocation, [a, b] where a vouches (directly or
+	// via Records) for one hash at Seq and b names another; for an invalid
+	// record, the checkpoint vouching for it.
+	Checkpoints []json.RawMessage `json:"checkpoints"`
+	// Records: for equivocation, the chain from Seq to a's seq (a's record
+	// last); for an invalid record, the room's chain from seq 1 up to and
+	// including the invalid record.
+	Records []json.RawMessage `json:"records,omitempty"`
+}
+
+// Verify checks evidence offline. For equivocation: both checkpoints are
+// signed by Host for RoomID; Records (if any) chain from Seq to checkpoint
+// a's seq with a's hash at the end; the record at Seq differs from b's
+// hash (or, without records, a and b name one seq with two hashes). For an
+// invalid record: the checkpoint is Host's and names the last record, and
+// replaying Records from seq 1 rejects exactly that record.
+func (e *Evidence) Verify() error {
+	if len(e.Checkpoints) == 0 {
+		return errors.New("evidence carries no checkpoint")
+	}
+	cps := make([]Checkpoint, len(e.Checkpoints))
+	for i, raw := range e.Checkpoints {
+		cp, err := assertion.OpenCheckpoint(raw)
+		if err != nil {
+			return fmt.Errorf("checkpoint %d: %w", i, err)
+		}
+		if cp.Host != e.Host || cp.RoomID != e.RoomID {
+			return fmt.Errorf("checkpoint %d is not the accused host's for this room", i)
+		}
+		cps[i] = cp
+	}
+	recs := make([]*record.Record, len(e.Records))
+	envs := make([]*identity.Envelope, len(e.Records))
+	for i, raw := range e.Records {
+		r, env, err := record.Parse(raw)
+		if err != nil && e.Kind != KindInvalidRecord {
+			return fmt.Errorf("record %d: %w", i, err)
+		}
+		if err != nil {
+			return fmt.Errorf("record %d does not parse, so it proves nothing against the host: %w", i, err)
+		}
+		recs[i], envs[i] = r, env
+	}
+	switch e.Kind {
+	case KindEquivocation:
+		if len(cps) != 2 {
+			return errors.New("equivocation needs two checkpoints")
+		}
+		a, b := cps[0], cps[1]
+		if b.Seq != e.Seq {
+			return errors.New("checkpoint b is not at the disputed seq")
+		}
+		if len(recs) == 0 {
+			if a.Seq != b.Seq || a.Hash == b.Hash {
+				return errors.New("checkpoints do not conflict")
+			}
+			return nil
+		}
+		if recs[0].Seq != e.Seq || recs[len(recs)-1].Seq != a.Seq {
+			return errors.New("records do not span from the disputed seq to checkpoint a")
+		}
+		for i := 1; i < len(recs); i++ {
+			if err := record.Link(recs[i-1], recs[i]); err != nil {
+				return fmt.Errorf("records do not chain: %w", err)
+			}
+		}
+		if recs[len(recs)-1].Hash != a.Hash {
+			return errors.New("checkpoint a does not vouch for the records")
+		}
+		if recs[0].Hash == b.Hash {
+			return errors.New("checkpoints agree at the disputed seq")
+		}
+		return nil
+	case KindInvalidRecord:
+		if len(recs) == 0 || recs[len(recs)-1].Seq != e.Seq || cps[0].Seq != e.Seq || cps[0].Hash != recs[len(recs)-1].Hash {
+			return errors.New("the checkpoint does not vouch for the accused record")
+		}
+		st := room.New(room.Config{Limits: room.DefaultLimits()})
+		for i, r := range recs {
+			err := st.Apply(r, envs[i], nil)
+			if i < len(recs)-1 && err != nil {
+				return fmt.Errorf("the chain before the accused record does not replay: %w", err)
+			}
+			if i == len(recs)-1 {
+				if err == nil {
+					return errors.New("the accused record replays fine")
+				}
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("unknown evidence kind %q", e.Kind)
+}

@@ -1,0 +1,453 @@
+package mirror
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/node"
+)
+
+// Target kinds: what to mirror.
+const (
+	TargetRoom = "room" // one room, by Room URL
+	TargetHost = "host" // every public room of a host, by host key or origin
+	TargetTag  = "tag"  // every public room with a tag
+	TargetAll  = "all"  // every public room in the index
+)
+
+// Target is one mirroring rule.
+type Target struct {
+	ID      string `json:"id"`
+	Kind    string `json:"kind"`
+	Value   string `json:"value,omitempty"`
+	AddedAt int64  `json:"added_at"`
+}
+
+// ParseTarget validates a rule and gives it its stable ID.
+func ParseTarget(kind, value string) (Target, error) {
+	value = strings.TrimSpace(value)
+	switch kind {
+	case TargetRoom:
+		u, err := url.Parse(value)
+		if err != nil || u.Host == "" || !strings.Contains(u.Path, "/v1/rooms/") || !record.ValidRoomID(u.Path[strings.LastIndex(u.Path, "/")+1:]) {
+			return Target{}, fmt.Errorf("a room target is a Room URL: scheme://host/v1/rooms/<room id>")
+		}
+		value = u.Scheme + "://" + u.Host + u.Path
+	case TargetHost:
+		if _, err := identity.ParseAgentID(value); err != nil {
+			if u, err := url.Parse(value); err != nil || u.Host == "" {
+				return Target{}, fmt.Errorf("a host target is a host key (did:agent:…) or an origin")
+			}
+			value = strings.TrimSuffix(value, "/")
+		}
+	case TargetTag:
+		if value == "" {
+			return Target{}, fmt.Errorf("a tag target needs a tag")
+		}
+	case TargetAll:
+		value = ""
+	default:
+		return Target{}, fmt.Errorf("target kind must be room, host, tag or all")
+	}
+	return Target{ID: kind + ":" + value, Kind: kind, Value: value}, nil
+}
+
+// matches reports whether e falls under t.
+func (t Target) matches(e *index.Entry) bool {
+	switch t.Kind {
+	case TargetRoom:
+		return e.Room.URL == t.Value
+	case TargetHost:
+		return string(e.Host.Key) == t.Value || e.Host.Origin == t.Value
+	case TargetTag:
+		for _, tag := range e.Room.Tags {
+			if strings.EqualFold(tag, t.Value) {
+				return true
+			}
+		}
+		return false
+	case TargetAll:
+		return true
+	}
+	return false
+}
+
+// Config bounds a mirror.
+type Config struct {
+	MaxRooms int   // default 1000
+	MaxBytes int64 // default 10 GiB of stored records
+	// CosignEvery is how often verified tips are cosigned (default 2 s).
+	CosignEvery time.Duration
+	// OnVerified, if set, is called after each record is stored (metrics,
+	// benchmarks). It must not block.
+	OnVerified func(roomID string, rec *record.Record)
+	Log        *slog.Logger
+}
+
+// Stats are the mirror's counters.
+type Stats struct {
+	Verified, Refused, Backfilled, Evidence atomic.Int64
+}
+
+// Mirror replicates remote public rooms.
+type Mirror struct {
+	cfg Config
+	n   *node.Node
+	db  *badger.DB
+	fed *federation.Federation
+	idx *index.Index
+	log *slog.Logger
+
+	mu       sync.Mutex
+	targets  map[string]Target
+	rooms    map[string]*Room // host key/room id
+	followed map[peer.ID]bool
+	faulty   map[identity.AgentID]bool
+	bytes    atomic.Int64
+	stats    Stats
+
+	gapQ     chan *Room
+	evTopic  *federation.TopicHandle
+	wTopic   *federation.TopicHandle
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// Open loads the mirror's targets and rooms (replaying each stored chain
+// through the kernel), then starts following, backfilling and witnessing.
+func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index) (*Mirror, error) {
+	if cfg.MaxRooms == 0 {
+		cfg.MaxRooms = 1000
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = 10 << 30
+	}
+	if cfg.CosignEvery == 0 {
+		cfg.CosignEvery = 2 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &Mirror{cfg: cfg, n: n, db: n.DB(), fed: fed, idx: idx, log: cfg.Log, targets: map[string]Target{},
+		rooms: map[string]*Room{}, followed: map[peer.ID]bool{}, faulty: map[identity.AgentID]bool{},
+		gapQ: make(chan *Room, 4096), ctx: ctx, cancel: cancel}
+	if err := m.load(); err != nil {
+		cancel()
+		return nil, err
+	}
+	var err error
+	if m.evTopic, err = fed.JoinTopic(EvidenceTopic, m.validateEvidence, m.deliverEvidence); err != nil {
+		cancel()
+		return nil, err
+	}
+	if m.wTopic, err = fed.JoinTopic(WitnessTopic, m.validateCosign, m.deliverCosign); err != nil {
+		cancel()
+		return nil, err
+	}
+	fed.SetBackfillSource(m.serveBackfill)
+	n.SetArchiveExtra(func(roomID string) map[string]any {
+		return map[string]any{"host_key": fed.HostKey(), "witnesses": m.witnessesFor(roomID)}
+	})
+	m.mu.Lock()
+	for _, r := range m.rooms {
+		m.followLocked(r)
+		m.queueGap(r)
+	}
+	m.mu.Unlock()
+	m.goLoop(m.reconcileLoop)
+	for i := 0; i < 2; i++ {
+		m.goLoop(m.gapLoop)
+	}
+	m.goLoop(m.cosignLoop)
+	return m, nil
+}
+
+func (m *Mirror) goLoop(fn func(context.Context)) {
+	m.wg.Add(1)
+	go func() { defer m.wg.Done(); fn(m.ctx) }()
+}
+
+// Close stops the mirror's loops (the federation and node stay up).
+func (m *Mirror) Close() {
+	m.stopOnce.Do(func() {
+		m.cancel()
+		m.wg.Wait()
+	})
+}
+
+// Stats returns the mirror's counters.
+func (m *Mirror) Stats() *Stats { return &m.stats }
+
+func (m *Mirror) now() int64 { return m.n.NowMs() }
+
+// load reads targets, room metadata and every stored chain.
+func (m *Mirror) load() error {
+	err := scan(m.db, []byte(pfxTarget), func(k, v []byte) error {
+		var t Target
+		if err := json.Unmarshal(v, &t); err != nil {
+			return err
+		}
+		m.targets[t.ID] = t
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var metas []roomMeta
+	err = scan(m.db, []byte(pfxMeta), func(k, v []byte) error {
+		var rm roomMeta
+		if err := json.Unmarshal(v, &rm); err != nil {
+			return err
+		}
+		metas = append(metas, rm)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for _, rm := range metas {
+		r, err := m.restoreRoom(rm)
+		if err != nil {
+			return fmt.Errorf("mirror %s: %w", rm.URL, err)
+		}
+		m.rooms[roomKey(rm.Host, rm.RoomID)] = r
+		if rm.Faulty {
+			m.faulty[rm.Host] = true
+		}
+	}
+	m.log.Info("mirror loaded", "targets", len(m.targets), "rooms", len(m.rooms), "bytes", m.bytes.Load())
+	return nil
+}
+
+// AddTarget stores a rule; matching rooms are picked up at once.
+func (m *Mirror) AddTarget(kind, value string) (Target, error) {
+	t, err := ParseTarget(kind, value)
+	if err != nil {
+		return Target{}, err
+	}
+	t.AddedAt = m.now()
+	if err := m.db.Update(func(txn *badger.Txn) error { return putJSON(txn, []byte(pfxTarget+t.ID), t) }); err != nil {
+		return Target{}, err
+	}
+	m.mu.Lock()
+	m.targets[t.ID] = t
+	m.mu.Unlock()
+	m.reconcile()
+	return t, nil
+}
+
+// RemoveTarget deletes a rule and, with purge, the rooms only it matched
+// (their stored records too).
+func (m *Mirror) RemoveTarget(id string, purge bool) error {
+	m.mu.Lock()
+	_, ok := m.targets[id]
+	delete(m.targets, id)
+	m.mu.Unlock()
+	if !ok {
+		return errNoTarget
+	}
+	if err := m.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(pfxTarget + id)) }); err != nil {
+		return err
+	}
+	if purge {
+		m.mu.Lock()
+		var drop []*Room
+		for k, r := range m.rooms {
+			if !m.wantedLocked(r.entryLike()) {
+				drop = append(drop, r)
+				delete(m.rooms, k)
+			}
+		}
+		m.mu.Unlock()
+		for _, r := range drop {
+			r.remove()
+		}
+	}
+	return nil
+}
+
+var errNoTarget = errors.New("no such mirror target")
+
+// Targets lists the rules.
+func (m *Mirror) Targets() []Target {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Target, 0, len(m.targets))
+	for _, t := range m.targets {
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func (m *Mirror) wantedLocked(e *index.Entry) bool {
+	if e.Room.Visibility != room.Public {
+		return false
+	}
+	for _, t := range m.targets {
+		if t.matches(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// reconcileLoop picks up newly announced rooms that match a target.
+func (m *Mirror) reconcileLoop(ctx context.Context) {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			m.reconcile()
+		}
+	}
+}
+
+// reconcile starts mirroring every indexed public room a target matches,
+// within the room and byte limits, and queues catch-up for rooms whose
+// announced seq is ahead of the verified tip.
+func (m *Mirror) reconcile() {
+	now := m.now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, s := range m.idx.Summaries(now) {
+		e, ok := m.idx.Room(s.ID, now)
+		if !ok || !m.wantedLocked(e) || m.faulty[e.Host.Key] {
+			continue
+		}
+		rk := roomKey(e.Host.Key, e.Room.ID)
+		r, have := m.rooms[rk]
+		if !have {
+			if len(m.rooms) >= m.cfg.MaxRooms || m.bytes.Load() >= m.cfg.MaxBytes {
+				continue
+			}
+			hostPeer, err := peer.Decode(e.Host.PeerID)
+			if err != nil {
+				continue
+			}
+			r = m.newRoom(roomMeta{Host: e.Host.Key, HostPeer: e.Host.PeerID, RoomID: e.Room.ID, URL: e.Room.URL, AddedAt: now}, hostPeer)
+			if err := r.saveMeta(); err != nil {
+				m.log.Error("mirror meta", "room", e.Room.URL, "err", err)
+				continue
+			}
+			m.rooms[rk] = r
+			m.log.Info("mirroring room", "room", e.Room.URL)
+		}
+		m.followLocked(r)
+		if e.Room.Seq > r.Tip() {
+			r.wantSeq(e.Room.Seq)
+			m.queueGap(r)
+		}
+	}
+}
+
+// followLocked subscribes to the room's host record stream once per host.
+func (m *Mirror) followLocked(r *Room) {
+	if m.followed[r.hostPeer] {
+		return
+	}
+	host := r.hostPeer
+	if err := m.fed.FollowRecords(host, func(sr *federation.StreamedRecord) { m.onStream(host, sr) }); err != nil {
+		m.log.Error("follow host", "peer", host, "err", err)
+		return
+	}
+	m.followed[host] = true
+}
+
+// onStream routes a verified stream message to its mirrored room.
+func (m *Mirror) onStream(host peer.ID, sr *federation.StreamedRecord) {
+	m.mu.Lock()
+	r := m.rooms[roomKey(sr.Checkpoint.Host, sr.Record.RoomID)]
+	m.mu.Unlock()
+	if r == nil {
+		return
+	}
+	r.offerStream(sr)
+}
+
+// queueGap asks the gap workers to catch r up (non-blocking).
+func (m *Mirror) queueGap(r *Room) {
+	if !r.gapQueued.CompareAndSwap(false, true) {
+		return
+	}
+	select {
+	case m.gapQ <- r:
+	default:
+		r.gapQueued.Store(false)
+	}
+}
+
+// Rooms lists mirrored rooms.
+func (m *Mirror) Rooms() []*Room {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Room, 0, len(m.rooms))
+	for _, r := range m.rooms {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].url < out[j].url })
+	return out
+}
+
+// Room finds a mirrored room by ID (and host key when several hosts use
+// one ID).
+func (m *Mirror) Room(roomID string, host identity.AgentID) (*Room, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if host != "" {
+		r, ok := m.rooms[roomKey(host, roomID)]
+		return r, ok
+	}
+	for _, r := range m.rooms {
+		if r.id == roomID {
+			return r, true
+		}
+	}
+	return nil, false
+}
+
+// markFaulty freezes every mirrored room of a host.
+func (m *Mirror) markFaulty(host identity.AgentID) {
+	m.mu.Lock()
+	m.faulty[host] = true
+	var rs []*Room
+	for _, r := range m.rooms {
+		if r.host == host {
+			rs = append(rs, r)
+		}
+	}
+	m.mu.Unlock()
+	for _, r := range rs {
+		r.freeze()
+	}
+}
+
+// Faulty reports whether host has been proven faulty.
+func (m *Mirror) Faulty(host identity.AgentID) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.faulty[host]
+}

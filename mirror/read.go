@@ -1,0 +1,167 @@
+package mirror
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net/url"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/archive"
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/node"
+)
+
+// Info describes a mirrored room: whose it is and how far it is verified.
+type Info struct {
+	Host         identity.AgentID `json:"host"`
+	HostPeer     string           `json:"host_peer"`
+	RoomURL      string           `json:"room_url"`
+	VerifiedSeq  int64            `json:"verified_seq"`
+	VerifiedHash string           `json:"verified_hash,omitempty"`
+	// Checkpoint is the latest host-signed checkpoint the mirror holds for
+	// its verified chain (a record.checkpoint assertion, as signed).
+	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
+	Faulty     bool            `json:"faulty"`
+	FrozenAt   int64           `json:"frozen_at,omitempty"`
+	Bytes      int64           `json:"bytes"`
+	Pending    int             `json:"pending"`
+}
+
+// Info returns the room's mirror status.
+func (r *Room) Info() Info {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return Info{Host: r.host, HostPeer: r.hostPeer.String(), RoomURL: r.url, VerifiedSeq: r.st.Seq, VerifiedHash: r.st.LastHash,
+		Checkpoint: r.cp, Faulty: r.meta.Faulty, FrozenAt: r.meta.FrozenAt, Bytes: r.bytes, Pending: len(r.pending)}
+}
+
+// ID returns the room ID.
+func (r *Room) ID() string { return r.id }
+
+// MirroredResource is the room resource as a mirror serves it.
+type MirroredResource struct {
+	*room.Resource
+	Mirror Info `json:"mirror"`
+}
+
+// Resource returns the room resource replayed from the verified chain,
+// marked as a mirror.
+func (r *Room) Resource(now int64) *MirroredResource {
+	info := r.Info()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.st.Created() {
+		return &MirroredResource{Resource: &room.Resource{ID: r.id, URL: r.url}, Mirror: info}
+	}
+	return &MirroredResource{Resource: r.st.Resource(now, r.url), Mirror: info}
+}
+
+// Events returns verified records after `after`, at most limit, and
+// whether more follow.
+func (r *Room) Events(after int64, limit int) ([]json.RawMessage, bool, error) {
+	tip := r.Tip()
+	var out []json.RawMessage
+	err := r.m.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: min(limit, 256), Prefix: []byte(pfxRec + r.rk + "/")})
+		defer it.Close()
+		for it.Seek(seqKey(pfxRec, r.rk, after+1)); it.Valid() && len(out) < limit; it.Next() {
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			out = append(out, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	if int64(len(out)) > tip-after {
+		out = out[:max(tip-after, 0)]
+	}
+	return out, after+int64(len(out)) < tip, nil
+}
+
+// Subscribe streams records as they are verified; the channel closes when
+// the room freezes or the subscriber falls behind.
+func (r *Room) Subscribe() (<-chan node.Item, func()) {
+	c := make(chan node.Item, 1024)
+	r.mu.Lock()
+	if r.frozen {
+		close(c)
+	} else {
+		r.subs[c] = struct{}{}
+	}
+	r.mu.Unlock()
+	return c, func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if _, ok := r.subs[c]; ok {
+			delete(r.subs, c)
+			close(c)
+		}
+	}
+}
+
+// records returns every verified record.
+func (r *Room) records() ([]*record.Record, error) {
+	var out []*record.Record
+	err := scan(r.m.db, []byte(pfxRec+r.rk+"/"), func(_, v []byte) error {
+		rec, _, err := record.Parse(v)
+		if err != nil {
+			return err
+		}
+		out = append(out, rec)
+		return nil
+	})
+	return out, err
+}
+
+// Archive returns the archive of a mirrored room once its verified chain
+// shows it ended, with the mirror's view in manifest.extra.mirror.
+func (r *Room) Archive(now int64) (*archive.Archive, error) {
+	r.mu.Lock()
+	created := r.st.Created()
+	status := r.st.StatusAt(now)
+	res := r.st.Resource(now, r.url)
+	packs := archive.PackDocs(r.st.Imports)
+	r.mu.Unlock()
+	if !created || status != room.StatusEnded {
+		return nil, &adp.Error{Code: node.CodeArchiveUnavailable, Message: "the mirrored room has not ended (as far as the verified chain shows)"}
+	}
+	recs, err := r.records()
+	if err != nil {
+		return nil, err
+	}
+	host := ""
+	if u, err := url.Parse(r.url); err == nil {
+		host = u.Host
+	}
+	m := archive.NewManifest(host, r.url, recs, now)
+	m.Extra["mirror"] = r.Info()
+	m.Extra["host_key"] = r.host
+	roomJSON, _ := json.Marshal(res)
+	a := &archive.Archive{Manifest: m, Room: roomJSON, Packs: packs, Records: make([]json.RawMessage, len(recs))}
+	for i, rec := range recs {
+		a.Records[i], _ = rec.MarshalJSON()
+	}
+	return a, nil
+}
+
+// WriteJSONL writes the mirrored room's JSONL archive.
+func (r *Room) WriteJSONL(w io.Writer, now int64) error {
+	a, err := r.Archive(now)
+	if err != nil {
+		return err
+	}
+	recs := make([]*record.Record, len(a.Records))
+	for i, raw := range a.Records {
+		recs[i], _, _ = record.Parse(raw)
+	}
+	return archive.WriteJSONL(bufio.NewWriter(w), a.Manifest, a.Packs, recs)
+}

@@ -1,0 +1,454 @@
+package mirror
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/assertion"
+	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/node"
+)
+
+// maxPending bounds the out-of-order buffer of one room; beyond it records
+// are dropped and backfilled later.
+const maxPending = 20_000
+
+// Room is one mirrored room: its verified chain, replayed state and the
+// host checkpoints that vouch for it.
+type Room struct {
+	m         *Mirror
+	host      identity.AgentID
+	hostPeer  peer.ID
+	id        string
+	url       string
+	rk        string
+	gapQueued atomic.Bool
+	want      atomic.Int64 // highest seq known to exist
+
+	mu       sync.Mutex
+	meta     roomMeta
+	st       *room.State
+	last     *record.Record
+	cp       []byte // latest host checkpoint at or below the tip
+	cpSeq    int64
+	pending  map[int64]pendingRec
+	frozen   bool
+	bytes    int64
+	cosigned int64
+	subs     map[chan node.Item]struct{}
+}
+
+// pendingRec is a verified stream record waiting for its predecessors.
+type pendingRec struct {
+	rec *record.Record
+	env *identity.Envelope
+	cp  []byte
+}
+
+func (m *Mirror) newRoom(meta roomMeta, hostPeer peer.ID) *Room {
+	return &Room{m: m, host: meta.Host, hostPeer: hostPeer, id: meta.RoomID, url: meta.URL, rk: roomKey(meta.Host, meta.RoomID),
+		meta: meta, st: room.New(room.Config{Limits: room.DefaultLimits(), Packs: nil}), pending: map[int64]pendingRec{},
+		subs: map[chan node.Item]struct{}{}}
+}
+
+// restoreRoom rebuilds a room from storage by verified replay.
+func (m *Mirror) restoreRoom(meta roomMeta) (*Room, error) {
+	hp, err := peer.Decode(meta.HostPeer)
+	if err != nil {
+		return nil, err
+	}
+	r := m.newRoom(meta, hp)
+	r.frozen = meta.Faulty
+	err = scan(m.db, []byte(pfxRec+r.rk+"/"), func(k, v []byte) error {
+		rec, env, err := record.Parse(v)
+		if err != nil {
+			return err
+		}
+		if err := r.st.Apply(rec, env, nil); err != nil {
+			return err
+		}
+		r.last = rec
+		r.bytes += int64(len(v))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.bytes.Add(r.bytes)
+	// The newest stored checkpoint.
+	err = m.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: []byte(pfxCp + r.rk + "/")})
+		defer it.Close()
+		it.Seek(seqKey(pfxCp, r.rk, 1<<62))
+		if it.Valid() {
+			k := it.Item().Key()
+			r.cpSeq = int64(binary.BigEndian.Uint64(k[len(k)-8:]))
+			r.cp, err = it.Item().ValueCopy(nil)
+			return err
+		}
+		return nil
+	})
+	return r, err
+}
+
+func (r *Room) saveMeta() error {
+	r.mu.Lock()
+	meta := r.meta
+	r.mu.Unlock()
+	return r.m.db.Update(func(txn *badger.Txn) error { return putJSON(txn, []byte(pfxMeta+r.rk), meta) })
+}
+
+// Tip returns the verified tip seq.
+func (r *Room) Tip() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.st.Seq
+}
+
+func (r *Room) wantSeq(seq int64) {
+	for {
+		cur := r.want.Load()
+		if seq <= cur || r.want.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+// entryLike returns an index entry for target matching of a stored room.
+func (r *Room) entryLike() *index.Entry {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := &index.Entry{}
+	e.Room = node.RoomSummary{ID: r.id, URL: r.url, Visibility: room.Public, Tags: r.st.Tags}
+	e.Host = index.Binding{Key: r.host, PeerID: r.hostPeer.String()}
+	if u := r.url; len(u) > 0 {
+		if i := indexOfPath(u); i > 0 {
+			e.Host.Origin = u[:i]
+		}
+	}
+	return e
+}
+
+func indexOfPath(u string) int {
+	for i := len("https://"); i < len(u); i++ {
+		if u[i] == '/' {
+			return i
+		}
+	}
+	return -1
+}
+
+// offerStream takes a verified stream record (record and its own host
+// checkpoint already checked by the gossip validator).
+func (r *Room) offerStream(sr *federation.StreamedRecord) {
+	r.wantSeq(sr.Record.Seq)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.frozen {
+		return
+	}
+	tip := r.st.Seq
+	seq := sr.Record.Seq
+	switch {
+	case seq <= tip:
+		r.checkConflictLocked(sr.Record, sr.Signed)
+	case seq == tip+1:
+		if r.applyLocked(sr.Record, sr.Envelope, sr.Signed) {
+			r.drainLocked()
+		}
+	default:
+		if len(r.pending) < maxPending {
+			r.pending[seq] = pendingRec{sr.Record, sr.Envelope, sr.Signed}
+		}
+		r.m.queueGap(r)
+	}
+}
+
+// drainLocked applies buffered records that now continue the chain.
+func (r *Room) drainLocked() {
+	for {
+		p, ok := r.pending[r.st.Seq+1]
+		if !ok {
+			break
+		}
+		delete(r.pending, p.rec.Seq)
+		if !r.applyLocked(p.rec, p.env, p.cp) {
+			return
+		}
+	}
+	for s := range r.pending {
+		if s <= r.st.Seq {
+			delete(r.pending, s)
+		}
+	}
+}
+
+// applyLocked replays one authenticated record (vouched for by cp, or by a
+// later checkpoint through the hash chain, checked by the caller) and
+// stores it. A record the kernel rejects is evidence against the host.
+func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte) bool {
+	if r.frozen {
+		return false
+	}
+	if rec.RoomID != r.id {
+		return false
+	}
+	if err := r.st.Apply(rec, env, nil); err != nil {
+		if cp != nil {
+			r.invalidLocked(rec, cp, err)
+		} else {
+			r.m.stats.Refused.Add(1)
+			r.m.log.Warn("mirror refused record", "room", r.url, "seq", rec.Seq, "err", err)
+		}
+		return false
+	}
+	raw, _ := rec.MarshalJSON()
+	err := r.m.db.Update(func(txn *badger.Txn) error {
+		if err := txn.Set(seqKey(pfxRec, r.rk, rec.Seq), raw); err != nil {
+			return err
+		}
+		if cp != nil {
+			return txn.Set(seqKey(pfxCp, r.rk, rec.Seq), cp)
+		}
+		return nil
+	})
+	if err != nil {
+		// The state advanced but storage did not: rebuild from disk later.
+		r.m.log.Error("mirror store", "room", r.url, "seq", rec.Seq, "err", err)
+		r.frozen = true
+		return false
+	}
+	r.last = rec
+	if cp != nil {
+		r.cp, r.cpSeq = cp, rec.Seq
+	}
+	r.bytes += int64(len(raw))
+	r.m.bytes.Add(int64(len(raw)))
+	r.m.stats.Verified.Add(1)
+	item := node.Item{Event: "room.event", Data: raw}
+	for c := range r.subs {
+		select {
+		case c <- item:
+		default:
+			delete(r.subs, c)
+			close(c)
+		}
+	}
+	if f := r.m.cfg.OnVerified; f != nil {
+		f(r.id, rec)
+	}
+	return true
+}
+
+// checkConflictLocked compares a host-signed record at or below the tip
+// with the stored chain: the same hash is a duplicate; another hash is
+// equivocation, provable with the stored chain and checkpoints.
+func (r *Room) checkConflictLocked(rec *record.Record, cp []byte) {
+	have, ok := r.st.RecordHash(rec.Seq)
+	if !ok || have == rec.Hash {
+		return
+	}
+	ev, err := r.equivocationLocked(rec.Seq, cp)
+	if err != nil {
+		r.m.log.Error("building equivocation evidence", "room", r.url, "seq", rec.Seq, "err", err)
+		return
+	}
+	r.m.recordEvidence(ev)
+}
+
+// equivocationLocked builds evidence that the host vouched for two chains:
+// the stored records from seq up to the nearest stored checkpoint (a), and
+// the conflicting checkpoint (b).
+func (r *Room) equivocationLocked(seq int64, b []byte) (*Evidence, error) {
+	var a []byte
+	var recs []json.RawMessage
+	err := r.m.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(pfxCp + r.rk + "/")})
+		defer it.Close()
+		it.Seek(seqKey(pfxCp, r.rk, seq))
+		if !it.Valid() {
+			return fmt.Errorf("no stored checkpoint at or after seq %d", seq)
+		}
+		k := it.Item().Key()
+		aSeq := int64(binary.BigEndian.Uint64(k[len(k)-8:]))
+		var err error
+		if a, err = it.Item().ValueCopy(nil); err != nil {
+			return err
+		}
+		for s := seq; s <= aSeq; s++ {
+			item, err := txn.Get(seqKey(pfxRec, r.rk, s))
+			if err != nil {
+				return err
+			}
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			recs = append(recs, v)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Evidence{Type: "adp.evidence", Kind: KindEquivocation, Host: r.host, RoomID: r.id, Seq: seq,
+		Reason: fmt.Sprintf("host signed checkpoints for two different records at seq %d", seq), DetectedAt: r.m.now(),
+		Detector: r.m.fed.HostKey(), Checkpoints: []json.RawMessage{a, b}, Records: recs}, nil
+}
+
+// invalidLocked records that the host vouched for a record the rules
+// reject.
+func (r *Room) invalidLocked(rec *record.Record, cp []byte, why error) {
+	var recs []json.RawMessage
+	scan(r.m.db, []byte(pfxRec+r.rk+"/"), func(_, v []byte) error {
+		recs = append(recs, v)
+		return nil
+	})
+	raw, _ := rec.MarshalJSON()
+	recs = append(recs, raw)
+	r.m.recordEvidence(&Evidence{Type: "adp.evidence", Kind: KindInvalidRecord, Host: r.host, RoomID: r.id, Seq: rec.Seq,
+		Reason: why.Error(), DetectedAt: r.m.now(), Detector: r.m.fed.HostKey(), Checkpoints: []json.RawMessage{cp}, Records: recs})
+}
+
+// freeze stops ingest at the last consistent seq.
+func (r *Room) freeze() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.freezeLocked()
+}
+
+func (r *Room) freezeLocked() {
+	if r.frozen && r.meta.Faulty {
+		return
+	}
+	r.frozen = true
+	r.meta.Faulty, r.meta.FrozenAt = true, r.st.Seq
+	meta := r.meta
+	r.pending = map[int64]pendingRec{}
+	r.m.db.Update(func(txn *badger.Txn) error { return putJSON(txn, []byte(pfxMeta+r.rk), meta) })
+	for c := range r.subs {
+		delete(r.subs, c)
+		close(c)
+	}
+}
+
+// remove deletes the room's stored data.
+func (r *Room) remove() {
+	r.freeze()
+	r.m.db.DropPrefix([]byte(pfxRec+r.rk+"/"), []byte(pfxCp+r.rk+"/"), []byte(pfxMeta+r.rk))
+	r.m.bytes.Add(-r.bytes)
+}
+
+// ingestBatch verifies a backfill batch and applies the part a checkpoint
+// vouches for. Checks: every record parses and verifies; records are
+// consecutive and hash-linked; a checkpoint signed by the room's host names
+// a record of the batch with the same hash. Records at or below the tip
+// must match the stored chain. It returns how many records were applied,
+// or an error naming why the batch was refused.
+func (r *Room) ingestBatch(b *federation.BackfillBatch) (int, error) {
+	if len(b.Records) == 0 {
+		return 0, nil
+	}
+	recs := make([]*record.Record, len(b.Records))
+	envs := make([]*identity.Envelope, len(b.Records))
+	if err := parseParallel(b.Records, recs, envs); err != nil {
+		return 0, err
+	}
+	for i := 1; i < len(recs); i++ {
+		if err := record.Link(recs[i-1], recs[i]); err != nil {
+			return 0, fmt.Errorf("batch does not chain: %w", err)
+		}
+	}
+	// The highest record a host checkpoint vouches for.
+	vouched := -1
+	var vouchCp []byte
+	for _, raw := range b.Checkpoints {
+		cp, err := assertion.OpenCheckpoint(raw)
+		if err != nil || cp.Host != r.host || cp.RoomID != r.id {
+			continue
+		}
+		i := int(cp.Seq - recs[0].Seq)
+		if i < 0 || i >= len(recs) {
+			continue
+		}
+		if recs[i].Hash != cp.Hash {
+			return 0, fmt.Errorf("checkpoint for seq %d names another record than the batch holds", cp.Seq)
+		}
+		if i > vouched {
+			vouched, vouchCp = i, raw
+		}
+	}
+	if vouched < 0 {
+		return 0, fmt.Errorf("no host checkpoint vouches for the batch")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.frozen {
+		return 0, nil
+	}
+	applied := 0
+	for i := 0; i <= vouched; i++ {
+		rec := recs[i]
+		switch tip := r.st.Seq; {
+		case rec.Seq <= tip:
+			if have, _ := r.st.RecordHash(rec.Seq); have != rec.Hash {
+				if i == vouched {
+					r.checkConflictLocked(rec, vouchCp)
+				}
+				return applied, fmt.Errorf("batch record %d differs from the verified chain", rec.Seq)
+			}
+		case rec.Seq == tip+1:
+			var cp []byte
+			if i == vouched {
+				cp = vouchCp
+			}
+			if !r.applyLocked(rec, envs[i], cp) {
+				return applied, fmt.Errorf("record %d was refused", rec.Seq)
+			}
+			applied++
+		default:
+			return applied, fmt.Errorf("batch starts at seq %d, past the tip %d", rec.Seq, tip)
+		}
+	}
+	r.drainLocked()
+	return applied, nil
+}
+
+// parseParallel parses and verifies records on every core: signature
+// checks dominate catch-up.
+func parseParallel(raws []json.RawMessage, recs []*record.Record, envs []*identity.Envelope) error {
+	const workers = 2
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < len(raws); i += workers {
+				r, env, err := record.Parse(raws[i])
+				if err != nil {
+					errs[w] = fmt.Errorf("record %d: %w", i, err)
+					return
+				}
+				recs[i], envs[i] = r, env
+			}
+		}(w)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package mirror
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/assertion"
+	"github.com/adpnode/adpnode/federation"
+)
+
+// Gossip topics of mirrors.
+const (
+	EvidenceTopic = "adp/evidence/1.0"
+	WitnessTopic  = "adp/witness/1.0"
+)
+
+// recordEvidence stores, logs, counts and gossips evidence, and freezes the
+// host's rooms.
+func (m *Mirror) recordEvidence(ev *Evidence) {
+	if err := ev.Verify(); err != nil {
+		m.log.Error("self-made evidence does not verify", "room", ev.RoomID, "seq", ev.Seq, "err", err)
+		return
+	}
+	b, _ := json.Marshal(ev)
+	if !m.storeEvidence(ev, b) {
+		return
+	}
+	m.log.Warn("host misbehaviour detected", "kind", ev.Kind, "host", ev.Host, "room", ev.RoomID, "seq", ev.Seq, "reason", ev.Reason)
+	go m.markFaulty(ev.Host) // callers hold room locks
+	go func() {
+		ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
+		defer cancel()
+		m.evTopic.Publish(ctx, b)
+	}()
+}
+
+// storeEvidence keeps the first evidence per host, room and seq.
+func (m *Mirror) storeEvidence(ev *Evidence, b []byte) bool {
+	k := seqKey(pfxEvidence, roomKey(ev.Host, ev.RoomID), ev.Seq)
+	stored := false
+	m.db.Update(func(txn *badger.Txn) error {
+		if _, err := txn.Get(k); err == nil {
+			return nil
+		}
+		stored = true
+		return txn.Set(k, b)
+	})
+	if stored {
+		m.stats.Evidence.Add(1)
+	}
+	return stored
+}
+
+// EvidenceList returns every stored piece of evidence.
+func (m *Mirror) EvidenceList() []json.RawMessage {
+	var out []json.RawMessage
+	scan(m.db, []byte(pfxEvidence), func(_, v []byte) error {
+		out = append(out, v)
+		return nil
+	})
+	return out
+}
+
+func (m *Mirror) validateEvidence(_ peer.ID, data []byte) (any, federation.Verdict) {
+	var ev Evidence
+	if json.Unmarshal(data, &ev) != nil || ev.Verify() != nil {
+		return nil, federation.Reject
+	}
+	return &ev, federation.Accept
+}
+
+func (m *Mirror) deliverEvidence(v any, _ peer.ID) {
+	ev := v.(*Evidence)
+	b, _ := json.Marshal(ev)
+	if m.storeEvidence(ev, b) {
+		m.log.Warn("host misbehaviour reported by a peer", "kind", ev.Kind, "host", ev.Host, "room", ev.RoomID, "seq", ev.Seq)
+	}
+	m.markFaulty(ev.Host)
+}
+
+// cosignLoop cosigns, for every healthy mirrored room whose verified tip
+// advanced, the host checkpoint at the tip.
+func (m *Mirror) cosignLoop(ctx context.Context) {
+	t := time.NewTicker(m.cfg.CosignEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, r := range m.Rooms() {
+				r.mu.Lock()
+				cp, cpSeq, tip, frozen := r.cp, r.cpSeq, r.st.Seq, r.frozen
+				fresh := cp != nil && cpSeq == tip && cpSeq > r.cosigned && !frozen
+				if fresh {
+					r.cosigned = cpSeq
+				}
+				r.mu.Unlock()
+				if !fresh {
+					continue
+				}
+				raw, err := m.fed.Signer().Sign(assertion.TypeCosign, assertion.Cosign{Witness: m.fed.HostKey(), Checkpoint: cp}, m.now())
+				if err == nil {
+					err = m.wTopic.Publish(ctx, raw)
+				}
+				if err != nil && ctx.Err() == nil {
+					m.log.Warn("cosign", "room", r.url, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// validateCosign accepts well-formed cosignatures (witness and host
+// signatures valid). Whether the checkpoint matches the chain is for the
+// host to judge in deliverCosign.
+func (m *Mirror) validateCosign(author peer.ID, data []byte) (any, federation.Verdict) {
+	c, err := assertion.OpenCosign(data)
+	if err != nil {
+		return nil, federation.Reject
+	}
+	if k, ok := federation.HostKeyOf(author); !ok || k != c.Witness {
+		return nil, federation.Reject
+	}
+	return c, federation.Accept
+}
+
+// deliverCosign keeps cosignatures of this node's own rooms whose
+// checkpoint matches the stored record: the newest per witness.
+func (m *Mirror) deliverCosign(v any, _ peer.ID) {
+	c := v.(*assertion.Cosignature)
+	if c.Checkpoint.Host != m.fed.HostKey() {
+		return
+	}
+	h, ok := m.n.RecordHash(c.Checkpoint.RoomID, c.Checkpoint.Seq)
+	if !ok || h != c.Checkpoint.Hash {
+		m.log.Warn("cosignature of a checkpoint this host does not hold", "witness", c.Witness, "room", c.Checkpoint.RoomID, "seq", c.Checkpoint.Seq)
+		return
+	}
+	k := []byte(pfxWitness + c.Checkpoint.RoomID + "/" + string(c.Witness))
+	m.db.Update(func(txn *badger.Txn) error {
+		if item, err := txn.Get(k); err == nil {
+			var old []byte
+			old, _ = item.ValueCopy(nil)
+			if prev, err := assertion.OpenCosign(old); err == nil && prev.Checkpoint.Seq >= c.Checkpoint.Seq {
+				return nil
+			}
+		}
+		return txn.Set(k, c.Raw)
+	})
+}
+
+// witnessesFor lists the stored cosignatures of one of this host's rooms,
+// for the archive manifest.
+func (m *Mirror) witnessesFor(roomID string) []json.RawMessage {
+	var out []json.RawMessage
+	scan(m.db, []byte(pfxWitness+roomID+"/"), func(_, v []byte) error {
+		out = append(out, v)
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return string(out[i]) < string(out[j]) })
+	return out
+}
+
+var _ identity.AgentID
