@@ -8,7 +8,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/adpnode/adpnode/adp/room"
-	"github.com/adpnode/adpnode/assertion"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/node"
 )
@@ -81,12 +80,7 @@ func (f *Federation) announce(ctx context.Context, s node.RoomSummary) {
 	if s.Visibility == room.Private {
 		return
 	}
-	now := f.n.NowMs()
-	ttl := defaultAnnounceTTL * f.cfg.AnnounceInterval
-	if s.Status == room.StatusEnded || s.Status == room.StatusCancelled {
-		ttl = f.cfg.TombstoneTTL
-	}
-	raw, err := f.signer.Sign(assertion.TypeAnnounce, index.Announcement{Room: s, Host: f.Binding(), ExpiresAt: now + ttl.Milliseconds()}, now)
+	raw, err := f.signAnnouncement(s, f.n.NowMs())
 	if err != nil {
 		f.log.Error("sign announcement", "room", s.ID, "err", err)
 		return

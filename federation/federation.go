@@ -93,9 +93,10 @@ type Federation struct {
 	idxTopic *pubsub.Topic
 	recTopic *pubsub.Topic
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closeMu sync.RWMutex // orders goroutine starts against Close
 
 	announceQ chan string // room IDs whose entry changed
 	recordQ   chan node.Event
@@ -150,6 +151,8 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 	}
 	h.SetStreamHandler(RelayProtocol, f.serveRelay)
 	h.SetStreamHandler(BackfillProtocol, f.serveBackfill)
+	h.SetStreamHandler(SyncProtocol, f.serveSync)
+	h.Network().Notify(syncNotifiee{f})
 	n.Listen(f.onNodeEvent)
 	f.goLoop(f.dialLoop)
 	f.goLoop(f.announceLoop)
@@ -160,22 +163,30 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 		if err := svc.Start(); err != nil {
 			f.log.Warn("mdns", "err", err)
 		} else {
-			f.wg.Add(1)
-			go func() { defer f.wg.Done(); <-ctx.Done(); svc.Close() }()
+			f.goLoop(func(ctx context.Context) { <-ctx.Done(); svc.Close() })
 		}
 	}
 	f.log.Info("federation up", "peer_id", h.ID().String(), "host_key", f.signer.HostKey(), "addrs", f.Addrs())
 	return f, nil
 }
 
+// goLoop runs fn on a goroutine the federation owns; it does nothing once
+// Close has begun.
 func (f *Federation) goLoop(fn func(context.Context)) {
+	f.closeMu.RLock()
+	defer f.closeMu.RUnlock()
+	if f.ctx.Err() != nil {
+		return
+	}
 	f.wg.Add(1)
 	go func() { defer f.wg.Done(); fn(f.ctx) }()
 }
 
 // Close leaves the federation: stops every loop, then the libp2p host.
 func (f *Federation) Close() error {
+	f.closeMu.Lock()
 	f.cancel()
+	f.closeMu.Unlock()
 	f.wg.Wait()
 	return f.h.Close()
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/assertion"
-	"github.com/adpnode/adpnode/node"
 )
 
 // Checkpoint is a host's signed commitment to a record (see assertion).
@@ -178,9 +177,7 @@ func (f *Federation) FollowRecords(host peer.ID, fn func(*StreamedRecord)) error
 	}
 	ctx, cancel := context.WithCancel(f.ctx)
 	f.recSubs[host] = &recordSub{topic: t, sub: sub, cancel: cancel}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
+	f.goLoop(func(context.Context) {
 		for {
 			m, err := sub.Next(ctx)
 			if err != nil {
@@ -190,8 +187,6 @@ func (f *Federation) FollowRecords(host peer.ID, fn func(*StreamedRecord)) error
 				fn(sr)
 			}
 		}
-	}()
+	})
 	return nil
 }
-
-var _ = node.EventRecord

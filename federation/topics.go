@@ -61,12 +61,10 @@ func (f *Federation) JoinTopic(name string, validate func(author peer.ID, data [
 	if err != nil {
 		return nil, err
 	}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
+	f.goLoop(func(ctx context.Context) {
 		defer sub.Cancel()
 		for {
-			m, err := sub.Next(f.ctx)
+			m, err := sub.Next(ctx)
 			if err != nil {
 				return
 			}
@@ -75,7 +73,7 @@ func (f *Federation) JoinTopic(name string, validate func(author peer.ID, data [
 				deliver(m.ValidatorData, author)
 			}
 		}
-	}()
+	})
 	return &TopicHandle{f: f, t: t}, nil
 }
 
@@ -94,4 +92,3 @@ func OpenCheckpoint(raw []byte, host identity.AgentID) (Checkpoint, error) {
 	}
 	return cp, nil
 }
-

@@ -225,3 +225,16 @@ func (x *Index) Len() int {
 	defer x.mu.RUnlock()
 	return len(x.m)
 }
+
+// Raw returns the signed bytes of every unexpired entry.
+func (x *Index) Raw(now int64) [][]byte {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([][]byte, 0, len(x.m))
+	for _, e := range x.m {
+		if e.ExpiresAt > now {
+			out = append(out, e.Raw)
+		}
+	}
+	return out
+}

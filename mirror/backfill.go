@@ -92,6 +92,7 @@ func (m *Mirror) serveBackfill(roomID string, after int64, limit int) (federatio
 		return federation.BackfillBatch{}, false
 	}
 	var out federation.BackfillBatch
+	m.commit.Flush()
 	err := m.db.View(func(txn *badger.Txn) error {
 		// Highest checkpoint within (after, after+limit].
 		it := txn.NewIterator(badger.IteratorOptions{Reverse: true, Prefix: []byte(pfxCp + r.rk + "/")})

@@ -21,6 +21,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -123,6 +124,7 @@ type Mirror struct {
 	bytes    atomic.Int64
 	stats    Stats
 
+	commit   *groupcommit.Committer
 	gapQ     chan *Room
 	evTopic  *federation.TopicHandle
 	wTopic   *federation.TopicHandle
@@ -150,9 +152,10 @@ func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mirror{cfg: cfg, n: n, db: n.DB(), fed: fed, idx: idx, log: cfg.Log, targets: map[string]Target{},
 		rooms: map[string]*Room{}, followed: map[peer.ID]bool{}, faulty: map[identity.AgentID]bool{},
-		gapQ: make(chan *Room, 4096), ctx: ctx, cancel: cancel}
+		gapQ: make(chan *Room, 4096), ctx: ctx, cancel: cancel, commit: groupcommit.New(n.DB(), 16384)}
 	if err := m.load(); err != nil {
 		cancel()
+		m.commit.Close()
 		return nil, err
 	}
 	var err error
@@ -192,6 +195,7 @@ func (m *Mirror) Close() {
 	m.stopOnce.Do(func() {
 		m.cancel()
 		m.wg.Wait()
+		m.commit.Close()
 	})
 }
 

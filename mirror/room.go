@@ -16,6 +16,7 @@ import (
 	"github.com/adpnode/adpnode/assertion"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -213,18 +214,24 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 		return false
 	}
 	raw, _ := rec.MarshalJSON()
-	err := r.m.db.Update(func(txn *badger.Txn) error {
-		if err := txn.Set(seqKey(pfxRec, r.rk, rec.Seq), raw); err != nil {
-			return err
+	sets := []groupcommit.KV{{K: seqKey(pfxRec, r.rk, rec.Seq), V: raw}}
+	if cp != nil {
+		sets = append(sets, groupcommit.KV{K: seqKey(pfxCp, r.rk, rec.Seq), V: cp})
+	}
+	// Stored by the group committer: many records share one fsync. A
+	// mirror is not authoritative, so acknowledging nothing, it may lose a
+	// suffix in a crash and backfill it again.
+	onVerified := r.m.cfg.OnVerified
+	id := r.id
+	if err := r.m.commit.Enqueue(sets, func(err error) {
+		if err != nil {
+			r.m.log.Error("mirror store", "room", id, "seq", rec.Seq, "err", err)
+			return
 		}
-		if cp != nil {
-			return txn.Set(seqKey(pfxCp, r.rk, rec.Seq), cp)
+		if onVerified != nil {
+			onVerified(id, rec)
 		}
-		return nil
-	})
-	if err != nil {
-		// The state advanced but storage did not: rebuild from disk later.
-		r.m.log.Error("mirror store", "room", r.url, "seq", rec.Seq, "err", err)
+	}); err != nil {
 		r.frozen = true
 		return false
 	}
@@ -243,9 +250,6 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 			delete(r.subs, c)
 			close(c)
 		}
-	}
-	if f := r.m.cfg.OnVerified; f != nil {
-		f(r.id, rec)
 	}
 	return true
 }
@@ -270,6 +274,9 @@ func (r *Room) checkConflictLocked(rec *record.Record, cp []byte) {
 // the stored records from seq up to the nearest stored checkpoint (a), and
 // the conflicting checkpoint (b).
 func (r *Room) equivocationLocked(seq int64, b []byte) (*Evidence, error) {
+	if err := r.m.commit.Flush(); err != nil {
+		return nil, err
+	}
 	var a []byte
 	var recs []json.RawMessage
 	err := r.m.db.View(func(txn *badger.Txn) error {
@@ -309,6 +316,7 @@ func (r *Room) equivocationLocked(seq int64, b []byte) (*Evidence, error) {
 // invalidLocked records that the host vouched for a record the rules
 // reject.
 func (r *Room) invalidLocked(rec *record.Record, cp []byte, why error) {
+	r.m.commit.Flush()
 	var recs []json.RawMessage
 	scan(r.m.db, []byte(pfxRec+r.rk+"/"), func(_, v []byte) error {
 		recs = append(recs, v)

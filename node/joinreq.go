@@ -165,12 +165,12 @@ func (j *joinRequests) byApplicant(agent identity.AgentID) []*JoinRequest {
 
 func (j *joinRequests) kv(r *JoinRequest) kv {
 	b, _ := json.Marshal(r)
-	return kv{joinKey(r.RoomID, r.ID), b}
+	return kv{K: joinKey(r.RoomID, r.ID), V: b}
 }
 
 func (j *joinRequests) save(r *JoinRequest) error {
 	e := j.kv(r)
-	if err := j.db.Update(func(txn *badger.Txn) error { return txn.Set(e.k, e.v) }); err != nil {
+	if err := j.db.Update(func(txn *badger.Txn) error { return txn.Set(e.K, e.V) }); err != nil {
 		return err
 	}
 	j.put(r)

@@ -21,6 +21,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/internal/groupcommit"
 )
 
 // Node is one authoritative ADP host.
@@ -31,7 +32,7 @@ type Node struct {
 	log    *slog.Logger
 
 	db     *badger.DB
-	commit *committer
+	commit *groupcommit.Committer
 
 	mu    sync.RWMutex
 	rooms map[string]*hostedRoom
@@ -119,7 +120,7 @@ func Open(cfg Config) (*Node, error) {
 		db.Close()
 		return nil, err
 	}
-	n.commit = newCommitter(db, n.log)
+	n.commit = groupcommit.New(db, 4096)
 	n.sched = newScheduler(n)
 	n.bg.Add(1)
 	go func() { defer n.bg.Done(); n.sched.run(ctx) }()
@@ -136,7 +137,7 @@ func (n *Node) Close() error {
 	n.cancel()
 	n.bg.Wait()
 	n.hub.closeAll()
-	n.commit.close()
+	n.commit.Close()
 	return n.db.Close()
 }
 

@@ -148,13 +148,13 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	rec := record.New(hr.id, st.Seq+1, st.LastHash, env, now)
 	recJSON, _ := rec.MarshalJSON()
 	sets := []kv{
-		{recordKey(hr.id, rec.Seq), recJSON},
-		{envelopeKey(env.Digest), envelopeValue(hr.id, rec.Seq)},
-		{nonceKey(env.Event.Actor), nonceValue(max(env.Event.Nonce, n.nonces.max(env.Event.Actor, now)), now)},
+		{K: recordKey(hr.id, rec.Seq), V: recJSON},
+		{K: envelopeKey(env.Digest), V: envelopeValue(hr.id, rec.Seq)},
+		{K: nonceKey(env.Event.Actor), V: nonceValue(max(env.Event.Nonce, n.nonces.max(env.Event.Actor, now)), now)},
 	}
 	for k, b := range fetched {
 		digest := k[indexZero(k)+1:]
-		sets = append(sets, kv{[]byte(pfxPack + digest), b})
+		sets = append(sets, kv{K: []byte(pfxPack + digest), V: b})
 	}
 	var jrUpdate *JoinRequest
 	if a.Reviewed != nil {
@@ -178,7 +178,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	if jrUpdate != nil {
 		sets = append(sets, n.joins.kv(jrUpdate))
 	}
-	if err := n.commit.commit(sets); err != nil {
+	if err := n.commit.Commit(sets); err != nil {
 		n.log.Error("durable write failed", "room", hr.id, "seq", rec.Seq, "err", err)
 		return nil, &adp.Error{Code: adp.CodeUnavailable, Message: "storage write failed; nothing was accepted"}
 	}
