@@ -70,7 +70,7 @@ func main() {
 	flag.StringVar(&o.rates, "rates", "off", "in-process node rate limits: off or default")
 	flag.StringVar(&o.dataDir, "data", "", "in-process data dir (default: a new temporary dir, removed afterwards)")
 	flag.BoolVar(&o.keep, "keep", false, "keep the temporary data dir")
-	flag.IntVar(&o.presign, "presign", 0, "reaction mode: envelopes pre-signed per agent (0: enough for max(60% of the verification ceiling, 15000/s))")
+	flag.IntVar(&o.presign, "presign", 0, "reaction mode: envelopes pre-signed per agent (0: enough for max(45% of the verification ceiling, 12000/s))")
 	flag.IntVar(&o.contentBytes, "content", 200, "message mode: bytes of message content")
 	flag.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the load phase to this file")
 	flag.StringVar(&o.mutexprofile, "mutexprofile", "", "write a mutex contention profile of the load phase to this file")
@@ -146,10 +146,10 @@ func run(o options) error {
 	if o.mode == "reaction" {
 		per := o.presign
 		if per <= 0 {
-			// The host cannot accept more than it can verify; 60% of the
-			// ceiling (at least 15000/s) leaves a margin without signing
+			// The host cannot accept more than it can verify; 45% of the
+			// ceiling (at least 12000/s) leaves a margin without signing
 			// far more than the run uses.
-			per = int(max(0.6*ceiling, 15000)*(o.warmup+o.duration).Seconds())/o.agents + 64
+			per = int(max(0.45*ceiling, 12000)*(o.warmup+o.duration).Seconds())/o.agents + 64
 		}
 		took, err := presign(agents, per)
 		if err != nil {

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/adpnode/adpnode/mirror"
+)
+
+func mirrorCmd() *cobra.Command {
+	var nodeURL string
+	cmd := &cobra.Command{
+		Use:   "mirror",
+		Short: "Manage what a node mirrors (add, list, remove)",
+		Long: `mirror manages a node's verified replicas of other hosts' public rooms.
+Management requests are accepted only from the node's own machine.`,
+	}
+	cmd.PersistentFlags().StringVar(&nodeURL, "node", "http://127.0.0.1:8080", "the node's HTTP origin")
+
+	var kind string
+	var wait bool
+	add := &cobra.Command{
+		Use:   "add <room-url | host key | origin | tag>",
+		Short: "Mirror one room (by Room URL), a host's public rooms, rooms with a tag, or everything",
+		Example: `  adpnode mirror add https://adp.example.org/v1/rooms/d8ftedhpqhsusbg001tg
+  adpnode mirror add --kind host did:agent:…
+  adpnode mirror add --kind tag research
+  adpnode mirror add --kind all`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			value := ""
+			if len(args) == 1 {
+				value = args[0]
+			}
+			if kind == "" {
+				kind = mirror.TargetRoom
+				if value == "" {
+					kind = mirror.TargetAll
+				}
+			}
+			body, _ := json.Marshal(map[string]string{"kind": kind, "value": value})
+			b, err := call(http.MethodPost, nodeURL+"/v1/mirrors", body)
+			if err != nil {
+				return err
+			}
+			var t mirror.Target
+			json.Unmarshal(b, &t)
+			fmt.Printf("mirroring %s\n", t.ID)
+			if !wait || kind != mirror.TargetRoom {
+				return nil
+			}
+			return waitRoom(nodeURL, value)
+		},
+	}
+	add.Flags().StringVar(&kind, "kind", "", "room, host, tag or all (default: room when a URL is given, else all)")
+	add.Flags().BoolVar(&wait, "wait", false, "for a room: show progress until the mirror has caught up")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List mirror targets and mirrored rooms with their verified seq",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			b, err := call(http.MethodGet, nodeURL+"/v1/mirrors", nil)
+			if err != nil {
+				return err
+			}
+			var out struct {
+				Targets []mirror.Target `json:"targets"`
+				Rooms   []struct {
+					ID     string      `json:"id"`
+					Mirror mirror.Info `json:"mirror"`
+				} `json:"rooms"`
+			}
+			if err := json.Unmarshal(b, &out); err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "TARGET")
+			for _, t := range out.Targets {
+				fmt.Fprintln(w, t.ID)
+			}
+			fmt.Fprintln(w, "\nROOM\tVERIFIED SEQ\tFAULTY\tBYTES\tURL")
+			for _, r := range out.Rooms {
+				fmt.Fprintf(w, "%s\t%d\t%v\t%d\t%s\n", r.ID, r.Mirror.VerifiedSeq, r.Mirror.Faulty, r.Mirror.Bytes, r.Mirror.RoomURL)
+			}
+			return w.Flush()
+		},
+	}
+
+	var purge bool
+	remove := &cobra.Command{
+		Use:   "remove <target id>",
+		Short: "Stop following a target (with --purge, also delete rooms no other target wants)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			q := ""
+			if purge {
+				q = "?purge=true"
+			}
+			_, err := call(http.MethodDelete, nodeURL+"/v1/mirrors/targets/"+args[0]+q, nil)
+			if err == nil {
+				fmt.Println("removed", args[0])
+			}
+			return err
+		},
+	}
+	remove.Flags().BoolVar(&purge, "purge", false, "delete the stored records of rooms no target matches any more")
+	cmd.AddCommand(add, list, remove)
+	return cmd
+}
+
+// waitRoom prints the mirror's progress for a room until it stops moving
+// and matches the host's announced seq.
+func waitRoom(nodeURL, roomURL string) error {
+	u, err := url.Parse(roomURL)
+	if err != nil {
+		return err
+	}
+	id := u.Path[strings.LastIndex(u.Path, "/")+1:]
+	last, still := int64(-1), 0
+	for still < 10 {
+		time.Sleep(500 * time.Millisecond)
+		b, err := call(http.MethodGet, nodeURL+"/v1/mirrors/rooms/"+id, nil)
+		if err != nil {
+			continue
+		}
+		var r struct {
+			Mirror mirror.Info `json:"mirror"`
+		}
+		json.Unmarshal(b, &r)
+		fmt.Fprintf(os.Stderr, "\rverified seq %d", r.Mirror.VerifiedSeq)
+		if r.Mirror.VerifiedSeq == last {
+			still++
+		} else {
+			still, last = 0, r.Mirror.VerifiedSeq
+		}
+	}
+	fmt.Fprintln(os.Stderr)
+	return nil
+}
+
+// call sends a request to a node and returns the body of a 2xx answer.
+func call(method, u string, body []byte) ([]byte, error) {
+	req, err := http.NewRequest(method, u, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<30))
+	if resp.StatusCode/100 != 2 {
+		return nil, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, strings.TrimSpace(string(b)))
+	}
+	return b, nil
+}
+
+func exportCmd() *cobra.Command {
+	var nodeURL, format, out string
+	var fromMirror bool
+	cmd := &cobra.Command{
+		Use:   "export <room id or Room URL>",
+		Short: "Download an ended room's archive (json, jsonl or md) from its host or from a mirror",
+		Example: `  adpnode export http://127.0.0.1:8080/v1/rooms/ID --format jsonl -o room.jsonl
+  adpnode export ID --mirror --node http://127.0.0.1:8081 -o room.json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			base := nodeURL + "/v1/rooms/" + args[0]
+			if strings.Contains(args[0], "://") {
+				base = strings.TrimSuffix(args[0], "/")
+			} else if fromMirror {
+				base = nodeURL + "/v1/mirrors/rooms/" + args[0]
+			}
+			suffix := map[string]string{"json": "/archive", "jsonl": "/archive.jsonl", "md": "/archive.md"}[format]
+			if suffix == "" {
+				return fmt.Errorf("--format must be json, jsonl or md")
+			}
+			fmt.Fprintf(os.Stderr, "downloading %s%s …\n", base, suffix)
+			b, err := call(http.MethodGet, base+suffix, nil)
+			if err != nil {
+				return err
+			}
+			if out == "" || out == "-" {
+				_, err = os.Stdout.Write(b)
+				return err
+			}
+			if err := os.WriteFile(out, b, 0o644); err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "wrote %s (%d bytes)\n", out, len(b))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&nodeURL, "node", "http://127.0.0.1:8080", "the node's HTTP origin (when a room ID is given)")
+	cmd.Flags().StringVar(&format, "format", "json", "json, jsonl or md")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default: stdout)")
+	cmd.Flags().BoolVar(&fromMirror, "mirror", false, "read the room from the node's mirror instead of its host API")
+	return cmd
+}
