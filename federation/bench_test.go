@@ -141,6 +141,14 @@ func fedCounters(peers []*peerNode) []func() (int64, int64) {
 	return cs
 }
 
+func fmtBytes(names []string, w *bwWindow) string {
+	var sb strings.Builder
+	for i := range w.in {
+		fmt.Fprintf(&sb, " %s=%d", names[i], w.in[i]+w.out[i])
+	}
+	return sb.String()
+}
+
 func fmtRates(names []string, r []float64) string {
 	var sb strings.Builder
 	for i, x := range r {
@@ -461,7 +469,9 @@ func benchGossipBytes(b *testing.B) {
 // rooms, delivery and its latency, and goroutines and heap per subscriber.
 // Like the federation, P joins the topics without subscribing (it
 // publishes through fanout), every host has a topic validator checking the
-// author, and each subscription has its own reader goroutine.
+// author, and each subscription has its own reader goroutine (buffer:
+// FollowRecords' 8192 for the per-host topic, gossipsub's default 32 per
+// room topic). Memory is heap plus stacks, after GC, per subscriber.
 func BenchmarkTopicLayout(b *testing.B) {
 	res := map[string]*layoutResult{}
 	for _, layout := range []string{"per-host", "per-room"} {
@@ -490,7 +500,7 @@ func BenchmarkTopicLayout(b *testing.B) {
 		row("delivery latency p50, ms", "%.2f", h.p50, r.p50)
 		row("delivery latency p99, ms", "%.2f", h.p99, r.p99)
 		row("goroutines per subscriber", "%.0f", h.goroutines, r.goroutines)
-		row("heap per subscriber, KiB", "%.0f", h.heapKiB, r.heapKiB)
+		row("memory per subscriber, KiB", "%.0f", h.memKiB, r.memKiB)
 		row("dropped RPCs (queue full)", "%.0f", h.dropped, r.dropped)
 		row("subscription announce retries", "%.0f", h.retries, r.retries)
 		b.Log(sb.String())
@@ -503,7 +513,7 @@ type layoutResult struct {
 	joinBytes                             float64
 	idleMean, idleMax, loadMean, loadMax  float64
 	delivered, p50, p99                   float64
-	goroutines, heapKiB, dropped, retries float64
+	goroutines, memKiB, dropped, retries  float64
 }
 
 // rawHost is a plain libp2p host with gossipsub configured as the
@@ -566,6 +576,13 @@ func (r *rawHost) bandwidth() (int64, int64) {
 
 func benchTopicLayout(b *testing.B, perRoom bool) *layoutResult {
 	const rooms, rate, msgBytes, window = 1000, 100, 1330, 10 * time.Second // 1330 B ≈ a record message (BenchmarkGossipBytes)
+	// Subscription buffer: FollowRecords' 8192 for the one per-host topic;
+	// gossipsub's default (32) per room topic, as 1,000 buffers of 8192
+	// would cost 64 MiB per subscriber by themselves.
+	bufSize := 8192
+	if perRoom {
+		bufSize = 32
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	hosts := []*rawHost{newRawHost(b, ctx), newRawHost(b, ctx), newRawHost(b, ctx)}
@@ -629,13 +646,14 @@ func benchTopicLayout(b *testing.B, perRoom bool) *layoutResult {
 	var latMu sync.Mutex
 	var lats []time.Duration
 	var measure atomic.Bool // latency only during the load window
+	ctl0 := sumCounts(hosts)
 	joinWin := bwBegin(counters)
 	t0 = time.Now()
 	var wg sync.WaitGroup
 	for si, s := range subs {
 		wg.Go(func() {
 			for _, t := range join(s) {
-				sub, err := t.Subscribe(pubsub.WithBufferSize(8192))
+				sub, err := t.Subscribe(pubsub.WithBufferSize(bufSize))
 				if err != nil {
 					b.Error(err)
 					return
@@ -676,6 +694,7 @@ func benchTopicLayout(b *testing.B, perRoom bool) *layoutResult {
 	}
 	res.joinMs = ms(time.Since(t0))
 	joinWin.bwEnd(counters, 0)
+	ctlJoin := sumCounts(hosts).minus(ctl0)
 	var jb float64
 	for i := range hosts {
 		jb += float64(joinWin.in[i] + joinWin.out[i])
@@ -686,10 +705,10 @@ func benchTopicLayout(b *testing.B, perRoom bool) *layoutResult {
 	var m1 runtime.MemStats
 	runtime.ReadMemStats(&m1)
 	res.goroutines = float64(runtime.NumGoroutine()-g0) / float64(len(subs))
-	res.heapKiB = (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / float64(len(subs)) / 1024
+	res.memKiB = (float64(m1.HeapAlloc+m1.StackInuse) - float64(m0.HeapAlloc+m0.StackInuse)) / float64(len(subs)) / 1024
 
 	// Idle: the 10 s after joining.
-	ctl0 := sumCounts(hosts)
+	ctl0 = sumCounts(hosts)
 	idle := bwBegin(counters)
 	idle.bwEnd(counters, window)
 	ctlIdle := sumCounts(hosts).minus(ctl0)
@@ -739,12 +758,13 @@ func benchTopicLayout(b *testing.B, perRoom bool) *layoutResult {
 		res.dropped += float64(h.tr.dropped.Load())
 		res.retries += float64(h.log.count("queue full; scheduling retry"))
 	}
-	b.Logf("%d topics: publisher join %.1f ms; subscriber join calls %.1f ms; visible at P after %.1f ms; join bytes/node:%s",
-		len(topics), res.pubJoinMs, res.subCallMs, res.joinMs, fmtRates(names, joinWin.rates()))
+	b.Logf("%d topics: publisher join %.1f ms; subscriber join calls %.1f ms; visible at P after %.1f ms; join bytes:%s",
+		len(topics), res.pubJoinMs, res.subCallMs, res.joinMs, fmtBytes(names, joinWin))
+	b.Logf("join window %.1fs: sent %s", joinWin.secs(), ctlJoin)
 	b.Logf("idle %.1fs B/s:%s; sent %s", idle.secs(), fmtRates(names, idle.rates()), ctlIdle)
 	b.Logf("load %.1fs, %d messages of %d B, B/s:%s; sent %s", load.secs(), sent, msgBytes, fmtRates(names, load.rates()), ctlLoad)
-	b.Logf("delivered min %.2f%%, latency p50 %.2f ms p99 %.2f ms; per subscriber: %.0f goroutines, %.0f KiB heap; dropped RPCs %.0f, announce retries %.0f",
-		res.delivered, res.p50, res.p99, res.goroutines, res.heapKiB, res.dropped, res.retries)
+	b.Logf("delivered min %.2f%%, latency p50 %.2f ms p99 %.2f ms; per subscriber: %.0f goroutines, %.0f KiB heap+stacks; dropped RPCs %.0f, announce retries %.0f",
+		res.delivered, res.p50, res.p99, res.goroutines, res.memKiB, res.dropped, res.retries)
 	b.ReportMetric(res.joinMs, "join-ms")
 	b.ReportMetric(res.joinBytes, "join-B/node")
 	b.ReportMetric(res.idleMean, "idle-B/s-mean")
@@ -754,7 +774,7 @@ func benchTopicLayout(b *testing.B, perRoom bool) *layoutResult {
 	b.ReportMetric(res.delivered, "delivered-%")
 	b.ReportMetric(res.p99, "p99-ms")
 	b.ReportMetric(res.goroutines, "goroutines/sub")
-	b.ReportMetric(res.heapKiB, "heap-KiB/sub")
+	b.ReportMetric(res.memKiB, "mem-KiB/sub")
 	return res
 }
 
