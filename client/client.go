@@ -30,6 +30,7 @@ type Client struct {
 }
 
 // New returns a client for the host at origin.
+// The key may be nil for anonymous reads.
 func New(origin string, key *Key) *Client {
 	return &Client{Origin: strings.TrimSuffix(origin, "/"), Key: key, HTTP: &http.Client{Timeout: 30 * time.Second}}
 }
@@ -252,6 +253,11 @@ type Decide func(room *Room, since []*record.Record) (typ string, payload any, e
 // choose again, and retry (at most attempts times). Nonce rejections resync
 // from Max-Seen-Nonce and retry as well.
 func (c *Client) Post(ctx context.Context, roomID string, attempts int, decide Decide) (*record.Record, error) {
+	return c.PostMentions(ctx, roomID, attempts, nil, decide)
+}
+
+// PostMentions is Post with event.mentions.
+func (c *Client) PostMentions(ctx context.Context, roomID string, attempts int, mentions []identity.AgentID, decide Decide) (*record.Record, error) {
 	var since []*record.Record
 	var lastErr error
 	for i := 0; i < attempts; i++ {
@@ -263,7 +269,7 @@ func (c *Client) Post(ctx context.Context, roomID string, attempts int, decide D
 		if err != nil {
 			return nil, err
 		}
-		ev, err := c.Event(typ, roomID, room.Head, payload)
+		ev, err := c.Event(typ, roomID, room.Head, payload, mentions...)
 		if err != nil {
 			return nil, err
 		}

@@ -6,7 +6,8 @@ package federation_test
 //	go test -run '^$' -bench . -benchtime 1x ./federation/
 //
 // Each benchmark builds its own network and runs one experiment per b.N
-// iteration (so -benchtime 1x runs each once, in well under 60 s); the
+// iteration (so -benchtime 1x runs each once; each top-level benchmark
+// takes under 60 s); the
 // figures are the b.ReportMetric units, and ns/op is only the experiment's
 // wall time, set-up included. The nodes run the production announce
 // interval (30 s, the federation.Config default), not the tests' 2 s.
@@ -508,12 +509,12 @@ func BenchmarkTopicLayout(b *testing.B) {
 }
 
 type layoutResult struct {
-	topics                                float64
-	pubJoinMs, subCallMs, joinMs          float64
-	joinBytes                             float64
-	idleMean, idleMax, loadMean, loadMax  float64
-	delivered, p50, p99                   float64
-	goroutines, memKiB, dropped, retries  float64
+	topics                               float64
+	pubJoinMs, subCallMs, joinMs         float64
+	joinBytes                            float64
+	idleMean, idleMax, loadMean, loadMax float64
+	delivered, p50, p99                  float64
+	goroutines, memKiB, dropped, retries float64
 }
 
 // rawHost is a plain libp2p host with gossipsub configured as the
@@ -783,16 +784,18 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // rpcCounts counts what a host's gossipsub queued for sending.
 type rpcCounts struct {
 	rpcs, msgs, subs, ihave, iwant, graft, prune, idontwant int64
+	dropped, undeliverable, rejected                        int64
 }
 
 func (c rpcCounts) minus(o rpcCounts) rpcCounts {
 	return rpcCounts{c.rpcs - o.rpcs, c.msgs - o.msgs, c.subs - o.subs, c.ihave - o.ihave, c.iwant - o.iwant,
-		c.graft - o.graft, c.prune - o.prune, c.idontwant - o.idontwant}
+		c.graft - o.graft, c.prune - o.prune, c.idontwant - o.idontwant,
+		c.dropped - o.dropped, c.undeliverable - o.undeliverable, c.rejected - o.rejected}
 }
 
 func (c rpcCounts) String() string {
-	return fmt.Sprintf("%d RPCs: %d messages, %d subscription changes, IHAVE %d ids, IWANT %d ids, GRAFT %d, PRUNE %d, IDONTWANT %d ids",
-		c.rpcs, c.msgs, c.subs, c.ihave, c.iwant, c.graft, c.prune, c.idontwant)
+	return fmt.Sprintf("%d RPCs: %d messages, %d subscription changes, IHAVE %d ids, IWANT %d ids, GRAFT %d, PRUNE %d, IDONTWANT %d ids; dropped %d RPCs (queue full), %d undeliverable, %d rejected/ignored",
+		c.rpcs, c.msgs, c.subs, c.ihave, c.iwant, c.graft, c.prune, c.idontwant, c.dropped, c.undeliverable, c.rejected)
 }
 
 func sumCounts(hosts []*rawHost) rpcCounts {
@@ -807,13 +810,17 @@ func sumCounts(hosts []*rawHost) rpcCounts {
 		c.graft += t.graft.Load()
 		c.prune += t.prune.Load()
 		c.idontwant += t.idontwant.Load()
+		c.dropped += t.dropped.Load()
+		c.undeliverable += t.undeliverable.Load()
+		c.rejected += t.rejected.Load()
 	}
 	return c
 }
 
 // rpcCounter is a pubsub.RawTracer counting sent RPCs by content.
 type rpcCounter struct {
-	rpcs, msgs, subs, ihave, iwant, graft, prune, idontwant, dropped atomic.Int64
+	rpcs, msgs, subs, ihave, iwant, graft, prune, idontwant atomic.Int64
+	dropped, undeliverable, rejected                        atomic.Int64
 }
 
 func (c *rpcCounter) SendRPC(rpc *pubsub.RPC, _ peer.ID) {
@@ -843,12 +850,12 @@ func (c *rpcCounter) Graft(peer.ID, string)                                {}
 func (c *rpcCounter) Prune(peer.ID, string)                                {}
 func (c *rpcCounter) ValidateMessage(*pubsub.Message)                      {}
 func (c *rpcCounter) DeliverMessage(*pubsub.Message)                       {}
-func (c *rpcCounter) RejectMessage(*pubsub.Message, string)                {}
+func (c *rpcCounter) RejectMessage(*pubsub.Message, string)                { c.rejected.Add(1) }
 func (c *rpcCounter) DuplicateMessage(*pubsub.Message)                     {}
 func (c *rpcCounter) ThrottlePeer(peer.ID)                                 {}
 func (c *rpcCounter) RecvRPC(*pubsub.RPC)                                  {}
 func (c *rpcCounter) SendRPCCompleted(*pubsub.RPC, peer.ID, time.Duration) {}
-func (c *rpcCounter) UndeliverableMessage(*pubsub.Message)                 {}
+func (c *rpcCounter) UndeliverableMessage(*pubsub.Message)                 { c.undeliverable.Add(1) }
 
 // logCounter is a slog.Handler that counts records by message.
 type logCounter struct {

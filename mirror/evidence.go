@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
@@ -21,13 +22,16 @@ const (
 	KindInvalidRecord = "invalid_record"
 )
 
+// EvidenceType is Evidence.Type.
+const EvidenceType = "adp.evidence"
+
 // Checkpoint is a host's signed commitment to a record.
 type Checkpoint = assertion.Checkpoint
 
 // Evidence proves a host misbehaved, with nothing but host-signed
 // checkpoints, agent-signed records and the kernel.
 type Evidence struct {
-	Type       string           `json:"type"` // always "adp.evidence"
+	Type       string           `json:"type"` // always EvidenceType
 	Kind       string           `json:"kind"`
 	Host       identity.AgentID `json:"host"`
 	RoomID     string           `json:"room_id"`
@@ -49,9 +53,14 @@ type Evidence struct {
 // signed by Host for RoomID; Records (if any) chain from Seq to checkpoint
 // a's seq with a's hash at the end; the record at Seq differs from b's
 // hash (or, without records, a and b name one seq with two hashes). For an
-// invalid record: the checkpoint is Host's and names the last record, and
-// replaying Records from seq 1 rejects exactly that record.
+// invalid record: the checkpoint is Host's and names the last record,
+// Records form one hash chain from seq 1 to it, and replaying them rejects
+// exactly that record for a protocol rule (not for an external pack that
+// offline replay cannot fetch).
 func (e *Evidence) Verify() error {
+	if e.Type != EvidenceType {
+		return fmt.Errorf("not evidence: type %q", e.Type)
+	}
 	if len(e.Checkpoints) == 0 {
 		return errors.New("evidence carries no checkpoint")
 	}
@@ -112,6 +121,18 @@ func (e *Evidence) Verify() error {
 		if len(recs) == 0 || recs[len(recs)-1].Seq != e.Seq || cps[0].Seq != e.Seq || cps[0].Hash != recs[len(recs)-1].Hash {
 			return errors.New("the checkpoint does not vouch for the accused record")
 		}
+		// The records must form one hash chain from seq 1 ending at the
+		// vouched record: only then does the checkpoint vouch for the
+		// whole prefix, and a replay failure is the host's. A prefix that
+		// does not link (say, made up by the accuser under the same room
+		// ID) proves nothing.
+		var prev *record.Record
+		for _, r := range recs {
+			if err := record.Link(prev, r); err != nil {
+				return fmt.Errorf("records do not chain from seq 1 to the accused record: %w", err)
+			}
+			prev = r
+		}
 		st := room.New(room.Config{Limits: room.DefaultLimits()})
 		for i, r := range recs {
 			err := st.Apply(r, envs[i], nil)
@@ -119,8 +140,13 @@ func (e *Evidence) Verify() error {
 				return fmt.Errorf("the chain before the accused record does not replay: %w", err)
 			}
 			if i == len(recs)-1 {
-				if err == nil {
+				switch {
+				case err == nil:
 					return errors.New("the accused record replays fine")
+				case adp.CodeOf(err) == adp.CodePackUnavailable:
+					// Offline replay has no external packs: the record
+					// may be valid with the pack its host fetched.
+					return fmt.Errorf("the accused record cannot be judged offline: %w", err)
 				}
 				return nil
 			}

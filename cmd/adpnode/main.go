@@ -16,7 +16,8 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(serveCmd(), keygenCmd(), signCmd(), tokenCmd(), verifyCmd(), peersCmd(), mirrorCmd(), exportCmd())
+	root.AddCommand(serveCmd(), keygenCmd(), signCmd(), tokenCmd(), verifyCmd(), peersCmd(), mirrorCmd(), exportCmd(),
+		roomCmd(), joinCmd(), postCmd(), tailCmd(), roomsCmd(), devnetCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "adpnode:", err)
 		os.Exit(1)

@@ -140,90 +140,108 @@ type fedSettings struct {
 	interval time.Duration
 }
 
-func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, log *slog.Logger) error {
+// stack is one running node with its federation peer, mirror and HTTP
+// server: what serve runs, and what devnet runs three of.
+type stack struct {
+	n    *node.Node
+	fed  *federation.Federation
+	mir  *mirror.Mirror
+	srv  *http.Server
+	errc chan error
+	addr string
+	log  *slog.Logger
+}
+
+// startStack opens the node and starts everything around it.
+func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger) (*stack, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return err
+		return nil, err
 	}
 	n, err := node.Open(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	s := &stack{n: n, log: log, errc: make(chan error, 1)}
 	opts := hostapi.Options{Log: log}
-	var fed *federation.Federation
-	var mir *mirror.Mirror
 	if fs.enabled {
 		key, err := federation.LoadOrCreateKey(cfg.DataDir)
 		if err != nil {
-			n.Close()
-			return err
+			s.close()
+			return nil, err
 		}
 		idx, err := index.Open(n.DB(), identity.AgentIDFromKey(key.Public().(ed25519.PublicKey)), n.NowMs())
 		if err != nil {
-			n.Close()
-			return err
+			s.close()
+			return nil, err
 		}
-		fed, err = federation.Start(federation.Config{Key: key, ListenAddrs: fs.listen, Peers: fs.peers, MDNS: fs.mdns,
+		s.fed, err = federation.Start(federation.Config{Key: key, ListenAddrs: fs.listen, Peers: fs.peers, MDNS: fs.mdns,
 			AnnounceInterval: fs.interval, AllowPrivateOrigins: cfg.Packs.AllowPrivate, Log: log}, n, idx)
 		if err != nil {
-			n.Close()
-			return err
+			s.close()
+			return nil, err
 		}
-		opts.Federation = fed
-		mir, err = mirror.Open(mirror.Config{Log: log}, n, fed, idx)
-		if err != nil {
-			fed.Close()
-			n.Close()
-			return err
+		opts.Federation = s.fed
+		if s.mir, err = mirror.Open(mirror.Config{Log: log}, n, s.fed, idx); err != nil {
+			s.close()
+			return nil, err
 		}
-		opts.Mirror = mir
-		for _, a := range fed.Addrs() {
+		opts.Mirror = s.mir
+	}
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	s.addr = ln.Addr().String()
+	s.srv = &http.Server{Handler: hostapi.New(n, opts).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { s.errc <- s.srv.Serve(ln) }()
+	log.Info("adpnode serving", "listen", s.addr, "public_url", n.Origin(), "data", cfg.DataDir)
+	return s, nil
+}
+
+// close drains live streams (they never end on their own), stops taking
+// requests, lets writes in flight finish, then flushes storage.
+func (s *stack) close() error {
+	s.n.DrainStreams()
+	if s.srv != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.srv.Shutdown(ctx); err != nil {
+			s.log.Warn("http shutdown", "err", err)
+		}
+	}
+	if s.mir != nil {
+		s.mir.Close()
+	}
+	if s.fed != nil {
+		s.fed.Close()
+	}
+	return s.n.Close()
+}
+
+func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, log *slog.Logger) error {
+	s, err := startStack(cfg, listen, fs, log)
+	if err != nil {
+		return err
+	}
+	if s.fed != nil {
+		for _, a := range s.fed.Addrs() {
 			fmt.Fprintf(os.Stderr, "adpnode: libp2p %s\n", a)
 		}
 	}
-	api := hostapi.New(n, opts)
-	ln, err := net.Listen("tcp", listen)
-	if err != nil {
-		if fed != nil {
-			fed.Close()
-		}
-		n.Close()
-		return err
-	}
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info("adpnode serving", "listen", ln.Addr().String(), "public_url", n.Origin(), "data", cfg.DataDir)
-	fmt.Fprintf(os.Stderr, "adpnode: serving %s (public URL %s, data %s)\n", ln.Addr(), n.Origin(), cfg.DataDir)
-
+	fmt.Fprintf(os.Stderr, "adpnode: serving %s (public URL %s, data %s)\n", s.addr, s.n.Origin(), cfg.DataDir)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
 	select {
-	case s := <-sig:
-		log.Info("shutting down", "signal", s.String())
-	case err := <-errc:
+	case sg := <-sig:
+		log.Info("shutting down", "signal", sg.String())
+	case err := <-s.errc:
 		if !errors.Is(err, http.ErrServerClosed) {
-			if fed != nil {
-				fed.Close()
-			}
-			n.Close()
+			s.close()
 			return err
 		}
 	case <-ctx.Done():
 	}
-	// Drain: end live streams first (they never finish on their own), stop
-	// taking requests, let writes in flight finish, then flush storage.
-	n.DrainStreams()
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn("http shutdown", "err", err)
-	}
-	if mir != nil {
-		mir.Close()
-	}
-	if fed != nil {
-		fed.Close()
-	}
-	return n.Close()
+	return s.close()
 }

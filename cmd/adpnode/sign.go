@@ -3,8 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
+
 	"net/url"
 	"os"
 	"strings"
@@ -12,8 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/client"
 )
 
 func signCmd() *cobra.Command {
@@ -31,7 +30,7 @@ head from it and uses it as base_seq/base_hash, unless --base-seq and
   adpnode sign --key alice.key --room http://127.0.0.1:8080/v1/rooms/ID \
       --type message.create --payload '{"content_type":"text/plain","content":"hello"}'`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := loadKey(keyPath)
+			k, err := client.LoadKey(keyPath)
 			if err != nil {
 				return err
 			}
@@ -41,16 +40,13 @@ head from it and uses it as base_seq/base_hash, unless --base-seq and
 					return err
 				}
 			}
-			canon, err := identity.Canonicalize(p)
-			if err != nil {
+			var pv any
+			if err := json.Unmarshal(p, &pv); err != nil {
 				return fmt.Errorf("payload: %w", err)
 			}
-			nonce, err := k.nextNonce()
-			if err != nil {
-				return err
-			}
-			ev := identity.Event{Protocol: adp.Protocol, Type: typ, Actor: k.AgentID, CreatedAt: time.Now().UnixMilli(),
-				Nonce: nonce, Payload: canon}
+			c := client.New("", k)
+			var roomID string
+			var head client.Head
 			if typ != "room.create" {
 				if roomURL == "" {
 					return fmt.Errorf("--room (the Room URL) is required for %s", typ)
@@ -59,24 +55,32 @@ head from it and uses it as base_seq/base_hash, unless --base-seq and
 				if err != nil {
 					return err
 				}
-				id := u.Path[strings.LastIndex(u.Path, "/")+1:]
-				ev.RoomID = &id
+				roomID = u.Path[strings.LastIndex(u.Path, "/")+1:]
+				head = client.Head{Seq: baseSeq, Hash: baseHash}
 				if !cmd.Flags().Changed("base-seq") {
-					baseSeq, baseHash, err = fetchHead(roomURL, k)
+					rc := client.New(u.Scheme+"://"+u.Host, k)
+					r, err := rc.Room(cmd.Context(), roomID)
 					if err != nil {
 						return err
 					}
+					head = r.Head
 				}
-				ev.BaseSeq, ev.BaseHash = &baseSeq, &baseHash
 			}
-			if mentions != "" {
-				ev.Mentions = strings.Split(mentions, ",")
+			var ms []identity.AgentID
+			for _, m := range strings.Split(mentions, ",") {
+				if m != "" {
+					ms = append(ms, identity.AgentID(m))
+				}
 			}
-			env, err := identity.Sign(k.priv, ev)
+			ev, err := c.Event(typ, roomID, head, pv, ms...)
 			if err != nil {
 				return err
 			}
-			fmt.Println(string(env.Raw))
+			env, err := c.Sign(ev)
+			if err != nil {
+				return err
+			}
+			fmt.Println(string(env))
 			return nil
 		},
 	}
@@ -91,41 +95,6 @@ head from it and uses it as base_seq/base_hash, unless --base-seq and
 	return cmd
 }
 
-// fetchHead reads a room's head, authenticating with a request JWT so that
-// private rooms work for members.
-func fetchHead(roomURL string, k *keyFile) (int64, string, error) {
-	req, err := http.NewRequest(http.MethodGet, roomURL, nil)
-	if err != nil {
-		return 0, "", err
-	}
-	u, _ := url.Parse(roomURL)
-	now := time.Now().Unix()
-	tok, err := identity.SignJWT(k.priv, u.Scheme+"://"+u.Host, now, now+120)
-	if err != nil {
-		return 0, "", err
-	}
-	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, "", err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if resp.StatusCode != http.StatusOK {
-		return 0, "", fmt.Errorf("GET %s: %s: %s", roomURL, resp.Status, strings.TrimSpace(string(b)))
-	}
-	var r struct {
-		Head struct {
-			Seq  int64  `json:"seq"`
-			Hash string `json:"hash"`
-		} `json:"head"`
-	}
-	if err := json.Unmarshal(b, &r); err != nil {
-		return 0, "", err
-	}
-	return r.Head.Seq, r.Head.Hash, nil
-}
-
 func tokenCmd() *cobra.Command {
 	var keyPath, aud string
 	var ttl time.Duration
@@ -134,7 +103,7 @@ func tokenCmd() *cobra.Command {
 		Short:   "Print a request JWT for a host (Authorization: Bearer ...)",
 		Example: "  curl -H \"Authorization: Bearer $(adpnode token --key alice.key --aud http://127.0.0.1:8080)\" ...",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := loadKey(keyPath)
+			k, err := client.LoadKey(keyPath)
 			if err != nil {
 				return err
 			}
@@ -142,7 +111,7 @@ func tokenCmd() *cobra.Command {
 				return fmt.Errorf("--ttl must be in (0, 300s]")
 			}
 			now := time.Now().Unix()
-			tok, err := identity.SignJWT(k.priv, strings.TrimSuffix(aud, "/"), now, now+int64(ttl.Seconds()))
+			tok, err := identity.SignJWT(k.Private(), strings.TrimSuffix(aud, "/"), now, now+int64(ttl.Seconds()))
 			if err != nil {
 				return err
 			}

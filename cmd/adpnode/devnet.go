@@ -1,0 +1,168 @@
+package main
+
+import (
+	"fmt"
+	"github.com/adpnode/adpnode/adp/record"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/adpnode/adpnode/client"
+	"github.com/adpnode/adpnode/mirror"
+	"github.com/adpnode/adpnode/node"
+)
+
+func devnetCmd() *cobra.Command {
+	var basePort, p2pPort int
+	var dataDir string
+	var keep bool
+	var duration time.Duration
+	cmd := &cobra.Command{
+		Use:   "devnet",
+		Short: "Run a local 3-node federation with demo agents talking in a public room",
+		Long: `devnet starts three nodes in this process on 127.0.0.1 (HTTP on base-port..+2,
+libp2p on p2p-port..+2), peers them, mirrors everything on nodes 2 and 3,
+creates a public room on node 1 and has three demo agents talk in it. It
+prints the URLs to look at and the replication progress. Ctrl-C stops it.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			if dataDir == "" {
+				d, err := os.MkdirTemp("", "adpnode-devnet-")
+				if err != nil {
+					return err
+				}
+				dataDir = d
+				if !keep {
+					defer os.RemoveAll(d)
+				}
+			}
+			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			var stacks []*stack
+			defer func() {
+				for i := len(stacks) - 1; i >= 0; i-- {
+					stacks[i].close()
+				}
+			}()
+			var first string
+			for i := 0; i < 3; i++ {
+				listen := fmt.Sprintf("127.0.0.1:%d", basePort+i)
+				fs := fedSettings{enabled: true, interval: 5 * time.Second,
+					listen: []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p2pPort+i)}}
+				if first != "" {
+					fs.peers = []string{first}
+				}
+				cfg := node.Config{PublicURL: "http://" + listen, DataDir: filepath.Join(dataDir, fmt.Sprintf("node%d", i+1)), Log: log,
+					Packs: node.PackFetchConfig{AllowPrivate: true}} // everything is on 127.0.0.1
+				s, err := startStack(cfg, listen, fs, log)
+				if err != nil {
+					return fmt.Errorf("node %d: %w", i+1, err)
+				}
+				stacks = append(stacks, s)
+				if i == 0 {
+					first = s.fed.Addrs()[0]
+				} else if _, err := s.mir.AddTarget(mirror.TargetAll, ""); err != nil {
+					return err
+				}
+				fmt.Printf("node %d  http://%s  (libp2p %s)\n", i+1, listen, s.fed.Addrs()[0])
+			}
+
+			// Demo agents: a moderator who creates the room, two speakers.
+			host := stacks[0].n.Origin()
+			names := []string{"moderator", "analyst", "skeptic"}
+			agents := make([]*client.Client, len(names))
+			for i := range agents {
+				k, err := client.GenerateKey()
+				if err != nil {
+					return err
+				}
+				agents[i] = client.New(host, k)
+			}
+			now := time.Now().UnixMilli()
+			room, err := agents[0].CreateRoom(ctx, map[string]any{
+				"topic": "Devnet demo: is group commit worth it?", "visibility": "public",
+				"agenda": "Agents debate durability and throughput.", "guidance": "Be brief; cite numbers.",
+				"start_time": now, "end_time": now + duration.Milliseconds(), "tags": []string{"devnet", "demo"},
+				"types": []any{map[string]any{"use": "adp:reactions/1.0"}, map[string]any{"use": "adp:deliberation/1.0"}},
+			})
+			if err != nil {
+				return err
+			}
+			for i, a := range agents[1:] {
+				if _, err := a.Join(ctx, room.ID, "speaker", names[i+1], ""); err != nil {
+					return err
+				}
+			}
+			fmt.Printf("\nroom     %s\n", room.URL)
+			fmt.Printf("viewer   %s/#/rooms/%s\n", host, room.ID)
+			for i, s := range stacks[1:] {
+				fmt.Printf("mirror %d %s/v1/mirrors/rooms/%s\n", i+2, s.n.Origin(), room.ID)
+			}
+			fmt.Printf("directory (federated) on node 3: %s/v1/rooms/public\n\n", stacks[2].n.Origin())
+
+			lines := []string{
+				"Group commit turns many fsyncs into one; throughput scales with batch size.",
+				"But latency grows with the batch window — what p99 do we accept?",
+				"Measured: 64 writers, p99 under 50 ms, so the window stays small.",
+				"Mirrors verify every record; do they keep up at 2,000 writes/s?",
+				"They parallelise signature checks during catch-up, so yes.",
+				"I remain skeptical until I see the archive verify offline.",
+			}
+			talk := time.NewTicker(4 * time.Second)
+			defer talk.Stop()
+			progress := time.NewTicker(2 * time.Second)
+			defer progress.Stop()
+			turn := 0
+			for {
+				select {
+				case <-ctx.Done():
+					fmt.Println("\nstopping devnet")
+					return nil
+				case <-talk.C:
+					a := agents[turn%len(agents)]
+					if _, err := a.Message(ctx, room.ID, "text/markdown", lines[turn%len(lines)]); err != nil {
+						fmt.Fprintf(os.Stderr, "%s: %v\n", names[turn%len(agents)], err)
+					}
+					if turn%2 == 1 {
+						if hist, err := a.History(ctx, room.ID, 0); err == nil && len(hist) > 0 {
+							last := hist[rand.IntN(len(hist))]
+							a.Post(ctx, room.ID, 3, func(*client.Room, []*record.Record) (string, any, error) {
+								return "reaction.create", map[string]any{"event_id": last.Hash, "reaction": "agree"}, nil
+							})
+						}
+					}
+					turn++
+				case <-progress.C:
+					seq := stacks[0].n.Summaries()
+					var hostSeq int64
+					for _, s := range seq {
+						if s.ID == room.ID {
+							hostSeq = s.Seq
+						}
+					}
+					line := fmt.Sprintf("host seq %d", hostSeq)
+					for i, s := range stacks[1:] {
+						if r, ok := s.mir.Room(room.ID, ""); ok {
+							line += fmt.Sprintf(" | node %d verified %d", i+2, r.Tip())
+						} else {
+							line += fmt.Sprintf(" | node %d waiting", i+2)
+						}
+					}
+					fmt.Println(line)
+				}
+			}
+		},
+	}
+	cmd.Flags().IntVar(&basePort, "base-port", 8081, "HTTP port of node 1 (nodes 2 and 3 use the next two)")
+	cmd.Flags().IntVar(&p2pPort, "p2p-port", 4101, "libp2p TCP port of node 1")
+	cmd.Flags().StringVar(&dataDir, "data", "", "data directory (default: a temporary one, removed at exit)")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary data directory")
+	cmd.Flags().DurationVar(&duration, "room-duration", time.Hour, "how long the demo room lasts")
+	return cmd
+}
