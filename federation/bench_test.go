@@ -6,11 +6,11 @@ package federation_test
 //	go test -run '^$' -bench . -benchtime 1x ./federation/
 //
 // Each benchmark builds its own network and runs one experiment per b.N
-// iteration (so -benchtime 1x runs each once; each top-level benchmark
-// takes under 60 s); the
-// figures are the b.ReportMetric units, and ns/op is only the experiment's
-// wall time, set-up included. The nodes run the production announce
-// interval (30 s, the federation.Config default), not the tests' 2 s.
+// iteration (-benchtime 1x runs each once; every top-level benchmark takes
+// under 60 s). The figures are the b.ReportMetric units; ns/op is only the
+// experiment's wall time, set-up included. The nodes run the production
+// announce interval (30 s, the federation.Config default), not the tests'
+// 2 s.
 //
 // Byte counts are what libp2p's bandwidth reporter counts
 // (Federation.Bandwidth): stream payload bytes of gossipsub, identify and

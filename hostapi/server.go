@@ -19,6 +19,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/httpwire"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 )
@@ -47,6 +48,8 @@ type Options struct {
 	Federation Federation
 	// Mirror, when set, serves mirrored rooms and mirror management.
 	Mirror *mirror.Mirror
+	// Metrics, when set, is served at /metrics and fed by every request.
+	Metrics *metrics.Metrics
 }
 
 // Server serves one node over HTTP.
@@ -68,6 +71,16 @@ func New(n *node.Node, opts Options) *Server {
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
 	e.Use(gin.Recovery())
+	if opts.Metrics != nil {
+		e.Use(func(c *gin.Context) {
+			c.Next()
+			route := c.FullPath()
+			if route == "" {
+				route = "unmatched"
+			}
+			opts.Metrics.ObserveRequest(c.Request.Method+" "+route, c.Writer.Status())
+		})
+	}
 	e.HandleMethodNotAllowed = true
 	s := &Server{n: n, opts: opts, engine: e, log: opts.Log}
 	s.routes()
@@ -95,6 +108,9 @@ func (s *Server) routes() {
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.ready)
 	e.GET("/.well-known/agent-discourse", s.discovery)
+	if s.opts.Metrics != nil {
+		e.GET("/metrics", gin.WrapH(s.opts.Metrics.Handler()))
+	}
 
 	v1 := e.Group("/v1")
 	v1.POST("/rooms", s.submit)
@@ -230,11 +246,13 @@ func (s *Server) submit(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	start := time.Now()
 	roomID := c.Param("room_id")
 	if roomID != "" && s.opts.Federation != nil && !s.n.Hosts(roomID) {
 		if ans, ok := s.opts.Federation.Relay(c.Request.Context(), roomID, b); ok {
 			c.Header("X-ADP-Relayed", "true")
 			ans.Write(c.Writer)
+			s.observeWrite("relayed", ans, start)
 			return
 		}
 	}
@@ -242,7 +260,22 @@ func (s *Server) submit(c *gin.Context) {
 	if err != nil && adp.CodeOf(err) == adp.CodeInternal {
 		s.log.Error("internal error", "path", c.FullPath(), "err", err)
 	}
-	httpwire.Submit(res, err).Write(c.Writer)
+	ans := httpwire.Submit(res, err)
+	ans.Write(c.Writer)
+	switch {
+	case err != nil:
+		s.observeWrite("rejected", ans, start)
+	case res.Resubmitted:
+		s.observeWrite("resubmitted", ans, start)
+	default:
+		s.observeWrite("accepted", ans, start)
+	}
+}
+
+func (s *Server) observeWrite(result string, ans httpwire.Answer, start time.Time) {
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.ObserveWrite(result, string(ans.Code), time.Since(start))
+	}
 }
 
 func (s *Server) getRoom(c *gin.Context) {

@@ -81,6 +81,8 @@ type Answer struct {
 	Status int               `json:"status"`
 	Header map[string]string `json:"header,omitempty"`
 	Body   []byte            `json:"body"`
+	// Code is the ADP code of an error answer (local only, not relayed).
+	Code adp.Code `json:"-"`
 }
 
 // Marshal encodes v as JSON without HTML escaping (agent content stays
@@ -125,7 +127,7 @@ func Error(err error) Answer {
 	if msg == "" {
 		msg = string(e.Code)
 	}
-	return Answer{Status: StatusOf(e.Code), Header: h,
+	return Answer{Status: StatusOf(e.Code), Header: h, Code: e.Code,
 		Body: Marshal(map[string]any{"error": map[string]any{"code": e.Code, "message": msg, "data": data}})}
 }
 

@@ -18,9 +18,11 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 )
@@ -162,7 +164,8 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 		return nil, err
 	}
 	s := &stack{n: n, log: log, errc: make(chan error, 1)}
-	opts := hostapi.Options{Log: log}
+	met := metrics.New(n)
+	opts := hostapi.Options{Log: log, Metrics: met}
 	if fs.enabled {
 		key, err := federation.LoadOrCreateKey(cfg.DataDir)
 		if err != nil {
@@ -181,11 +184,16 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			return nil, err
 		}
 		opts.Federation = s.fed
-		if s.mir, err = mirror.Open(mirror.Config{Log: log}, n, s.fed, idx); err != nil {
+		met.AttachFederation(s.fed)
+		onVerified := func(_ string, rec *record.Record) {
+			met.ObserveMirrorLag(time.Duration(n.NowMs()-rec.ReceivedAt) * time.Millisecond)
+		}
+		if s.mir, err = mirror.Open(mirror.Config{Log: log, OnVerified: onVerified}, n, s.fed, idx); err != nil {
 			s.close()
 			return nil, err
 		}
 		opts.Mirror = s.mir
+		met.AttachMirror(s.mir)
 	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {

@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 )
@@ -43,6 +45,7 @@ type Peer struct {
 	Index *index.Index
 	Fed   *federation.Federation
 	Mir   *mirror.Mirror
+	Met   *metrics.Metrics
 	opts  Options
 	srv   *http.Server
 }
@@ -77,17 +80,28 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Peer{Name: name, Dir: dir, Port: port, URL: origin, Clock: clock, Node: n, Index: idx, Fed: fed, opts: o}
-	apiOpts := hostapi.Options{Federation: fed}
+	met := metrics.New(n)
+	met.AttachFederation(fed)
+	p := &Peer{Name: name, Dir: dir, Port: port, URL: origin, Clock: clock, Node: n, Index: idx, Fed: fed, Met: met, opts: o}
+	apiOpts := hostapi.Options{Federation: fed, Metrics: met}
 	if o.Mirror {
 		mc := o.MirrorConfig
 		if mc.Log == nil {
 			mc.Log = o.Log
 		}
+		if user := mc.OnVerified; true {
+			mc.OnVerified = func(roomID string, rec *record.Record) {
+				met.ObserveMirrorLag(time.Duration(clock.Ms()-rec.ReceivedAt) * time.Millisecond)
+				if user != nil {
+					user(roomID, rec)
+				}
+			}
+		}
 		if p.Mir, err = mirror.Open(mc, n, fed, idx); err != nil {
 			t.Fatal(err)
 		}
 		apiOpts.Mirror = p.Mir
+		met.AttachMirror(p.Mir)
 	}
 	p.srv = &http.Server{Handler: hostapi.New(n, apiOpts).Handler()}
 	go p.srv.Serve(ln)

@@ -1,0 +1,122 @@
+// Package metrics exposes a node's Prometheus metrics: writes accepted and
+// rejected by ADP code, write latency, live SSE subscribers, libp2p peers,
+// gossip in and out, and mirror replication lag.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/mirror"
+	"github.com/adpnode/adpnode/node"
+)
+
+// Metrics owns one registry per node (so tests may run several nodes).
+type Metrics struct {
+	reg          *prometheus.Registry
+	writes       *prometheus.CounterVec
+	writeLatency *prometheus.HistogramVec
+	requests     *prometheus.CounterVec
+	mirrorLag    prometheus.Histogram
+}
+
+// New registers the node's metrics. fed and mir may be nil, and can be
+// attached later with Attach.
+func New(n *node.Node) *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{reg: reg,
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "adp_writes_total",
+			Help: "Signed writes answered, by result (accepted, resubmitted, rejected) and ADP code (\"\" when accepted)."},
+			[]string{"result", "code"}),
+		writeLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "adp_write_duration_seconds",
+			Help:    "Time to answer a signed write (parse, verify, admit, durable commit), by result.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}}, []string{"result"}),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "adp_http_requests_total",
+			Help: "HTTP requests by route and status class."}, []string{"route", "class"}),
+		mirrorLag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "adp_mirror_lag_seconds",
+			Help:    "Replication lag: host acceptance (received_at) to durable verified storage on this mirror.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}),
+	}
+	reg.MustRegister(m.writes, m.writeLatency, m.requests, m.mirrorLag,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "adp_sse_subscribers", Help: "Live SSE streams."},
+			func() float64 { return float64(n.Subscribers()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "adp_rooms", Help: "Rooms this node hosts."},
+			func() float64 { return float64(len(n.Summaries())) }),
+	)
+	return m
+}
+
+// AttachFederation adds peer and gossip series.
+func (m *Metrics) AttachFederation(f *federation.Federation) {
+	st := f.Stats()
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "adp_p2p_peers", Help: "Connected libp2p peers."}, func() float64 {
+			n := 0
+			for _, p := range f.Peers() {
+				if p.Connected {
+					n++
+				}
+			}
+			return float64(n)
+		}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_gossip_accepted_total", Help: "Gossip messages from peers that passed validation."},
+			func() float64 { return float64(st.Accepted.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_gossip_rejected_total", Help: "Gossip messages rejected by validators (sender penalised)."},
+			func() float64 { return float64(st.Rejected.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_gossip_ignored_total", Help: "Gossip messages ignored (duplicate, stale, expired)."},
+			func() float64 { return float64(st.Ignored.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_gossip_published_total", Help: "Record stream messages this host published."},
+			func() float64 { return float64(st.Published.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_p2p_bytes_in_total", Help: "libp2p bytes received."},
+			func() float64 { in, _ := f.Bandwidth(); return float64(in) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_p2p_bytes_out_total", Help: "libp2p bytes sent."},
+			func() float64 { _, out := f.Bandwidth(); return float64(out) }),
+	)
+}
+
+// AttachMirror adds mirror series.
+func (m *Metrics) AttachMirror(mir *mirror.Mirror) {
+	st := mir.Stats()
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "adp_mirror_rooms", Help: "Mirrored rooms."},
+			func() float64 { return float64(len(mir.Rooms())) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_mirror_verified_total", Help: "Records verified and stored by the mirror."},
+			func() float64 { return float64(st.Verified.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_mirror_refused_total", Help: "Records or backfill batches refused."},
+			func() float64 { return float64(st.Refused.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_mirror_evidence_total", Help: "Pieces of host misbehaviour evidence stored."},
+			func() float64 { return float64(st.Evidence.Load()) }),
+	)
+}
+
+// ObserveWrite counts one answered write.
+func (m *Metrics) ObserveWrite(result, code string, d time.Duration) {
+	m.writes.WithLabelValues(result, code).Inc()
+	m.writeLatency.WithLabelValues(result).Observe(d.Seconds())
+}
+
+// ObserveRequest counts one HTTP request.
+func (m *Metrics) ObserveRequest(route string, status int) {
+	class := "5xx"
+	switch {
+	case status < 300:
+		class = "2xx"
+	case status < 400:
+		class = "3xx"
+	case status < 500:
+		class = "4xx"
+	}
+	m.requests.WithLabelValues(route, class).Inc()
+}
+
+// ObserveMirrorLag records one replicated record's lag.
+func (m *Metrics) ObserveMirrorLag(d time.Duration) { m.mirrorLag.Observe(d.Seconds()) }
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
