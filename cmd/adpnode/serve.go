@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/adpnode/adpnode/adp/identity"
@@ -60,6 +61,9 @@ func serveCmd() *cobra.Command {
   adpnode serve --listen 127.0.0.1:9000 --data ./data2
   adpnode serve --config configs/single.yaml`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil {
+				return err
+			}
 			var fc fileConfig
 			if cfgPath != "" {
 				b, err := os.ReadFile(cfgPath)
@@ -131,6 +135,33 @@ func serveCmd() *cobra.Command {
 	f.StringArrayVar(&peers, "peer", nil, "static peer multiaddr ending in /p2p/<peer id> (repeatable)")
 	f.BoolVar(&mdnsOn, "mdns", false, "discover peers on the local network with mDNS")
 	return cmd
+}
+
+// applyEnv sets every flag not given on the command line from its
+// ADPNODE_<FLAG> environment variable (dashes become underscores), so the
+// precedence is: flag, environment, config file, default. Repeatable flags
+// take comma-separated values.
+func applyEnv(cmd *cobra.Command) error {
+	var err error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed || err != nil {
+			return
+		}
+		name := "ADPNODE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			return
+		}
+		if sv, isSlice := f.Value.(pflag.SliceValue); isSlice {
+			err = sv.Replace(strings.Split(v, ","))
+			f.Changed = true
+			return
+		}
+		if e := cmd.Flags().Set(f.Name, v); e != nil {
+			err = fmt.Errorf("%s: %w", name, e)
+		}
+	})
+	return err
 }
 
 // fedSettings are the federation settings of serve.
