@@ -152,37 +152,17 @@ func (s *Server) mirrorEvents(c *gin.Context) {
 	if !ok {
 		return
 	}
-	limit, err := limitParam(c, 100, 1000)
+	after, limit, err := pageParams(c)
 	if err != nil {
 		s.fail(c, err)
 		return
-	}
-	after, err := intParam(c, "after_seq")
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	if cur := c.Query("cursor"); cur != "" {
-		n, err := decodeSeqCursor(cur)
-		if err != nil {
-			s.fail(c, err)
-			return
-		}
-		after = n
 	}
 	recs, more, err := r.Events(after, limit)
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	if recs == nil {
-		recs = []json.RawMessage{}
-	}
-	out := gin.H{"result": recs}
-	if more {
-		out["next_cursor"] = encodeSeqCursor(after + int64(len(recs)))
-	}
-	writeJSON(c, http.StatusOK, out)
+	writePage(c, recs, after, more)
 }
 
 // mirrorLive streams verified records of a mirrored public room. Mirrors

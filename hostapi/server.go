@@ -3,6 +3,7 @@ package hostapi
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -133,6 +134,7 @@ func (s *Server) routes() {
 	v1.GET("/federation/peers", s.fedPeers)
 	v1.GET("/federation/hosts", s.fedHosts)
 	s.mirrorRoutes()
+	s.viewerRoutes()
 }
 
 // writeJSON writes v without HTML escaping (agent content stays as signed).
@@ -317,40 +319,53 @@ func intParam(c *gin.Context, name string) (int64, error) {
 	return n, nil
 }
 
-func (s *Server) events(c *gin.Context) {
-	v, err := s.viewer(c)
-	if err != nil {
-		s.fail(c, err)
-		return
+// pageParams reads the paging parameters of events reads: after_seq,
+// limit (default 100, max 1000) and an opaque cursor that overrides
+// after_seq.
+func pageParams(c *gin.Context) (after int64, limit int, err error) {
+	if limit, err = limitParam(c, 100, 1000); err != nil {
+		return 0, 0, err
 	}
-	limit, err := limitParam(c, 100, 1000)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	after, err := intParam(c, "after_seq")
-	if err != nil {
-		s.fail(c, err)
-		return
+	if after, err = intParam(c, "after_seq"); err != nil {
+		return 0, 0, err
 	}
 	if cur := c.Query("cursor"); cur != "" {
-		n, err := decodeSeqCursor(cur)
-		if err != nil {
-			s.fail(c, err)
-			return
+		if after, err = decodeSeqCursor(cur); err != nil {
+			return 0, 0, err
 		}
-		after = n
 	}
-	recs, more, err := s.n.Events(c.Param("room_id"), v, after, limit)
-	if err != nil {
-		s.fail(c, err)
-		return
+	return after, limit, nil
+}
+
+// writePage answers a list of records in the DECISIONS 2 shape.
+func writePage(c *gin.Context, recs []json.RawMessage, after int64, more bool) {
+	if recs == nil {
+		recs = []json.RawMessage{}
 	}
 	out := gin.H{"result": recs}
 	if more {
 		out["next_cursor"] = encodeSeqCursor(after + int64(len(recs)))
 	}
 	writeJSON(c, http.StatusOK, out)
+}
+
+func (s *Server) events(c *gin.Context) {
+	v, err := s.viewer(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	after, limit, err := pageParams(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	recs, more, err := s.n.Events(c.Param("room_id"), v, after, limit)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	writePage(c, recs, after, more)
 }
 
 func (s *Server) members(c *gin.Context) {

@@ -51,6 +51,33 @@ func (f *agentFlags) roomRef(ref string) (*client.Client, string, error) {
 	return c, ref, err
 }
 
+// readPayload reads a JSON payload given inline or as @file.
+func readPayload(arg string) (any, error) {
+	b := []byte(arg)
+	if strings.HasPrefix(arg, "@") {
+		var err error
+		if b, err = os.ReadFile(arg[1:]); err != nil {
+			return nil, err
+		}
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("payload: %w", err)
+	}
+	return v, nil
+}
+
+// parseMentions splits a comma-separated list of Agent IDs.
+func parseMentions(s string) []identity.AgentID {
+	var ms []identity.AgentID
+	for _, m := range strings.Split(s, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			ms = append(ms, identity.AgentID(m))
+		}
+	}
+	return ms
+}
+
 func printJSON(v any) {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetEscapeHTML(false)
@@ -77,14 +104,8 @@ func roomCmd() *cobra.Command {
 			}
 			var p any
 			if payload != "" {
-				b := []byte(payload)
-				if strings.HasPrefix(payload, "@") {
-					if b, err = os.ReadFile(payload[1:]); err != nil {
-						return err
-					}
-				}
-				if err := json.Unmarshal(b, &p); err != nil {
-					return fmt.Errorf("payload: %w", err)
+				if p, err = readPayload(payload); err != nil {
+					return err
 				}
 			} else {
 				start := time.Now().Add(startIn).UnixMilli()
@@ -250,14 +271,8 @@ func postCmd() *cobra.Command {
 			}
 			var p any
 			if payload != "" {
-				b := []byte(payload)
-				if strings.HasPrefix(payload, "@") {
-					if b, err = os.ReadFile(payload[1:]); err != nil {
-						return err
-					}
-				}
-				if err := json.Unmarshal(b, &p); err != nil {
-					return fmt.Errorf("payload: %w", err)
+				if p, err = readPayload(payload); err != nil {
+					return err
 				}
 			} else {
 				if len(args) < 2 {
@@ -265,14 +280,8 @@ func postCmd() *cobra.Command {
 				}
 				p = map[string]any{"content_type": contentType, "content": args[1]}
 			}
-			var ms []identity.AgentID
-			for _, m := range strings.Split(mentions, ",") {
-				if m != "" {
-					ms = append(ms, identity.AgentID(m))
-				}
-			}
 			attempt := 0
-			rec, err := c.PostMentions(cmd.Context(), id, 10, ms, func(r *client.Room, since []*record.Record) (string, any, error) {
+			rec, err := c.PostMentions(cmd.Context(), id, 10, parseMentions(mentions), func(r *client.Room, since []*record.Record) (string, any, error) {
 				if attempt++; attempt > 1 {
 					fmt.Fprintf(os.Stderr, "head moved (%d new records); re-signing on seq %d\n", len(since), r.Head.Seq)
 				}

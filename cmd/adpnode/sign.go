@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"net/url"
-	"os"
 	"strings"
 	"time"
 
@@ -34,15 +32,9 @@ head from it and uses it as base_seq/base_hash, unless --base-seq and
 			if err != nil {
 				return err
 			}
-			p := []byte(payload)
-			if strings.HasPrefix(payload, "@") {
-				if p, err = os.ReadFile(payload[1:]); err != nil {
-					return err
-				}
-			}
-			var pv any
-			if err := json.Unmarshal(p, &pv); err != nil {
-				return fmt.Errorf("payload: %w", err)
+			pv, err := readPayload(payload)
+			if err != nil {
+				return err
 			}
 			c := client.New("", k)
 			var roomID string
@@ -66,13 +58,7 @@ head from it and uses it as base_seq/base_hash, unless --base-seq and
 					head = r.Head
 				}
 			}
-			var ms []identity.AgentID
-			for _, m := range strings.Split(mentions, ",") {
-				if m != "" {
-					ms = append(ms, identity.AgentID(m))
-				}
-			}
-			ev, err := c.Event(typ, roomID, head, pv, ms...)
+			ev, err := c.Event(typ, roomID, head, pv, parseMentions(mentions)...)
 			if err != nil {
 				return err
 			}
