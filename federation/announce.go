@@ -7,15 +7,42 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/node"
 )
 
+// announceReq asks for a room's entry to be re-announced; urgent ones
+// (a new room, a status change) go out at the next flush, others (a new
+// seq) at most every seqAnnounceEvery per room.
+type announceReq struct {
+	id     string
+	urgent bool
+}
+
+const (
+	flushEvery       = 200 * time.Millisecond
+	seqAnnounceEvery = 2 * time.Second
+	// publishBurst bounds how many announcements go out back to back; the
+	// rest wait for the next flush so gossipsub's per-peer queues never
+	// overflow (a full queue drops messages silently).
+	publishBurst = 256
+)
+
 // onNodeEvent runs on the node's writer goroutine: it only queues work.
 func (f *Federation) onNodeEvent(e node.Event) {
+	urgent := e.Kind == node.EventStatus || e.Record != nil && (e.Record.Seq == 1 || e.Status != room.StatusActive)
+	if e.Record != nil && !urgent {
+		if env, err := identity.ParseEnvelope(e.Record.Envelope); err == nil {
+			switch env.Event.Type {
+			case "room.update", "room.close", "room.cancel":
+				urgent = true
+			}
+		}
+	}
 	select {
-	case f.announceQ <- e.RoomID:
+	case f.announceQ <- announceReq{e.RoomID, urgent}:
 	default: // the periodic re-announcement catches up
 	}
 	if e.Kind == node.EventRecord {
@@ -27,35 +54,45 @@ func (f *Federation) onNodeEvent(e node.Event) {
 	}
 }
 
-// announceLoop announces changed rooms (coalesced, at most every 200 ms
-// per room) and re-announces every local room each interval.
+// announceLoop announces changed rooms — urgent changes within 200 ms, seq
+// changes at most every 2 s per room — and re-announces every local room
+// each interval, all paced in bursts of at most publishBurst.
 func (f *Federation) announceLoop(ctx context.Context) {
 	tick := time.NewTicker(f.cfg.AnnounceInterval)
 	defer tick.Stop()
-	flush := time.NewTicker(200 * time.Millisecond)
+	flush := time.NewTicker(flushEvery)
 	defer flush.Stop()
-	pending := map[string]bool{}
-	f.announceAll(ctx)
+	pending := map[string]bool{} // room -> urgent
+	last := map[string]time.Time{}
+	for _, s := range f.n.Summaries() {
+		pending[s.ID] = true
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case id := <-f.announceQ:
-			pending[id] = true
+		case r := <-f.announceQ:
+			pending[r.id] = pending[r.id] || r.urgent
 		case <-flush.C:
-			for id := range pending {
+			now := time.Now()
+			sent := 0
+			for id, urgent := range pending {
+				if sent >= publishBurst {
+					break
+				}
+				if !urgent && now.Sub(last[id]) < seqAnnounceEvery {
+					continue
+				}
 				f.announceRoom(ctx, id)
+				last[id] = now
 				delete(pending, id)
+				sent++
 			}
 		case <-tick.C:
-			f.announceAll(ctx)
+			for _, s := range f.n.Summaries() {
+				pending[s.ID] = true
+			}
 		}
-	}
-}
-
-func (f *Federation) announceAll(ctx context.Context) {
-	for _, s := range f.n.Summaries() {
-		f.announce(ctx, s)
 	}
 }
 

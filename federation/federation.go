@@ -98,7 +98,7 @@ type Federation struct {
 	wg      sync.WaitGroup
 	closeMu sync.RWMutex // orders goroutine starts against Close
 
-	announceQ chan string // room IDs whose entry changed
+	announceQ chan announceReq // rooms whose entry changed
 	recordQ   chan node.Event
 
 	subMu    sync.Mutex
@@ -134,7 +134,7 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Federation{cfg: cfg, n: n, idx: idx, signer: assertion.NewSigner(cfg.Key), h: h, bw: bw, log: cfg.Log,
-		ctx: ctx, cancel: cancel, announceQ: make(chan string, 4096), recordQ: make(chan node.Event, 16384),
+		ctx: ctx, cancel: cancel, announceQ: make(chan announceReq, 16384), recordQ: make(chan node.Event, 16384),
 		recSubs: map[peer.ID]*recordSub{}, checks: map[identity.AgentID]bindingCheck{}}
 	if err := f.startPubSub(); err != nil {
 		f.Close()
@@ -339,6 +339,9 @@ func (f *Federation) startPubSub() error {
 		pubsub.WithPeerScore(params, thresholds),
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithValidateQueueSize(4096),
+		// The default per-peer queue (32) silently drops bursts of
+		// announcements and records; BenchmarkIndexConvergence found it.
+		pubsub.WithPeerOutboundQueueSize(4096),
 	)
 	if err != nil {
 		return fmt.Errorf("gossipsub: %w", err)
