@@ -47,16 +47,24 @@ type Evidence struct {
 	// last); for an invalid record, the room's chain from seq 1 up to and
 	// including the invalid record.
 	Records []json.RawMessage `json:"records,omitempty"`
+	// Conflict (equivocation only, optional): when b is not at Seq, the
+	// chain from Seq+1 to b's seq (b's record last), whose first record's
+	// pre_hash names another record at Seq than Records[0]. This is how a
+	// host forking right after a mirror's tip is proven.
+	Conflict []json.RawMessage `json:"conflict,omitempty"`
 }
 
 // Verify checks evidence offline. For equivocation: both checkpoints are
 // signed by Host for RoomID; Records (if any) chain from Seq to checkpoint
 // a's seq with a's hash at the end; the record at Seq differs from b's
-// hash (or, without records, a and b name one seq with two hashes). For an
+// hash (or, without records, a and b name one seq with two hashes), or,
+// with Conflict, b vouches for a chain from Seq+1 whose pre_hash names
+// another record at Seq. For an
 // invalid record: the checkpoint is Host's and names the last record,
-// Records form one hash chain from seq 1 to it, and replaying them rejects
-// exactly that record for a protocol rule (not for an external pack that
-// offline replay cannot fetch).
+// Records form one hash chain from seq 1 to it (the last one at least
+// naming its predecessor's hash), and replaying them rejects exactly that
+// record for a protocol rule (not for an external pack that offline replay
+// cannot fetch).
 func (e *Evidence) Verify() error {
 	if e.Type != EvidenceType {
 		return fmt.Errorf("not evidence: type %q", e.Type)
@@ -93,11 +101,11 @@ func (e *Evidence) Verify() error {
 			return errors.New("equivocation needs two checkpoints")
 		}
 		a, b := cps[0], cps[1]
-		if b.Seq != e.Seq {
-			return errors.New("checkpoint b is not at the disputed seq")
-		}
 		if len(recs) == 0 {
-			if a.Seq != b.Seq || a.Hash == b.Hash {
+			if len(e.Conflict) > 0 {
+				return errors.New("conflicting records need the records checkpoint a vouches for")
+			}
+			if b.Seq != e.Seq || a.Seq != b.Seq || a.Hash == b.Hash {
 				return errors.New("checkpoints do not conflict")
 			}
 			return nil
@@ -113,25 +121,69 @@ func (e *Evidence) Verify() error {
 		if recs[len(recs)-1].Hash != a.Hash {
 			return errors.New("checkpoint a does not vouch for the records")
 		}
-		if recs[0].Hash == b.Hash {
-			return errors.New("checkpoints agree at the disputed seq")
+		if len(e.Conflict) == 0 {
+			if b.Seq != e.Seq {
+				return errors.New("checkpoint b is not at the disputed seq")
+			}
+			if recs[0].Hash == b.Hash {
+				return errors.New("checkpoints agree at the disputed seq")
+			}
+			return nil
+		}
+		// b vouches for a chain whose first record, at Seq+1, names another
+		// record at Seq through its pre_hash.
+		conf := make([]*record.Record, len(e.Conflict))
+		for i, raw := range e.Conflict {
+			r, _, err := record.Parse(raw)
+			if err != nil {
+				return fmt.Errorf("conflicting record %d: %w", i, err)
+			}
+			conf[i] = r
+			if i > 0 {
+				if err := record.Link(conf[i-1], r); err != nil {
+					return fmt.Errorf("conflicting records do not chain: %w", err)
+				}
+			}
+		}
+		last := conf[len(conf)-1]
+		switch {
+		case conf[0].Seq != e.Seq+1:
+			return errors.New("conflicting records do not start right after the disputed seq")
+		case conf[0].RoomID != e.RoomID:
+			return errors.New("conflicting records are of another room")
+		case last.Seq != b.Seq || last.Hash != b.Hash:
+			return errors.New("checkpoint b does not vouch for the conflicting records")
+		case conf[0].PreHash == recs[0].Hash:
+			return errors.New("the conflicting records continue the disputed record")
 		}
 		return nil
 	case KindInvalidRecord:
+		if len(e.Conflict) > 0 {
+			return errors.New("conflicting records belong to equivocation evidence")
+		}
 		if len(recs) == 0 || recs[len(recs)-1].Seq != e.Seq || cps[0].Seq != e.Seq || cps[0].Hash != recs[len(recs)-1].Hash {
 			return errors.New("the checkpoint does not vouch for the accused record")
 		}
-		// The records must form one hash chain from seq 1 ending at the
-		// vouched record: only then does the checkpoint vouch for the
-		// whole prefix, and a replay failure is the host's. A prefix that
-		// does not link (say, made up by the accuser under the same room
-		// ID) proves nothing.
-		var prev *record.Record
-		for _, r := range recs {
-			if err := record.Link(prev, r); err != nil {
-				return fmt.Errorf("records do not chain from seq 1 to the accused record: %w", err)
+		// The records must form one hash chain from seq 1 to the vouched
+		// record: only then does the checkpoint vouch for the whole prefix,
+		// and a replay failure is the host's. A prefix that does not link
+		// (say, made up by the accuser under the same room ID) proves
+		// nothing. The accused record itself need only name its
+		// predecessor: any other link rule it breaks (seq, room, time) is
+		// the host's fault.
+		for i, r := range recs {
+			switch {
+			case i == 0 || i < len(recs)-1:
+				var prev *record.Record
+				if i > 0 {
+					prev = recs[i-1]
+				}
+				if err := record.Link(prev, r); err != nil {
+					return fmt.Errorf("records do not chain from seq 1 to the accused record: %w", err)
+				}
+			case r.PreHash != recs[i-1].Hash:
+				return errors.New("the accused record does not follow the records before it")
 			}
-			prev = r
 		}
 		st := room.New(room.Config{Limits: room.DefaultLimits()})
 		for i, r := range recs {

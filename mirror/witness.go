@@ -20,6 +20,10 @@ const (
 	WitnessTopic  = "adp/witness/1.0"
 )
 
+// maxEvidenceGossip is the largest evidence gossiped: the federation's
+// gossip message limit (1 MiB) less room for the pubsub envelope.
+const maxEvidenceGossip = 1<<20 - 4096
+
 // recordEvidence stores, logs, counts and gossips evidence, and freezes the
 // host's rooms.
 func (m *Mirror) recordEvidence(ev *Evidence) {
@@ -33,10 +37,18 @@ func (m *Mirror) recordEvidence(ev *Evidence) {
 	}
 	m.log.Warn("host misbehaviour detected", "kind", ev.Kind, "host", ev.Host, "room", ev.RoomID, "seq", ev.Seq, "reason", ev.Reason)
 	go m.markFaulty(ev.Host) // callers hold room locks
+	if len(b) > maxEvidenceGossip {
+		// An invalid_record proof carries the room's whole chain. Gossip
+		// would drop it silently; it stays stored and served.
+		m.log.Warn("evidence too large to gossip", "room", ev.RoomID, "seq", ev.Seq, "bytes", len(b))
+		return
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
 		defer cancel()
-		m.evTopic.Publish(ctx, b)
+		if err := m.evTopic.Publish(ctx, b); err != nil && m.ctx.Err() == nil {
+			m.log.Warn("gossip evidence", "room", ev.RoomID, "seq", ev.Seq, "err", err)
+		}
 	}()
 }
 

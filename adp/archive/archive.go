@@ -222,7 +222,13 @@ func verifyWitnesses(m *Manifest, recs []*record.Record) ([]Witness, error) {
 	if err := json.Unmarshal(b, &list); err != nil {
 		return nil, &Failure{Step: 0, Reason: "extra.witnesses is not a list"}
 	}
-	hostKey, _ := m.Extra["host_key"].(string)
+	var hostKey string
+	switch v := m.Extra["host_key"].(type) {
+	case string:
+		hostKey = v
+	case fmt.Stringer: // an in-process manifest holds the typed key
+		hostKey = v.String()
+	}
 	var out []Witness
 	for i, w := range list {
 		c, err := assertion.OpenCosign(w)
