@@ -41,7 +41,7 @@ func (f *Federation) Hosts() []HostInfo {
 			rooms[e.Host.Key]++
 		}
 	}
-	var out []HostInfo
+	out := []HostInfo{}
 	f.checkMu.Lock()
 	defer f.checkMu.Unlock()
 	for _, b := range f.idx.Hosts(now) {

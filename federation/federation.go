@@ -226,7 +226,7 @@ type PeerInfo struct {
 func (f *Federation) Peers() []PeerInfo {
 	m := map[peer.ID]*PeerInfo{}
 	for _, id := range f.h.Network().Peers() {
-		pi := &PeerInfo{PeerID: id.String(), Connected: true}
+		pi := &PeerInfo{PeerID: id.String(), Connected: true, Addrs: []string{}}
 		for _, c := range f.h.Network().ConnsToPeer(id) {
 			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr().String())
 		}
@@ -235,7 +235,7 @@ func (f *Federation) Peers() []PeerInfo {
 	for _, s := range f.static {
 		pi, ok := m[s.ID]
 		if !ok {
-			pi = &PeerInfo{PeerID: s.ID.String()}
+			pi = &PeerInfo{PeerID: s.ID.String(), Addrs: []string{}}
 			for _, a := range s.Addrs {
 				pi.Addrs = append(pi.Addrs, a.String())
 			}

@@ -109,6 +109,7 @@ func (s *Server) routes() {
 	e.GET("/healthz", func(c *gin.Context) { c.JSON(http.StatusOK, gin.H{"status": "ok"}) })
 	e.GET("/readyz", s.ready)
 	e.GET("/.well-known/agent-discourse", s.discovery)
+	e.GET("/openapi.json", s.openAPI)
 	if s.opts.Metrics != nil {
 		e.GET("/metrics", gin.WrapH(s.opts.Metrics.Handler()))
 	}

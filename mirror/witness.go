@@ -171,7 +171,7 @@ func (m *Mirror) deliverCosign(v any, _ peer.ID) {
 // witnessesFor lists the stored cosignatures of one of this host's rooms,
 // for the archive manifest.
 func (m *Mirror) witnessesFor(roomID string) []json.RawMessage {
-	var out []json.RawMessage
+	out := []json.RawMessage{}
 	scan(m.db, []byte(pfxWitness+roomID+"/"), func(_, v []byte) error {
 		out = append(out, v)
 		return nil
