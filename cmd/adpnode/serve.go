@@ -242,6 +242,7 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 // requests, lets writes in flight finish, then flushes storage.
 func (s *stack) close() error {
 	s.n.DrainStreams()
+	s.n.DrainViewers()
 	if s.srv != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -1,0 +1,933 @@
+package hostapi_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha3"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/mirror"
+	"github.com/adpnode/adpnode/node"
+)
+
+// Acceptance tests of the web viewer in headless Chromium (Debian's
+// /usr/bin/chromium, or $ADP_CHROMIUM). Without Chromium they fail, unless
+// ADP_SKIP_BROWSER=1. Screenshots go to $ADP_ARTIFACTS (or a temporary
+// directory) and are logged.
+
+// browser is one headless Chromium shared by the subtests of a test.
+type browser struct {
+	ctx       context.Context
+	artifacts string
+}
+
+func startBrowser(t *testing.T) *browser {
+	t.Helper()
+	if os.Getenv("ADP_SKIP_BROWSER") == "1" {
+		t.Skip("ADP_SKIP_BROWSER=1: browser tests skipped")
+	}
+	path := os.Getenv("ADP_CHROMIUM")
+	if path == "" {
+		path = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("the web viewer tests need headless Chromium at %s (Debian: apt-get install -y chromium; "+
+			"or set ADP_CHROMIUM to its path), or ADP_SKIP_BROWSER=1 to skip them: %v", path, err)
+	}
+	dir := os.Getenv("ADP_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Flag("headless", true),
+		chromedp.Flag("no-sandbox", true),
+		chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1360, 1000),
+	}
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancel(); cancelAlloc() })
+	// The first call starts the browser; it lives as long as ctx (no timeout).
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start Chromium (%s): %v", path, err)
+	}
+	return &browser{ctx: ctx, artifacts: dir}
+}
+
+// tab is one page with its dialog and error watchers.
+type tab struct {
+	t          *testing.T
+	b          *browser
+	ctx        context.Context
+	mu         sync.Mutex
+	dialogs    []string
+	exceptions []string
+	console    []string
+}
+
+func (b *browser) tab(t *testing.T) *tab {
+	ctx, cancel := chromedp.NewContext(b.ctx)
+	t.Cleanup(cancel)
+	if err := chromedp.Do(ctx); err != nil { // opens the tab
+		t.Fatal(err)
+	}
+	tb := &tab{t: t, b: b, ctx: ctx}
+	// Console output is logged when the test ends: the listener runs on
+	// chromedp's reader goroutine and must neither block nor outlive t.
+	t.Cleanup(func() {
+		tb.mu.Lock()
+		defer tb.mu.Unlock()
+		for _, line := range tb.console {
+			t.Log(line)
+		}
+	})
+	err := chromedp.Listen(ctx, func(ev any) {
+		switch ev := ev.(type) {
+		case *page.EventJavascriptDialogOpening:
+			tb.mu.Lock()
+			tb.dialogs = append(tb.dialogs, string(ev.Type)+": "+ev.Message)
+			tb.mu.Unlock()
+			// Dismiss it from another goroutine (Listen callbacks must not block).
+			go chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: false})
+		case *runtime.EventExceptionThrown:
+			d := ev.ExceptionDetails
+			msg := d.Text
+			if d.Exception != nil {
+				msg += " " + d.Exception.Description
+			}
+			tb.mu.Lock()
+			tb.exceptions = append(tb.exceptions, fmt.Sprintf("%s:%d: %s", d.URL, d.LineNumber+1, msg))
+			tb.mu.Unlock()
+		case *runtime.EventConsoleAPICalled:
+			if ev.Type == "error" || ev.Type == "warning" {
+				var parts []string
+				for _, a := range ev.Args {
+					parts = append(parts, string(a.Value)+a.Description)
+				}
+				tb.mu.Lock()
+				tb.console = append(tb.console, fmt.Sprintf("console %s: %s", ev.Type, strings.Join(parts, " ")))
+				tb.mu.Unlock()
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+func (tb *tab) run(actions ...chromedp.Action[chromedp.Void]) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, actions...); err != nil {
+		tb.t.Fatalf("browser: %v", err)
+	}
+}
+
+// waitJS polls a JavaScript expression until it is truthy.
+func (tb *tab) waitJS(within time.Duration, what, expr string) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, within+time.Second)
+	defer cancel()
+	_, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](expr, chromedp.WithPollingInterval(25*time.Millisecond), chromedp.WithPollingTimeout(within)))
+	if err != nil {
+		dump, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`(document.querySelector('#app')||document.body).innerText.slice(0, 3000)`))
+		tb.t.Fatalf("waiting for %s (%s): %v\npage text:\n%s", what, expr, err, dump)
+	}
+}
+
+// eval evaluates expr (awaiting a promise) into out.
+func (tb *tab) eval(expr string, out any) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 30*time.Second)
+	defer cancel()
+	raw, err := chromedp.Run(ctx, chromedp.Evaluate[[]byte](expr, chromedp.EvalAwaitPromise))
+	if err != nil {
+		tb.t.Fatalf("evaluate: %v", err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			tb.t.Fatalf("evaluate: %v (%s)", err, raw)
+		}
+	}
+}
+
+// text returns the text of the first element matching a CSS selector.
+func (tb *tab) text(sel string) string {
+	tb.t.Helper()
+	var s string
+	tb.eval(fmt.Sprintf(`(document.querySelector(%q)||{}).textContent||''`, sel), &s)
+	return s
+}
+
+func (tb *tab) shot(name string) {
+	tb.t.Helper()
+	png, err := chromedp.Run(tb.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	p := filepath.Join(tb.b.artifacts, name+".png")
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		tb.t.Fatal(err)
+	}
+	tb.t.Logf("screenshot: %s", p)
+}
+
+// clean asserts no dialog opened and no script error happened.
+func (tb *tab) clean() {
+	tb.t.Helper()
+	tb.mu.Lock()
+	defer tb.mu.Unlock()
+	if len(tb.dialogs) > 0 {
+		tb.t.Fatalf("dialogs opened: %q", tb.dialogs)
+	}
+	if len(tb.exceptions) > 0 {
+		tb.t.Fatalf("script errors: %q", tb.exceptions)
+	}
+}
+
+// postMentions signs message.create with top-level mentions.
+func postMentions(t testing.TB, h *adptest.Host, a *adptest.Agent, roomID string, payload any, mentions ...identity.AgentID) wire {
+	t.Helper()
+	head := h.Head(t, a, roomID)
+	ev := a.Event(h.Clock.Ms(), "message.create", roomID, head.Seq, head.Hash, payload)
+	for _, m := range mentions {
+		ev.Mentions = append(ev.Mentions, string(m))
+	}
+	r := submit(t, h, roomID, a.Sign(ev))
+	expectStatus(t, r, http.StatusCreated)
+	return decode[wire](t, r)
+}
+
+// post submits and decodes the record.
+func post(t testing.TB, h *adptest.Host, a *adptest.Agent, roomID, typ string, payload any) wire {
+	t.Helper()
+	return decode[wire](t, h.MustPost(t, a, roomID, typ, payload))
+}
+
+func envHash(t testing.TB, w wire) string {
+	t.Helper()
+	var env struct {
+		Hash string `json:"hash"`
+	}
+	decodeJSON(t, w.Envelope, &env)
+	return env.Hash
+}
+
+func md(text string) map[string]any {
+	return map[string]any{"content_type": "text/markdown", "content": text}
+}
+
+// sel quotes a value for a CSS attribute selector.
+func sel(v any) string { return strconv.Quote(fmt.Sprint(v)) }
+
+// inertJS inspects the page for anything agent content could have
+// activated: script elements other than the viewer's, event-handler
+// attributes, active or embedding elements, unsafe link targets, CSP
+// violations, and the marker hostile payloads try to set.
+const inertJS = `(() => {
+  const out = { bad: [], pwned: window.__pwned || null, csp: (window.ADPViewer.cspViolations || []).slice() };
+  for (const s of document.scripts) {
+    if (!/^\/ui\/[a-z0-9]+\.js$/.test(s.getAttribute('src') || '')) out.bad.push('script ' + (s.getAttribute('src') || s.textContent.slice(0, 40)));
+  }
+  for (const e of document.body.querySelectorAll('*')) {
+    for (const a of e.attributes) {
+      if (/^on/i.test(a.name)) out.bad.push(e.tagName + '[' + a.name + ']');
+      // The viewer sets poll bar widths through CSSOM; nothing else has a style.
+      if (a.name === 'style' && !e.classList.contains('poll-fill')) out.bad.push(e.tagName + '[style]');
+    }
+    const ownForm = e.closest('form.filters');
+    if (/^(img|iframe|object|embed|svg|math|style|base|meta|link|video|audio|source|frame|frameset|template|script)$/i.test(e.tagName) ||
+        (!ownForm && /^(button|input|textarea|select)$/i.test(e.tagName))) out.bad.push('<' + e.tagName + '>');
+    if (e.tagName === 'FORM' && !e.classList.contains('filters')) out.bad.push('<form>');
+  }
+  for (const a of document.querySelectorAll('[href], [src], [action], [formaction], [xlink\\:href]')) {
+    const v = a.getAttribute('href') || a.getAttribute('src') || a.getAttribute('action') || '';
+    let u;
+    try { u = new URL(v, location.href); } catch (e) { out.bad.push('unparsable ' + v); continue; }
+    if (!['http:', 'https:', 'mailto:'].includes(u.protocol)) out.bad.push('link ' + v);
+  }
+  return out;
+})()`
+
+type inertReport struct {
+	Bad   []string `json:"bad"`
+	Pwned any      `json:"pwned"`
+	CSP   []string `json:"csp"`
+}
+
+func (tb *tab) assertInert() {
+	tb.t.Helper()
+	var rep inertReport
+	tb.eval(inertJS, &rep)
+	if len(rep.Bad) > 0 || rep.Pwned != nil || len(rep.CSP) > 0 {
+		tb.t.Fatalf("page is not inert: %+v", rep)
+	}
+	tb.clean()
+}
+
+func TestViewerBrowser(t *testing.T) {
+	b := startBrowser(t)
+	t.Run("crypto", func(t *testing.T) { browserCrypto(t, b) })
+	t.Run("room", func(t *testing.T) { browserRoom(t, b) })
+	t.Run("hostile", func(t *testing.T) { browserHostile(t, b) })
+	t.Run("tampered", func(t *testing.T) { browserTampered(t, b) })
+	t.Run("outcome", func(t *testing.T) { browserOutcome(t, b) })
+	t.Run("mirror", func(t *testing.T) { browserMirror(t, b) })
+}
+
+// browserCrypto checks the page's SHA3-256, JCS and Ed25519 against known
+// vectors and against Go, and its chain verifier against altered chains.
+func browserCrypto(t *testing.T, b *browser) {
+	h := adptest.StartHost(t, node.Config{Rates: highRates()})
+	alice := adptest.NewAgent("alice")
+	id := h.CreateRoom(t, alice, h.RoomPayload("public"))
+	for i := 0; i < 3; i++ {
+		h.MustPost(t, alice, id, "message.create", md(fmt.Sprintf("message %d — ünïcödé ✓ 😀", i)))
+	}
+	tb := b.tab(t)
+	tb.run(chromedp.Navigate(h.URL + "/#/nowhere"))
+	tb.waitJS(5*time.Second, "viewer scripts", `window.ADPViewer && window.ADPViewer.RoomModel`)
+
+	// SHA3-256: FIPS 202 examples and Go's crypto/sha3 over lengths around
+	// the 136-byte rate.
+	type shaCase struct {
+		B64 string `json:"b64"`
+		Hex string `json:"hex"`
+	}
+	cases := []shaCase{
+		{"", "a7ffc6f8bf1ed76651c14756a061d662f580ff4de43b49fa82d80a4b80f8434a"},
+		{base64.StdEncoding.EncodeToString([]byte("abc")), "3a985da74fe225b2045c172d6bd390bd855f086e3e9d525b46bfe24511431532"},
+	}
+	for _, n := range []int{1, 2, 7, 8, 31, 32, 33, 63, 64, 135, 136, 137, 200, 271, 272, 273, 408, 1000, 4096, 65537} {
+		m := make([]byte, n)
+		rand.Read(m)
+		sum := sha3.Sum256(m)
+		cases = append(cases, shaCase{base64.StdEncoding.EncodeToString(m), hex.EncodeToString(sum[:])})
+	}
+	// JCS: the identity vectors, plus every canonicalization fuzz seed Go accepts.
+	vec, err := os.ReadFile("../adp/identity/testdata/agent-identity-1.0.vectors.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type jcsCase struct {
+		In  string `json:"in"`
+		Out string `json:"out"`
+	}
+	var jcsCases []jcsCase
+	seeds, _ := filepath.Glob("../adp/identity/testdata/fuzz/FuzzCanonicalize/*")
+	for _, f := range seeds {
+		b, _ := os.ReadFile(f)
+		lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+		lit, ok := strings.CutPrefix(lines[len(lines)-1], "[]byte(")
+		if !ok {
+			continue
+		}
+		in, err := strconv.Unquote(strings.TrimSuffix(lit, ")"))
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if out, err := identity.Canonicalize([]byte(in)); err == nil {
+			jcsCases = append(jcsCases, jcsCase{in, string(out)})
+		}
+	}
+	if len(jcsCases) < 10 {
+		t.Fatalf("only %d JCS seeds", len(jcsCases))
+	}
+	shaJSON, _ := json.Marshal(cases)
+	jcsJSON, _ := json.Marshal(jcsCases)
+	var fails []string
+	tb.eval(`(async (vec, sha, jcsCases) => {
+  const V = window.ADPViewer, bad = [];
+  const hex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+  for (const c of sha) {
+    const m = Uint8Array.from(atob(c.b64), (ch) => ch.charCodeAt(0));
+    if (hex(V.sha3_256(m)) !== c.hex) bad.push('sha3 of ' + m.length + ' bytes');
+  }
+  for (const c of jcsCases) {
+    if (V.jcs(JSON.parse(c.in)) !== c.out) bad.push('jcs ' + c.in.slice(0, 40) + ' -> ' + V.jcs(JSON.parse(c.in)));
+  }
+  for (const e of vec.events) {
+    const j = V.jcs(e.event);
+    if (j !== e.jcs) bad.push('jcs vector ' + e.name);
+    if (V.b64u(V.sha3_256(V.utf8(j))) !== e.hash) bad.push('hash vector ' + e.name);
+    const why = await V.verifyEnvelope({ event: e.event, hash: e.hash, signature: e.signature });
+    if (why) bad.push('envelope vector ' + e.name + ': ' + why);
+    const ev2 = JSON.parse(JSON.stringify(e.event)); ev2.nonce++;
+    if (!(await V.verifyEnvelope({ event: ev2, hash: e.hash, signature: e.signature }))) bad.push('altered event verified: ' + e.name);
+  }
+  for (const s of vec.signatures) {
+    const ok = await V.verifySignature(V.b64uDecode(s.public_key), V.b64uDecode(s.message), V.b64uDecode(s.signature));
+    if (ok !== s.valid) bad.push('ed25519 vector "' + s.name + '": got ' + ok);
+  }
+  for (const a of vec.agent_ids.invalid) {
+    const k = V.b64uDecode(a.value.replace(/^did:agent:/, ''));
+    if (a.value.startsWith('did:agent:') && k && k.length === 32) bad.push('agent id accepted: ' + a.name);
+  }
+  return bad;
+})(`+string(vec)+`, `+string(shaJSON)+`, `+string(jcsJSON)+`)`, &fails)
+	if len(fails) > 0 {
+		t.Fatalf("crypto vectors: %q", fails)
+	}
+
+	// The Markdown renderer: structure, and bounded time on hostile input.
+	var mdOut map[string]any
+	tb.eval(`(() => {
+  const V = window.ADPViewer;
+  const html = (src) => { const d = V.renderMarkdown(src); return d; };
+  const shape = (d) => Array.from(d.querySelectorAll('*'), (e) => e.tagName.toLowerCase()).join(' ');
+  const t0 = performance.now();
+  const big = [ '['.repeat(60000), '*'.repeat(60000), '_a'.repeat(30000), String.fromCharCode(96).repeat(1000) + 'x', '> '.repeat(5000) + 'deep', '- '.repeat(3000) + 'deep',
+    '*a '.repeat(20000), '~~a '.repeat(15000), '[a]('.repeat(15000), '['.repeat(30000) + 'x' + ']'.repeat(30000) + '(https://e.org)' ];
+  for (const b of big) V.renderMarkdown(b);
+  const ms = performance.now() - t0;
+  return {
+    nested: shape(html('- a\n  - b\n  - c\n- d')),
+    quote: shape(html('> quoted **bold**\n> more')),
+    snake: html('snake_case_name and _em_').textContent + '|' + shape(html('snake_case_name and _em_')),
+    code: html('use ' + String.fromCharCode(96) + '<b>x</b>' + String.fromCharCode(96) + ' here').querySelector('code').textContent,
+    heading: shape(html('# Title\ntext')),
+    ordered: html('3. three\n4. four').querySelector('ol').start,
+    autolink: html('see <https://example.org/a_b> and https://example.org/x.').querySelectorAll('a').length,
+    hardbreak: shape(html('line one  \nline two')),
+    ms,
+  };
+})()`, &mdOut)
+	wantMD := map[string]any{
+		"nested":    "ul li ul li li li", // tight items hold their text directly
+		"quote":     "blockquote p strong",
+		"snake":     "snake_case_name and em|p em",
+		"code":      "<b>x</b>",
+		"heading":   "h3 p",
+		"ordered":   float64(3),
+		"autolink":  float64(2),
+		"hardbreak": "p br",
+	}
+	for k, w := range wantMD {
+		if mdOut[k] != w {
+			t.Errorf("markdown %s: got %v, want %v", k, mdOut[k], w)
+		}
+	}
+	if ms, _ := mdOut["ms"].(float64); ms > 1000 { // linear: well under 100 ms on a laptop
+		t.Errorf("hostile Markdown took %.0f ms", ms)
+	}
+	t.Logf("hostile Markdown inputs rendered in %.0f ms", mdOut["ms"])
+
+	// The chain verifier over this host's real chain, then altered copies.
+	var verdicts map[string]string
+	tb.eval(`(async (roomID) => {
+  const V = window.ADPViewer;
+  const recs = (await (await fetch('/v1/rooms/' + roomID + '/events')).json()).result;
+  const run = async (mutate) => {
+    const rs = JSON.parse(JSON.stringify(recs));
+    if (mutate) mutate(rs);
+    const v = new V.ChainVerifier(roomID);
+    await v.add(rs);
+    return v.state === 'ok' ? 'ok ' + v.verifiedSeq : 'fail ' + v.failSeq + ': ' + v.reason;
+  };
+  return {
+    genuine: await run(null),
+    content: await run((rs) => { rs[2].envelope.event.payload.content += '!'; }),
+    signature: await run((rs) => { const s = rs[1].envelope.signature; rs[1].envelope.signature = (s[0] === 'A' ? 'B' : 'A') + s.slice(1); }),
+    received_at: await run((rs) => { rs[3].received_at++; }),
+    pre_hash: await run((rs) => { rs[2].pre_hash = rs[0].hash; }),
+    dropped: await run((rs) => { rs.splice(2, 1); }),
+    other_room: await run((rs) => { rs[1].room_id = '00000000000000000000'; }),
+    actor: await run((rs) => { rs[1].envelope.event.actor = rs[0].envelope.event.actor.replace(/.$/, 'A'); }),
+  };
+})(`+strconv.Quote(id)+`)`, &verdicts)
+	want := map[string]string{
+		"genuine":     "ok 4",
+		"content":     "fail 3: envelope hash",
+		"signature":   "fail 2: Ed25519 signature",
+		"received_at": "fail 4: record hash",
+		"pre_hash":    "fail 3: pre_hash",
+		"dropped":     "fail 4: seq 4 does not follow 2",
+		"other_room":  "fail 2: record belongs to another room",
+		"actor":       "fail 2: envelope hash",
+	}
+	for k, w := range want {
+		if !strings.HasPrefix(verdicts[k], w) {
+			t.Errorf("chain with %s: got %q, want %q…", k, verdicts[k], w)
+		}
+	}
+	tb.clean()
+}
+
+// browserRoom is the main acceptance path: directory, room page (contract,
+// members, registry, transcript), live update within 2 s, the green badge,
+// and the registered packs rendered as such.
+func browserRoom(t *testing.T, b *browser) {
+	h := adptest.StartHost(t, node.Config{Rates: highRates()})
+	alice, bob, carol := adptest.NewAgent("alice"), adptest.NewAgent("bob"), adptest.NewAgent("carol")
+	now := h.Clock.Ms()
+	id := h.CreateRoom(t, alice, map[string]any{
+		"topic":      "Retry policy for flaky CI jobs",
+		"agenda":     "Decide **whether** flaky jobs are retried, and how often.\n\n1. Evidence\n2. Options\n3. Decision",
+		"guidance":   "Cite the record you answer. Keep replies under 200 words.",
+		"visibility": "public", "start_time": now, "end_time": now + 2*3_600_000,
+		"tags": []string{"ci", "reliability"}, "language": "en",
+		"policy": map[string]any{"max_speakers": 5, "observer_allowed": true},
+		"types": []any{
+			map[string]any{"use": "adp:reactions/1.0"},
+			map[string]any{"use": "adp:deliberation/1.0"},
+			map[string]any{"type": "review.finding", "kind": "message", "title": "Review finding",
+				"description":  "One structured code review finding.",
+				"instructions": "Report one finding per event. Reference the message under review.",
+				"schema": map[string]any{"type": "object", "required": []string{"severity", "summary"},
+					"properties": map[string]any{"severity": map[string]any{"type": "string", "enum": []string{"low", "medium", "high"}},
+						"summary": map[string]any{"type": "string"}, "references": map[string]any{"type": "array", "items": map[string]any{"type": "string"}}},
+					"additionalProperties": false}},
+		},
+	})
+	other := h.CreateRoom(t, alice, map[string]any{"topic": "Unrelated scheduling chat", "visibility": "public",
+		"start_time": now, "end_time": now + 3_600_000, "tags": []string{"misc"}})
+	h.MustPost(t, bob, id, "room.join", map[string]any{"role": "speaker", "perspective": "Skeptical release engineer"})
+	h.MustPost(t, carol, id, "room.join", map[string]any{"role": "observer"})
+	m1 := post(t, h, alice, id, "message.create", md("## Proposal\n\nRetry **once**, then *quarantine* the job. Data: https://example.org/ci-stats\n\n"+
+		"- cheap\n- keeps the signal\n\n| option | cost |\n|---|---:|\n| retry once | low |\n| quarantine | medium |\n\n```\nretries: 1\n```"))
+	m1h := envHash(t, m1)
+	m2 := postMentions(t, h, bob, id, map[string]any{"content_type": "text/plain", "content": "I disagree: a retry hides real races.",
+		"references": []string{m1h}}, alice.ID)
+	post(t, h, carol, id, "reaction.create", map[string]any{"event_id": m1h, "reaction": "agree"})
+	post(t, h, bob, id, "reaction.create", map[string]any{"event_id": m1h, "reaction": "important"})
+	post(t, h, alice, id, "reaction.create", map[string]any{"event_id": m2.Hash, "reaction": "agree"}) // by record hash
+	poll := post(t, h, alice, id, "poll.create", map[string]any{"poll_id": "retries", "question": "How many retries?",
+		"options": []any{map[string]any{"id": "0", "label": "Never"}, map[string]any{"id": "1", "label": "Once"}, map[string]any{"id": "3", "label": "Three times"}}})
+	ph := envHash(t, poll)
+	post(t, h, bob, id, "poll.vote", map[string]any{"poll_event_id": ph, "option_ids": []string{"1"}})
+	post(t, h, alice, id, "poll.vote", map[string]any{"poll_event_id": ph, "option_ids": []string{"3"}})
+	post(t, h, alice, id, "poll.vote", map[string]any{"poll_event_id": ph, "option_ids": []string{"1"}})      // replaces alice's vote
+	bad := post(t, h, bob, id, "poll.vote", map[string]any{"poll_event_id": ph, "option_ids": []string{"9"}}) // unknown option: ignored
+	finding := post(t, h, bob, id, "review.finding", map[string]any{"severity": "high", "summary": "The retry masks a data race.", "references": []string{m1h}})
+
+	tb := b.tab(t)
+	// Directory: both rooms, with their host; filters by tag and keyword.
+	tb.run(chromedp.Navigate(h.URL + "/"))
+	card := `.room-card[data-room=` + sel(id) + `]`
+	tb.waitJS(5*time.Second, "the room in the directory", `document.querySelector('`+card+`') && document.querySelector('.room-card[data-room="`+other+`"]')`)
+	if txt := tb.text(card); !strings.Contains(txt, "Retry policy for flaky CI jobs") || !strings.Contains(txt, "this host") || !strings.Contains(txt, "#reliability") {
+		t.Fatalf("directory card: %q", txt)
+	}
+	tb.shot("viewer-directory")
+	tb.run(chromedp.Navigate(h.URL + "/#/?tag=reliability"))
+	tb.waitJS(5*time.Second, "tag filter", `document.querySelectorAll('.room-card').length === 1 && document.querySelector('`+card+`')`)
+	tb.run(chromedp.Navigate(h.URL + "/#/?keyword=scheduling"))
+	tb.waitJS(5*time.Second, "keyword filter", `document.querySelectorAll('.room-card').length === 1 && document.querySelector('.room-card[data-room="`+other+`"]')`)
+	tb.run(chromedp.Navigate(h.URL + "/#/?status=ended"))
+	tb.waitJS(5*time.Second, "status filter", `document.querySelector('.empty')`)
+	tb.run(chromedp.Navigate(h.URL + "/"))
+	tb.waitJS(5*time.Second, "directory again", `document.querySelector('`+card+` .room-title a')`)
+	tb.run(chromedp.Click(chromedp.CSS(card + ` .room-title a`)))
+
+	// Room page: badge, contract, registry, members, transcript.
+	tb.waitJS(10*time.Second, "green badge", `document.querySelector('.badge[data-state="ok"]')`)
+	tb.waitJS(5*time.Second, "live stream", `document.querySelector('.live[data-state="live"]')`)
+	var page struct {
+		Topic, Agenda, Guidance, Types, Members, Badge, Hash string
+		Strong, Rows                                         int
+	}
+	tb.eval(`(() => ({
+  Topic: document.querySelector('.room-topic').textContent,
+  Agenda: document.querySelector('.agenda-block').textContent,
+  Guidance: document.querySelector('.guidance-block').textContent,
+  Types: document.querySelector('.types-card').textContent,
+  Members: document.querySelector('.members-card').textContent,
+  Badge: document.querySelector('.badge').textContent,
+  Hash: location.hash,
+  Strong: document.querySelectorAll('.agenda-block strong').length,
+  Rows: document.querySelectorAll('#transcript > li.rec').length,
+}))()`, &page)
+	if page.Topic != "Retry policy for flaky CI jobs" || page.Hash != "#/rooms/"+id || page.Strong != 1 || !strings.Contains(page.Agenda, "whether") ||
+		!strings.Contains(page.Guidance, "Cite the record") || page.Rows != 14 || !strings.Contains(page.Badge, "14 records") {
+		t.Fatalf("room page: %+v", page)
+	}
+	for _, want := range []string{"review.finding", "Review finding", "message", "Report one finding per event", "reaction.create", "Reaction", "signal", "poll.vote", "Poll vote"} {
+		if !strings.Contains(page.Types, want) {
+			t.Fatalf("type registry lacks %q: %s", want, page.Types)
+		}
+	}
+	for _, want := range []string{"moderator", "creator", "speaker", "Skeptical release engineer", "observer", string(carol.ID)} {
+		if !strings.Contains(page.Members, want) {
+			t.Fatalf("members lack %q: %s", want, page.Members)
+		}
+	}
+	// Packs rendered as such: reactions on their targets, the poll tally
+	// (latest vote per actor; invalid votes ignored), votes, the finding.
+	rec := func(seq int64) string { return `#transcript > li[data-seq="` + fmt.Sprint(seq) + `"]` }
+	checks := map[string]string{
+		"reaction agree on m1":     `document.querySelector('` + rec(m1.Seq) + ` .reaction[data-reaction="agree"] .reaction-count').textContent === '1'`,
+		"reaction important on m1": `document.querySelector('` + rec(m1.Seq) + ` .reaction[data-reaction="important"] .reaction-count').textContent === '1'`,
+		"reaction by record hash":  `document.querySelector('` + rec(m2.Seq) + ` .reaction[data-reaction="agree"]') !== null`,
+		"tally once":               `document.querySelector('` + rec(poll.Seq) + ` .poll-option[data-option="1"]').dataset.count === '2'`,
+		"tally three":              `document.querySelector('` + rec(poll.Seq) + ` .poll-option[data-option="3"]').dataset.count === '0'`,
+		"voters":                   `document.querySelector('` + rec(poll.Seq) + ` .poll-meta').textContent.includes('2 voters')`,
+		"ignored vote":             `document.querySelector('` + rec(bad.Seq) + `').textContent.includes('ignored: names an unknown option')`,
+		"vote line":                `document.querySelector('` + rec(poll.Seq+1) + `').textContent.includes('voted Once in “How many retries?”')`,
+		"mention linked":           `document.querySelector('` + rec(m2.Seq) + ` .mentions a.agent').getAttribute('href') === '#/rooms/` + id + `/member/' + encodeURIComponent(` + strconv.Quote(string(alice.ID)) + `)`,
+		"reference linked":         `document.querySelector('` + rec(m2.Seq) + ` .refs a.seqref').getAttribute('href') === '#/rooms/` + id + `/seq/` + fmt.Sprint(m1.Seq) + `'`,
+		"markdown table":           `document.querySelectorAll('` + rec(m1.Seq) + ` table.md-table td').length === 4`,
+		"markdown link":            `document.querySelector('` + rec(m1.Seq) + ` a[href="https://example.org/ci-stats"]').rel.includes('noopener')`,
+		"finding":                  `document.querySelector('` + rec(finding.Seq) + `').textContent.includes('The retry masks a data race.')`,
+		"role at the time":         `document.querySelector('` + rec(m2.Seq) + ` .role').textContent === 'speaker'`,
+	}
+	for what, expr := range checks {
+		var ok bool
+		tb.eval(`(() => { try { return !!(`+expr+`); } catch (e) { return false; } })()`, &ok)
+		if !ok {
+			t.Errorf("room page: %s (%s)", what, expr)
+		}
+	}
+	if t.Failed() {
+		tb.shot("viewer-room-failed")
+		t.FailNow()
+	}
+
+	// A reference link focuses the referenced record.
+	tb.run(chromedp.Click(chromedp.CSS(rec(m2.Seq) + ` .refs a.seqref`)))
+	tb.waitJS(3*time.Second, "focused record", `document.querySelector('`+rec(m1.Seq)+`.focused')`)
+
+	// Live: a message posted through the API shows up within 2 s, and the
+	// badge is green again once it verified.
+	start := time.Now()
+	live := post(t, h, bob, id, "message.create", md("Live from the API: **second thoughts**"))
+	tb.waitJS(2*time.Second-time.Since(start), "the live message within 2 s",
+		`(document.querySelector('`+rec(live.Seq)+`') || {textContent: ''}).textContent.includes('Live from the API: second thoughts')`)
+	t.Logf("live message rendered %v after the API write", time.Since(start).Round(time.Millisecond))
+	tb.waitJS(5*time.Second, "green badge after the live record", `document.querySelector('.badge[data-state="ok"]').textContent.includes('15 records')`)
+	// Membership changes update the member list live.
+	dave := adptest.NewAgent("dave")
+	h.MustPost(t, dave, id, "room.join", map[string]any{"role": "speaker", "perspective": "Newcomer"})
+	tb.waitJS(3*time.Second, "the new member", `document.querySelector('.members-card').textContent.includes('Newcomer')`)
+	tb.run(chromedp.ScrollIntoView(chromedp.CSS(rec(poll.Seq))))
+	tb.shot("viewer-room")
+	tb.eval(`window.scrollTo(0, 0)`, nil)
+	tb.shot("viewer-room-top")
+	tb.assertInert()
+
+	// A restricted room shows its contract, not its records; a private
+	// room does not show at all.
+	restricted := h.CreateRoom(t, alice, map[string]any{"topic": "Members only", "agenda": "Visible agenda",
+		"visibility": "restricted", "start_time": now, "end_time": now + 3_600_000})
+	private := h.CreateRoom(t, alice, h.RoomPayload("private"))
+	tb.run(chromedp.Navigate(h.URL + "/#/rooms/" + restricted))
+	tb.waitJS(5*time.Second, "restricted room", `document.querySelector('.notice') && document.querySelector('.notice').textContent.includes('for its members')`+
+		` && document.querySelector('.agenda-block').textContent.includes('Visible agenda') && document.querySelector('.badge[data-state="unavailable"]')`+
+		` && document.querySelector('.live').textContent === 'not live'`)
+	tb.run(chromedp.Navigate(h.URL + "/#/rooms/" + private))
+	tb.waitJS(5*time.Second, "private room", `document.querySelector('.error-box') && document.querySelector('.error-box').textContent.includes('room_not_found')`)
+	tb.clean()
+}
+
+// browserHostile posts hostile content everywhere agents can write and
+// checks it renders inert.
+func browserHostile(t *testing.T, b *browser) {
+	h := adptest.StartHost(t, node.Config{Rates: highRates()})
+	alice, bob := adptest.NewAgent("alice"), adptest.NewAgent("bob")
+	now := h.Clock.Ms()
+	id := h.CreateRoom(t, alice, map[string]any{
+		"topic":      `<img src=x onerror="window.__pwned='topic';alert('topic')">Hostile room`,
+		"agenda":     "<script>window.__pwned='agenda';alert('agenda')</script> [agenda link](javascript:alert('agenda'))",
+		"guidance":   `<iframe src="javascript:alert('guidance')"></iframe> **bold guidance**`,
+		"visibility": "public", "start_time": now, "end_time": now + 3_600_000,
+		"tags": []string{`<b onmouseover=alert(1)>tag</b>`},
+		"types": []any{
+			map[string]any{"use": "adp:deliberation/1.0"},
+			map[string]any{"type": "x.note", "kind": "message", "title": `<svg onload=alert('title')>`,
+				"instructions": `<img src=x onerror=alert('instructions')> [go](javascript:alert('instructions'))`,
+				"schema":       map[string]any{"type": "object"}},
+		},
+	})
+	h.MustPost(t, bob, id, "room.join", map[string]any{"role": "speaker", "perspective": `<img src=x onerror="window.__pwned='perspective'">`})
+	script := post(t, h, bob, id, "message.create", map[string]any{"content_type": "text/plain",
+		"content": `<script>window.__pwned='script';alert(1)</script>`})
+	mdRec := post(t, h, bob, id, "message.create", md(strings.Join([]string{
+		`[click me](javascript:window.__pwned='link';alert(2))`,
+		`[mixed case](JaVaScRiPt:alert(3)) [spaced]( javascript:alert(4)) [tab](java	script:alert(5))`,
+		`[data](data:text/html;base64,PHNjcmlwdD5hbGVydCg2KTwvc2NyaXB0Pg==) [vb](vbscript:msgbox(7)) <javascript:alert(8)>`,
+		`![image](javascript:alert(9)) [entity](&#106;avascript:alert(10))`,
+		``,
+		`<img src=x onerror="window.__pwned='img';alert(11)">`,
+		``,
+		`<div onclick="alert(12)"><iframe src="javascript:alert(13)"></iframe><b>bold</b></div>`,
+		``,
+		`<a href="javascript:alert(14)">raw anchor</a> <svg><script>alert(15)</script></svg>`,
+		``,
+		"```html\n<script>alert(16)</script>\n```",
+	}, "\n")))
+	jsonRec := post(t, h, bob, id, "message.create", map[string]any{"content_type": "application/json",
+		"content": map[string]any{"html": `<img src=x onerror="alert(17)">`}})
+	post(t, h, bob, id, "poll.create", map[string]any{"poll_id": "p", "question": `<script>alert(18)</script>?`,
+		"options": []any{map[string]any{"id": "a", "label": `<img src=x onerror=alert(19)>`}}})
+	post(t, h, bob, id, "x.note", map[string]any{"<b>key</b>": `<img src=x onerror=alert(20)>`})
+
+	tb := b.tab(t)
+	tb.run(chromedp.Navigate(h.URL + "/"))
+	tb.waitJS(5*time.Second, "hostile room in the directory", `document.querySelector('.room-card[data-room="`+id+`"]')`)
+	if txt := tb.text(`.room-card[data-room="` + id + `"] .room-title`); !strings.HasPrefix(txt, "<img src=x onerror=") {
+		t.Fatalf("hostile topic not shown as text: %q", txt)
+	}
+	tb.assertInert()
+	tb.run(chromedp.Navigate(h.URL + "/#/rooms/" + id))
+	tb.waitJS(10*time.Second, "green badge", `document.querySelector('.badge[data-state="ok"]') && document.querySelectorAll('#transcript > li').length === 7`)
+	rec := func(w wire) string { return `#transcript > li[data-seq="` + fmt.Sprint(w.Seq) + `"]` }
+	var got struct {
+		Script, Markdown, JSON string
+		Blocked                int
+		BlockedText            []string
+		Anchors                int
+		Bold                   int
+	}
+	tb.eval(`(() => ({
+  Script: document.querySelector('`+rec(script)+` .rec-body').textContent,
+  Markdown: document.querySelector('`+rec(mdRec)+` .rec-body').textContent,
+  JSON: document.querySelector('`+rec(jsonRec)+` .rec-body').textContent,
+  Blocked: document.querySelectorAll('`+rec(mdRec)+` .link-blocked').length,
+  BlockedText: Array.from(document.querySelectorAll('`+rec(mdRec)+` .link-blocked'), (e) => e.textContent),
+  Anchors: document.querySelectorAll('`+rec(mdRec)+` .rec-body a').length,
+  Bold: document.querySelectorAll('`+rec(mdRec)+` .rec-body b').length,
+}))()`, &got)
+	if got.Script != `<script>window.__pwned='script';alert(1)</script>` {
+		t.Fatalf("script message: %q", got.Script)
+	}
+	for _, want := range []string{`<img src=x onerror="window.__pwned='img';alert(11)">`, `<b>bold</b>`, `<iframe src="javascript:alert(13)"></iframe>`,
+		`<a href="javascript:alert(14)">raw anchor</a>`, `<script>alert(16)</script>`} {
+		if !strings.Contains(got.Markdown, want) {
+			t.Fatalf("markdown message lacks the literal text %q: %q", want, got.Markdown)
+		}
+	}
+	if got.Blocked != 9 || got.Anchors != 0 || got.Bold != 0 || got.BlockedText[0] != "click me" {
+		t.Fatalf("markdown links: %+v", got)
+	}
+	if !strings.Contains(got.JSON, `"html": "<img src=x onerror=\"alert(17)\">"`) {
+		t.Fatalf("JSON content: %q", got.JSON)
+	}
+	for what, s := range map[string]string{
+		"topic":        `.room-topic`,
+		"agenda":       `.agenda-block`,
+		"guidance":     `.guidance-block`,
+		"instructions": `.types-card .type[data-type="x.note"] .instructions`,
+		"type title":   `.types-card .type[data-type="x.note"] .type-title`,
+		"perspective":  `.members-card .perspective`,
+	} {
+		if txt := tb.text(s); !strings.ContainsAny(txt, "<") {
+			t.Errorf("%s is not shown as literal text: %q", what, txt)
+		}
+	}
+	tb.run(chromedp.ScrollIntoView(chromedp.CSS(rec(mdRec))))
+	tb.shot("viewer-hostile")
+	// Hovering and clicking everything fires nothing.
+	tb.eval(`(() => {
+  for (const e of document.querySelectorAll('#app *')) {
+    for (const type of ['mouseover', 'mouseenter', 'focus']) e.dispatchEvent(new Event(type));
+  }
+  for (const e of document.querySelectorAll('.link-blocked')) e.click();
+  return true;
+})()`, nil)
+	time.Sleep(200 * time.Millisecond)
+	var hash string
+	tb.eval(`location.hash`, &hash)
+	if hash != "#/rooms/"+id {
+		t.Fatalf("a blocked link navigated to %q", hash)
+	}
+	tb.assertInert()
+}
+
+// browserTampered serves the page through a proxy that alters one record
+// of the history: the badge must turn red at that seq.
+func browserTampered(t *testing.T, b *browser) {
+	h := adptest.StartHost(t, node.Config{Rates: highRates()})
+	alice := adptest.NewAgent("alice")
+	id := h.CreateRoom(t, alice, h.RoomPayload("public"))
+	h.MustPost(t, alice, id, "message.create", msg("genuine one"))
+	victim := post(t, h, alice, id, "message.create", msg("the host must not change this"))
+	h.MustPost(t, alice, id, "message.create", msg("genuine three"))
+	target, _ := url.Parse(h.URL)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(r *http.Response) error {
+		if !strings.HasSuffix(r.Request.URL.Path, "/events") {
+			return nil
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return err
+		}
+		body = []byte(strings.Replace(string(body), "the host must not change this", "the host changed this quietly", 1))
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		r.ContentLength = int64(len(body))
+		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
+	ps := httptest.NewServer(proxy)
+	t.Cleanup(ps.Close)
+
+	tb := b.tab(t)
+	tb.run(chromedp.Navigate(ps.URL + "/#/rooms/" + id))
+	tb.waitJS(10*time.Second, "red badge", `document.querySelector('.badge[data-state="fail"]')`)
+	badge := tb.text(".badge")
+	var failSeq string
+	tb.eval(`document.querySelector('.badge').dataset.seq`, &failSeq)
+	if failSeq != fmt.Sprint(victim.Seq) || !strings.Contains(badge, fmt.Sprintf("seq %d", victim.Seq)) || !strings.Contains(badge, "envelope hash") {
+		t.Fatalf("badge %q (seq %s), want a failure at seq %d", badge, failSeq, victim.Seq)
+	}
+	tb.waitJS(3*time.Second, "failing record marked", `document.querySelector('#transcript > li[data-seq="`+fmt.Sprint(victim.Seq)+`"].rec-bad')`)
+	// New live records do not turn a broken chain green.
+	h.MustPost(t, alice, id, "message.create", msg("later"))
+	tb.waitJS(3*time.Second, "live record", `document.querySelector('#transcript > li[data-seq="`+fmt.Sprint(victim.Seq+2)+`"]')`)
+	tb.eval(`document.querySelector('.badge').dataset.state`, &failSeq)
+	if failSeq != "fail" {
+		t.Fatalf("badge state %q after a live record", failSeq)
+	}
+	tb.shot("viewer-tampered")
+	tb.clean()
+}
+
+// browserOutcome checks the outcome page of an ended room.
+func browserOutcome(t *testing.T, b *browser) {
+	h := adptest.StartHost(t, node.Config{Rates: highRates()})
+	alice, bob := adptest.NewAgent("alice"), adptest.NewAgent("bob")
+	now := h.Clock.Ms()
+	id := h.CreateRoom(t, alice, map[string]any{"topic": "Choose the release date", "visibility": "public",
+		"start_time": now, "end_time": now + 3_600_000, "types": []any{map[string]any{"use": "adp:deliberation/1.0"}, map[string]any{"use": "adp:reactions/1.0"}}})
+	h.MustPost(t, bob, id, "room.join", map[string]any{"role": "speaker", "perspective": "Release manager"})
+	m := post(t, h, alice, id, "message.create", msg("Friday or Monday?"))
+	h.MustPost(t, bob, id, "message.create", msg("Monday: nobody deploys on a Friday."))
+	h.MustPost(t, bob, id, "reaction.create", map[string]any{"event_id": envHash(t, m), "reaction": "agree"})
+	poll := post(t, h, alice, id, "poll.create", map[string]any{"poll_id": "day", "question": "Release day?",
+		"options": []any{map[string]any{"id": "fri", "label": "Friday"}, map[string]any{"id": "mon", "label": "Monday"}}})
+	h.MustPost(t, alice, id, "poll.vote", map[string]any{"poll_event_id": envHash(t, poll), "option_ids": []string{"mon"}})
+	h.MustPost(t, bob, id, "poll.vote", map[string]any{"poll_event_id": envHash(t, poll), "option_ids": []string{"mon"}})
+	h.Clock.Advance(42 * time.Minute)
+	h.MustPost(t, alice, id, "room.close", map[string]any{"reason": "decided"})
+
+	tb := b.tab(t)
+	// The room page of an ended room points at its outcome.
+	tb.run(chromedp.Navigate(h.URL + "/#/rooms/" + id))
+	tb.waitJS(10*time.Second, "ended room", `document.querySelector('.notice-ended a') && document.querySelector('.badge[data-state="ok"]')`)
+	tb.run(chromedp.Click(chromedp.CSS(".notice-ended a")))
+	tb.waitJS(10*time.Second, "verified archive", `document.querySelector('.outcome .badge[data-state="ok"]')`)
+	var out struct {
+		Badge, Duration, Members, Messages, Polls, Counts, MembersTable string
+		Mon, Fri                                                        string
+		Downloads                                                       []string
+	}
+	tb.eval(`(() => ({
+  Badge: document.querySelector('.badge').textContent,
+  Duration: document.querySelector('.stat-duration .stat-value').textContent,
+  Members: document.querySelector('.stat-members .stat-value').textContent,
+  Messages: document.querySelector('.stat-messages .stat-value').textContent,
+  Polls: document.querySelector('.stat-polls .stat-value').textContent,
+  Counts: document.querySelector('.counts-card').textContent,
+  MembersTable: document.querySelector('.members-table').textContent,
+  Mon: document.querySelector('.poll-option[data-option="mon"]').dataset.count,
+  Fri: document.querySelector('.poll-option[data-option="fri"]').dataset.count,
+  Downloads: Array.from(document.querySelectorAll('.downloads a'), (a) => a.textContent + ' ' + new URL(a.href).pathname + ' ' + a.download),
+}))()`, &out)
+	if !strings.Contains(out.Badge, "events_sha3_256 matches") || out.Duration != "42 min 0 s" || out.Members != "2" || out.Messages != "2" ||
+		out.Polls != "1" || out.Mon != "2" || out.Fri != "0" || !strings.Contains(out.MembersTable, "Release manager") ||
+		!strings.Contains(out.Counts, "poll.vote") || !strings.Contains(out.Counts, "Poll vote") {
+		t.Fatalf("outcome page: %+v", out)
+	}
+	base := "/v1/rooms/" + id + "/archive"
+	want := []string{"JSON " + base + " room-" + id + ".json", "JSONL " + base + ".jsonl room-" + id + ".jsonl", "Markdown " + base + ".md room-" + id + ".md"}
+	if strings.Join(out.Downloads, "|") != strings.Join(want, "|") {
+		t.Fatalf("downloads %q", out.Downloads)
+	}
+	for _, p := range []string{base, base + ".jsonl", base + ".md"} {
+		expectStatus(t, adptest.Do(t, http.MethodGet, h.URL+p, "", nil), http.StatusOK)
+	}
+	tb.shot("viewer-outcome")
+	tb.assertInert()
+}
+
+// browserMirror runs two federated nodes: B mirrors A's room. B's viewer
+// lists the room with A as its host, shows the mirror page with the
+// verified seq and the host-signed checkpoint, and A's outcome page lists
+// B's witness cosignature.
+func browserMirror(t *testing.T, b *browser) {
+	peers := fedtest.Network(t, 2, nil, fedtest.Options{Rates: highRates(), Mirror: true,
+		MirrorConfig: mirror.Config{CosignEvery: 100 * time.Millisecond}})
+	pa, pb := peers[0], peers[1]
+	alice := adptest.NewAgent("alice")
+	id := fedtest.CreateRoom(t, pa, alice, room.Public, "Mirrored design review", "design")
+	for i := 0; i < 3; i++ {
+		fedtest.MustSubmit(t, pa, alice, "message.create", id, msg(fmt.Sprintf("point %d", i+1)))
+	}
+	if _, err := pb.Mir.AddTarget(mirror.TargetRoom, pa.URL+"/v1/rooms/"+id); err != nil {
+		t.Fatal(err)
+	}
+	fedtest.Eventually(t, 10*time.Second, "B verified the room", func() bool {
+		r, ok := pb.Mir.Room(id, "")
+		return ok && r.Tip() == 4 && r.Info().Checkpoint != nil
+	})
+
+	tb := b.tab(t)
+	tb.run(chromedp.Navigate(pb.URL + "/"))
+	card := `.room-card[data-room="` + id + `"]`
+	tb.waitJS(10*time.Second, "A's room in B's directory", `document.querySelector('`+card+` .room-links')`)
+	hostA := strings.TrimPrefix(pa.URL, "http://")
+	if txt := tb.text(card); !strings.Contains(txt, hostA) || !strings.Contains(txt, "verified mirror here") {
+		t.Fatalf("directory card on B: %q", txt)
+	}
+	tb.run(chromedp.Click(chromedp.CSS(card + ` .room-title a`)))
+	tb.waitJS(10*time.Second, "mirror page verified", `document.querySelector('.badge[data-state="ok"]') && document.querySelector('.mirror-card .checkpoint')`+
+		` && document.querySelector('.mirror-card').textContent.includes('matches the verified chain')`)
+	if txt := tb.text(".mirror-card"); !strings.Contains(txt, "Verified seq4") || !strings.Contains(txt, "✓ host-signed") {
+		t.Fatalf("mirror card: %q", txt)
+	}
+	// Records arrive live from the mirror's stream.
+	fedtest.MustSubmit(t, pa, alice, "message.create", id, msg("point 4, live"))
+	tb.waitJS(10*time.Second, "live mirrored record", `(document.querySelector('#transcript > li[data-seq="5"]')||{textContent:''}).textContent.includes('point 4, live')`)
+	tb.shot("viewer-mirror")
+	tb.assertInert()
+
+	// End the room; once B has cosigned the final checkpoint, A's archive
+	// lists the witness and the outcome page verifies it.
+	fedtest.MustSubmit(t, pa, alice, "room.close", id, map[string]any{})
+	fedtest.Eventually(t, 10*time.Second, "B's cosignature of the final record", func() bool {
+		a, err := pa.Node.Archive(id, "")
+		if err != nil {
+			return false
+		}
+		ws, _ := a.Manifest.Extra["witnesses"].([]json.RawMessage)
+		return len(ws) == 1 && strings.Contains(string(ws[0]), `"seq":6`)
+	})
+	tb.run(chromedp.Navigate(pa.URL + "/#/rooms/" + id + "/outcome"))
+	tb.waitJS(10*time.Second, "verified witness", `document.querySelector('.outcome .badge[data-state="ok"]') && document.querySelector('.witness[data-state="ok"]')`)
+	tb.shot("viewer-outcome-witness")
+	tb.assertInert()
+}
