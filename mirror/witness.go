@@ -98,18 +98,30 @@ func (m *Mirror) deliverEvidence(v any, _ peer.ID) {
 
 // cosignLoop cosigns, for every healthy mirrored room whose verified tip
 // advanced, the host checkpoint at the tip.
+//
+// Gossip is fire-and-forget, so a cosignature the host missed (it was
+// restarting, say) is sent again every resendEvery while the tip stays put,
+// and stored evidence is re-gossiped as well, for peers that joined since.
 func (m *Mirror) cosignLoop(ctx context.Context) {
+	const resendEvery = 30 * time.Second
 	t := time.NewTicker(m.cfg.CosignEvery)
 	defer t.Stop()
+	sent := map[*Room]time.Time{}
+	lastEvidence := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			now := time.Now()
+			if now.Sub(lastEvidence) >= resendEvery {
+				lastEvidence = now
+				m.regossipEvidence(ctx)
+			}
 			for _, r := range m.Rooms() {
 				r.mu.Lock()
 				cp, cpSeq, tip, frozen := r.cp, r.cpSeq, r.st.Seq, r.frozen
-				fresh := cp != nil && cpSeq == tip && cpSeq > r.cosigned && !frozen
+				fresh := cp != nil && cpSeq == tip && !frozen && (cpSeq > r.cosigned || now.Sub(sent[r]) >= resendEvery)
 				if fresh {
 					r.cosigned = cpSeq
 				}
@@ -117,6 +129,7 @@ func (m *Mirror) cosignLoop(ctx context.Context) {
 				if !fresh {
 					continue
 				}
+				sent[r] = now
 				raw, err := m.fed.Signer().Sign(assertion.TypeCosign, assertion.Cosign{Witness: m.fed.HostKey(), Checkpoint: cp}, m.now())
 				if err == nil {
 					err = m.wTopic.Publish(ctx, raw)
@@ -125,6 +138,19 @@ func (m *Mirror) cosignLoop(ctx context.Context) {
 					m.log.Warn("cosign", "room", r.url, "err", err)
 				}
 			}
+		}
+	}
+}
+
+// regossipEvidence publishes stored evidence again (small pieces only:
+// gossip messages are capped at 1 MiB).
+func (m *Mirror) regossipEvidence(ctx context.Context) {
+	for i, b := range m.EvidenceList() {
+		if i >= 100 {
+			return
+		}
+		if len(b) <= maxEvidenceGossip {
+			m.evTopic.Publish(ctx, b)
 		}
 	}
 }
