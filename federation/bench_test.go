@@ -26,6 +26,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"github.com/adpnode/adpnode/internal/fedtest"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -63,8 +64,8 @@ func benchRates() node.Rates {
 		MessageCeiling: big, SignalCeiling: big, ControlCeiling: big, AgentStatus: big}
 }
 
-func benchOptions() peerOptions {
-	return peerOptions{rates: benchRates(), announceInterval: benchAnnounceInterval, log: benchLog}
+func benchOptions() fedtest.Options {
+	return fedtest.Options{Rates: benchRates(), AnnounceInterval: benchAnnounceInterval, Log: benchLog}
 }
 
 // bwProbe only serves to detect the bandwidth meters' sweeps.
@@ -134,10 +135,10 @@ func meanMax(xs []float64) (mean, mx float64) {
 	return mean / float64(len(xs)), mx
 }
 
-func fedCounters(peers []*peerNode) []func() (int64, int64) {
+func fedCounters(peers []*fedtest.Peer) []func() (int64, int64) {
 	var cs []func() (int64, int64)
 	for _, p := range peers {
-		cs = append(cs, p.fed.Bandwidth)
+		cs = append(cs, p.Fed.Bandwidth)
 	}
 	return cs
 }
@@ -158,30 +159,30 @@ func fmtRates(names []string, r []float64) string {
 	return sb.String()
 }
 
-func peerNames(peers []*peerNode) []string {
+func peerNames(peers []*fedtest.Peer) []string {
 	var ns []string
 	for _, p := range peers {
-		ns = append(ns, p.name)
+		ns = append(ns, p.Name)
 	}
 	return ns
 }
 
 // benchCreate creates a public room on p by a's signed room.create,
 // straight through node.Submit (safe from any goroutine).
-func benchCreate(p *peerNode, a *adptest.Agent, topic string) (string, error) {
-	now := p.clock.Ms()
+func benchCreate(p *fedtest.Peer, a *adptest.Agent, topic string) (string, error) {
+	now := p.Clock.Ms()
 	env := a.Envelope(now, "room.create", "", 0, "", map[string]any{"topic": topic, "visibility": room.Public,
 		"start_time": now, "end_time": now + 3_600_000, "tags": []string{"bench"}})
-	res, err := p.n.Submit(context.Background(), env, "")
+	res, err := p.Node.Submit(context.Background(), env, "")
 	if err != nil {
 		return "", err
 	}
 	return res.Record.RoomID, nil
 }
 
-func stopAll(peers []*peerNode) {
+func stopAll(peers []*fedtest.Peer) {
 	for _, p := range peers {
-		p.stop()
+		p.Stop()
 	}
 }
 
@@ -260,9 +261,9 @@ func benchIndexConvergence(b *testing.B, edges [][2]int, each, cap time.Duration
 		b.Fatalf("room.create: %v", err)
 	}
 
-	listedAll := func(p *peerNode) int {
+	listedAll := func(p *fedtest.Peer) int {
 		n := 0
-		for _, s := range p.fed.Directory() {
+		for _, s := range p.Fed.Directory() {
 			if want[s.ID] {
 				n++
 			}
@@ -286,14 +287,14 @@ func benchIndexConvergence(b *testing.B, edges [][2]int, each, cap time.Duration
 		n := listedAll(p)
 		leastListed = min(leastListed, n)
 		if done[i] > 0 {
-			per = append(per, fmt.Sprintf("%s=%.0fms", p.name, ms(done[i])))
+			per = append(per, fmt.Sprintf("%s=%.0fms", p.Name, ms(done[i])))
 		} else {
-			per = append(per, fmt.Sprintf("%s=%d/%d", p.name, n, rooms))
+			per = append(per, fmt.Sprintf("%s=%d/%d", p.Name, n, rooms))
 		}
 	}
 	var accepted, ignored, rejected int64
 	for _, p := range peers {
-		st := p.fed.Stats()
+		st := p.Fed.Stats()
 		accepted += st.Accepted.Load()
 		ignored += st.Ignored.Load()
 		rejected += st.Rejected.Load()
@@ -335,7 +336,7 @@ func benchGossipBytes(b *testing.B) {
 	got := make([]atomic.Int64, len(peers))
 	var recBytes atomic.Int64
 	for i, p := range peers[1:] {
-		if err := p.fed.FollowRecords(a.fed.PeerID(), func(sr *federation.StreamedRecord) {
+		if err := p.Fed.FollowRecords(a.Fed.PeerID(), func(sr *federation.StreamedRecord) {
 			got[i+1].Add(1)
 			if i == 0 && sr.Record.Seq > 1+members { // a message.create record
 				rj, _ := sr.Record.MarshalJSON()
@@ -360,7 +361,7 @@ func benchGossipBytes(b *testing.B) {
 		for m := range members {
 			submit(b, a, adptest.NewAgent(fmt.Sprintf("gossip-member-%d-%d", i, m)), "room.join", id, map[string]any{"role": "speaker"})
 		}
-		r, err := a.n.Room(id, owner.ID)
+		r, err := a.Node.Room(id, owner.ID)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -370,7 +371,7 @@ func benchGossipBytes(b *testing.B) {
 	// announcements) die down.
 	time.Sleep(4 * time.Second)
 
-	announceAccepted := func() int64 { return peers[1].fed.Stats().Accepted.Load() - got[1].Load() }
+	announceAccepted := func() int64 { return peers[1].Fed.Stats().Accepted.Load() - got[1].Load() }
 	ann0 := announceAccepted()
 	idle := bwBegin(counters)
 	idle.bwEnd(counters, window)
@@ -389,9 +390,9 @@ func benchGossipBytes(b *testing.B) {
 			t := time.NewTicker(period)
 			defer t.Stop()
 			for k := 0; ; k++ {
-				env := w.a.Envelope(a.clock.Ms(), "message.create", w.room, w.seq, w.hash,
+				env := w.a.Envelope(a.Clock.Ms(), "message.create", w.room, w.seq, w.hash,
 					map[string]any{"content_type": "text/plain", "content": fmt.Sprintf("load message %d in room %d: a sentence of ordinary length to stand for a chat line.", k, i)})
-				res, err := a.n.Submit(ctx, env, w.room)
+				res, err := a.Node.Submit(ctx, env, w.room)
 				if err != nil {
 					if ctx.Err() == nil {
 						failed.CompareAndSwap(nil, err)
@@ -419,7 +420,7 @@ func benchGossipBytes(b *testing.B) {
 
 	// Delivery: every follower should have every record A published.
 	time.Sleep(1500 * time.Millisecond)
-	published := a.fed.Stats().Published.Load()
+	published := a.Fed.Stats().Published.Load()
 	minDelivered := 1.0
 	for i := 1; i < len(peers); i++ {
 		minDelivered = min(minDelivered, float64(got[i].Load())/float64(published))
@@ -434,7 +435,7 @@ func benchGossipBytes(b *testing.B) {
 	loadMean, loadMax := meanMax(loadR)
 	netMean, netMax := meanMax(net)
 	var annBytes int
-	if e, ok := peers[1].idx.Room(ws[0].room, peers[1].clock.Ms()); ok {
+	if e, ok := peers[1].Index.Room(ws[0].room, peers[1].Clock.Ms()); ok {
 		annBytes = len(e.Raw)
 	}
 	b.Logf("idle %.1fs, B/s:%s (announcements accepted at B: %d)", idle.secs(), fmtRates(names, idleR), annIdle)

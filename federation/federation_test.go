@@ -2,6 +2,7 @@ package federation_test
 
 import (
 	"context"
+	"github.com/adpnode/adpnode/internal/fedtest"
 	"net/http"
 	"sync"
 	"testing"
@@ -23,7 +24,7 @@ func TestIndexThreeNodes(t *testing.T) {
 	// B follows A's record stream.
 	var mu sync.Mutex
 	streamed := map[string][]int64{}
-	if err := b.fed.FollowRecords(a.fed.PeerID(), func(sr *federation.StreamedRecord) {
+	if err := b.Fed.FollowRecords(a.Fed.PeerID(), func(sr *federation.StreamedRecord) {
 		mu.Lock()
 		streamed[sr.Record.RoomID] = append(streamed[sr.Record.RoomID], sr.Record.Seq)
 		mu.Unlock()
@@ -40,7 +41,7 @@ func TestIndexThreeNodes(t *testing.T) {
 	})
 	t.Logf("public room reached B and C in %v", took)
 	s, _ := listed(c, pub)
-	if s.URL != a.n.RoomURL(pub) || s.Host != a.n.Host() {
+	if s.URL != a.Node.RoomURL(pub) || s.Host != a.Node.Host() {
 		t.Fatalf("entry on C names %s on %s", s.URL, s.Host)
 	}
 
@@ -69,12 +70,12 @@ func TestIndexThreeNodes(t *testing.T) {
 	if n := len(streamed[restricted]) + len(streamed[private]); n != 0 {
 		t.Fatalf("%d records of restricted/private rooms left A", n)
 	}
-	for _, p := range []*peerNode{b, c} {
+	for _, p := range []*fedtest.Peer{b, c} {
 		if _, ok := listed(p, private); ok {
-			t.Fatalf("private room listed on %s", p.name)
+			t.Fatalf("private room listed on %s", p.Name)
 		}
-		if _, ok := p.idx.Room(private, p.clock.Ms()); ok {
-			t.Fatalf("private room in %s's index", p.name)
+		if _, ok := p.Index.Room(private, p.Clock.Ms()); ok {
+			t.Fatalf("private room in %s's index", p.Name)
 		}
 	}
 }
@@ -88,8 +89,8 @@ func TestRestartRelearns(t *testing.T) {
 	id := createRoom(t, a, alice, room.Public, "durable entry")
 	eventually(t, 2*time.Second, "listed on B", func() bool { _, ok := listed(b, id); return ok })
 
-	dir, clock, port := b.dir, b.clock, b.port
-	b.stop()
+	dir, clock, port := b.Dir, b.Clock, b.Port
+	b.Stop()
 	b2 := startPeer(t, "B'", dir, clock, port)
 	if _, ok := listed(b2, id); !ok {
 		t.Fatal("index entry lost across restart")
@@ -109,13 +110,13 @@ func TestRelaySubmit(t *testing.T) {
 	id := createRoom(t, a, alice, room.Public, "relayed")
 	eventually(t, 2*time.Second, "listed on C", func() bool { _, ok := listed(c, id); return ok })
 
-	r, _ := a.n.Room(id, "")
-	body := alice.Envelope(a.clock.Ms(), "message.create", id, r.Head.Seq, r.Head.Hash, map[string]any{"content_type": "text/plain", "content": "via C"})
-	ans, ok := c.fed.Relay(context.Background(), id, body)
+	r, _ := a.Node.Room(id, "")
+	body := alice.Envelope(a.Clock.Ms(), "message.create", id, r.Head.Seq, r.Head.Hash, map[string]any{"content_type": "text/plain", "content": "via C"})
+	ans, ok := c.Fed.Relay(context.Background(), id, body)
 	if !ok || ans.Status != http.StatusCreated {
 		t.Fatalf("relay: ok=%v %d %s", ok, ans.Status, ans.Body)
 	}
-	stored, _, err := a.n.Events(id, "", r.Head.Seq, 1)
+	stored, _, err := a.Node.Events(id, "", r.Head.Seq, 1)
 	if err != nil || len(stored) != 1 || string(stored[0])+"\n" != string(ans.Body) {
 		t.Fatalf("relayed answer differs from A's stored record:\n%s\n%s", ans.Body, stored)
 	}
@@ -123,9 +124,9 @@ func TestRelaySubmit(t *testing.T) {
 		t.Fatal("relayed answer lost Max-Seen-Nonce")
 	}
 	// The same (stale) head again: A's room_head_mismatch comes back unchanged.
-	stale := alice.Envelope(a.clock.Ms(), "message.create", id, r.Head.Seq, r.Head.Hash, map[string]any{"content_type": "text/plain", "content": "stale"})
-	ans, _ = c.fed.Relay(context.Background(), id, stale)
-	direct, err := a.n.Submit(context.Background(), stale, id)
+	stale := alice.Envelope(a.Clock.Ms(), "message.create", id, r.Head.Seq, r.Head.Hash, map[string]any{"content_type": "text/plain", "content": "stale"})
+	ans, _ = c.Fed.Relay(context.Background(), id, stale)
+	direct, err := a.Node.Submit(context.Background(), stale, id)
 	if ans.Status != http.StatusConflict || direct != nil || err == nil {
 		t.Fatalf("stale write: %d %s", ans.Status, ans.Body)
 	}
@@ -133,7 +134,7 @@ func TestRelaySubmit(t *testing.T) {
 		t.Fatalf("rejection data lost: %s", ans.Body)
 	}
 	// Unknown rooms are not relayed.
-	if _, ok := c.fed.Relay(context.Background(), "d8ftedhpqhsusbg00000", body); ok {
+	if _, ok := c.Fed.Relay(context.Background(), "d8ftedhpqhsusbg00000", body); ok {
 		t.Fatal("relayed a room nobody announced")
 	}
 }
@@ -157,7 +158,7 @@ func TestIndexFiveNodes(t *testing.T) {
 	peers := network(t, 5, [][2]int{{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 0}})
 	alice := adptest.NewAgent("alice")
 	var ids []string
-	for i, p := range []*peerNode{peers[0], peers[2], peers[4]} {
+	for i, p := range []*fedtest.Peer{peers[0], peers[2], peers[4]} {
 		ids = append(ids, createRoom(t, p, alice, room.Public, "ring room"))
 		_ = i
 	}
@@ -185,7 +186,7 @@ func TestIndexFiveNodes(t *testing.T) {
 	for _, p := range peers {
 		if p != peers[1] {
 			if _, ok := listed(p, priv); ok {
-				t.Fatalf("private room listed on %s", p.name)
+				t.Fatalf("private room listed on %s", p.Name)
 			}
 		}
 	}

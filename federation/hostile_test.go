@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"fmt"
+	"github.com/adpnode/adpnode/internal/fedtest"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +31,7 @@ type rogue struct {
 	topics map[string]*pubsub.Topic
 }
 
-func newRogue(t *testing.T, name string, connectTo *peerNode) *rogue {
+func newRogue(t *testing.T, name string, connectTo *fedtest.Peer) *rogue {
 	t.Helper()
 	seed := make([]byte, 32)
 	copy(seed, "rogue "+name)
@@ -46,7 +47,7 @@ func newRogue(t *testing.T, name string, connectTo *peerNode) *rogue {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ai, _ := peer.AddrInfoFromString(connectTo.fed.Addrs()[0])
+	ai, _ := peer.AddrInfoFromString(connectTo.Fed.Addrs()[0])
 	if err := h.Connect(ctx, *ai); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func (r *rogue) announcement(t *testing.T, signer *assertion.Signer, peerID stri
 func TestHostilePeer(t *testing.T) {
 	peers := network(t, 3, [][2]int{{0, 1}, {1, 2}})
 	a, b, c := peers[0], peers[1], peers[2]
-	if err := b.fed.FollowRecords(a.fed.PeerID(), func(*federation.StreamedRecord) {}); err != nil {
+	if err := b.Fed.FollowRecords(a.Fed.PeerID(), func(*federation.StreamedRecord) {}); err != nil {
 		t.Fatal(err)
 	}
 	roomN := func(i int) string { return fmt.Sprintf("d8ftedhpqhsusbg%05d", i) }
@@ -123,7 +124,7 @@ func TestHostilePeer(t *testing.T) {
 			return r.announcement(t, assertion.NewSigner(other), otherPeer.String(), roomN(2), room.Public, "", now)
 		}},
 		{"claims A's peer ID", federation.IndexTopic, func(r *rogue, now int64) []byte {
-			return r.announcement(t, r.signer, a.fed.PeerID().String(), roomN(3), room.Public, "", now)
+			return r.announcement(t, r.signer, a.Fed.PeerID().String(), roomN(3), room.Public, "", now)
 		}},
 		{"private room", federation.IndexTopic, func(r *rogue, now int64) []byte {
 			return r.announcement(t, r.signer, r.id.String(), roomN(4), room.Private, "", now)
@@ -131,34 +132,34 @@ func TestHostilePeer(t *testing.T) {
 		{"oversize", federation.IndexTopic, func(r *rogue, now int64) []byte {
 			return r.announcement(t, r.signer, r.id.String(), roomN(5), room.Public, strings.Repeat("x", 20_000), now)
 		}},
-		{"forged record on A's stream", federation.RecordTopic(a.fed.PeerID()), func(r *rogue, now int64) []byte {
+		{"forged record on A's stream", federation.RecordTopic(a.Fed.PeerID()), func(r *rogue, now int64) []byte {
 			return []byte(`{"record":{},"checkpoint":{}}`)
 		}},
 	}
 	for i, f := range forgeries {
 		r := newRogue(t, fmt.Sprint(i), b)
-		before := b.fed.Stats().Rejected.Load()
+		before := b.Fed.Stats().Rejected.Load()
 		// Join first so the mesh with B exists, then publish.
 		r.join(t, f.topic)
 		time.Sleep(1200 * time.Millisecond)
-		r.publish(t, f.topic, f.make(r, b.clock.Ms()))
-		eventually(t, 3*time.Second, "B rejects: "+f.name, func() bool { return b.fed.Stats().Rejected.Load() > before })
+		r.publish(t, f.topic, f.make(r, b.Clock.Ms()))
+		eventually(t, 3*time.Second, "B rejects: "+f.name, func() bool { return b.Fed.Stats().Rejected.Load() > before })
 	}
 
 	// Control: an honest announcement by a fresh rogue gets through B to C.
 	r := newRogue(t, "honest", b)
 	r.join(t, federation.IndexTopic)
 	time.Sleep(1200 * time.Millisecond)
-	r.publish(t, federation.IndexTopic, r.announcement(t, r.signer, r.id.String(), roomN(6), room.Public, "", b.clock.Ms()))
+	r.publish(t, federation.IndexTopic, r.announcement(t, r.signer, r.id.String(), roomN(6), room.Public, "", b.Clock.Ms()))
 	eventually(t, 3*time.Second, "honest announcement reaches C through B", func() bool { _, ok := listed(c, roomN(6)); return ok })
 
-	if n := c.fed.Stats().Rejected.Load(); n != 0 {
+	if n := c.Fed.Stats().Rejected.Load(); n != 0 {
 		t.Errorf("C saw %d invalid messages: B forwarded forgeries", n)
 	}
-	for _, p := range []*peerNode{b, c} {
+	for _, p := range []*fedtest.Peer{b, c} {
 		for i := 1; i <= 5; i++ {
-			if _, ok := p.idx.Room(roomN(i), p.clock.Ms()); ok {
-				t.Errorf("forged announcement %d accepted by %s", i, p.name)
+			if _, ok := p.Index.Room(roomN(i), p.Clock.Ms()); ok {
+				t.Errorf("forged announcement %d accepted by %s", i, p.Name)
 			}
 		}
 	}

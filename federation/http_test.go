@@ -28,26 +28,26 @@ func TestRelayOverHTTP(t *testing.T) {
 			ID, URL, Host string
 		} `json:"result"`
 	}
-	r := adptest.Do(t, http.MethodGet, c.url+"/v1/rooms/public?tag=fed", "", nil)
-	if r.JSON(&dir); len(dir.Result) != 1 || dir.Result[0].ID != id || dir.Result[0].URL != a.url+"/v1/rooms/"+id || dir.Result[0].Host != a.n.Host() {
+	r := adptest.Do(t, http.MethodGet, c.URL+"/v1/rooms/public?tag=fed", "", nil)
+	if r.JSON(&dir); len(dir.Result) != 1 || dir.Result[0].ID != id || dir.Result[0].URL != a.URL+"/v1/rooms/"+id || dir.Result[0].Host != a.Node.Host() {
 		t.Fatalf("federated directory on C: %s", r)
 	}
-	r = adptest.Do(t, http.MethodGet, c.url+"/v1/rooms/public?scope=local", "", nil)
+	r = adptest.Do(t, http.MethodGet, c.URL+"/v1/rooms/public?scope=local", "", nil)
 	if r.JSON(&dir); len(dir.Result) != 0 {
 		t.Fatalf("local directory on C lists remote rooms: %s", r)
 	}
-	if r = adptest.Do(t, http.MethodGet, c.url+"/v1/rooms/public?scope=galaxy", "", nil); r.ErrorCode() != "invalid_request" {
+	if r = adptest.Do(t, http.MethodGet, c.URL+"/v1/rooms/public?scope=galaxy", "", nil); r.ErrorCode() != "invalid_request" {
 		t.Fatalf("bad scope: %s", r)
 	}
 
 	// Relay through C's ordinary write endpoint.
-	head, _ := a.n.Room(id, "")
-	body := alice.Envelope(a.clock.Ms(), "message.create", id, head.Head.Seq, head.Head.Hash, map[string]any{"content_type": "text/plain", "content": "through C"})
-	r = adptest.Do(t, http.MethodPost, c.url+"/v1/rooms/"+id, "", body)
+	head, _ := a.Node.Room(id, "")
+	body := alice.Envelope(a.Clock.Ms(), "message.create", id, head.Head.Seq, head.Head.Hash, map[string]any{"content_type": "text/plain", "content": "through C"})
+	r = adptest.Do(t, http.MethodPost, c.URL+"/v1/rooms/"+id, "", body)
 	if r.Status != http.StatusCreated || r.Header.Get("X-ADP-Relayed") != "true" || r.Header.Get("Max-Seen-Nonce") == "" {
 		t.Fatalf("relay: %s %v", r, r.Header)
 	}
-	onA := adptest.Do(t, http.MethodGet, a.url+"/v1/rooms/"+id+"/events?after_seq=1", "", nil)
+	onA := adptest.Do(t, http.MethodGet, a.URL+"/v1/rooms/"+id+"/events?after_seq=1", "", nil)
 	var evs struct {
 		Result []json.RawMessage `json:"result"`
 	}
@@ -56,8 +56,8 @@ func TestRelayOverHTTP(t *testing.T) {
 		t.Fatalf("record returned by C differs from A's:\n%s\n%s", r.Body, onA.Body)
 	}
 	// A's rejection (a stale head) comes back with its data.
-	stale := alice.Envelope(a.clock.Ms(), "message.create", id, head.Head.Seq, head.Head.Hash, map[string]any{"content_type": "text/plain", "content": "stale"})
-	r = adptest.Do(t, http.MethodPost, c.url+"/v1/rooms/"+id, "", stale)
+	stale := alice.Envelope(a.Clock.Ms(), "message.create", id, head.Head.Seq, head.Head.Hash, map[string]any{"content_type": "text/plain", "content": "stale"})
+	r = adptest.Do(t, http.MethodPost, c.URL+"/v1/rooms/"+id, "", stale)
 	if d := r.ErrorData(); r.Status != http.StatusConflict || r.ErrorCode() != "room_head_mismatch" || d["current_seq"] != float64(2) || d["events_url"] == nil {
 		t.Fatalf("relayed rejection: %s", r)
 	}
@@ -68,14 +68,14 @@ func TestRelayOverHTTP(t *testing.T) {
 		PeerID   string   `json:"peer_id"`
 		P2PAddrs []string `json:"p2p_addrs"`
 	}
-	adptest.Do(t, http.MethodGet, a.url+"/.well-known/agent-discourse", "", nil).JSON(&doc)
-	if doc.HostKey != string(a.fed.HostKey()) || doc.PeerID != a.fed.PeerID().String() || len(doc.P2PAddrs) == 0 {
+	adptest.Do(t, http.MethodGet, a.URL+"/.well-known/agent-discourse", "", nil).JSON(&doc)
+	if doc.HostKey != string(a.Fed.HostKey()) || doc.PeerID != a.Fed.PeerID().String() || len(doc.P2PAddrs) == 0 {
 		t.Fatalf("discovery binding: %+v", doc)
 	}
 	var bound bool
-	for _, h := range c.fed.Hosts() {
-		if h.Key == a.fed.HostKey() {
-			if err := c.fed.CheckBinding(context.Background(), h.Binding); err != nil {
+	for _, h := range c.Fed.Hosts() {
+		if h.Key == a.Fed.HostKey() {
+			if err := c.Fed.CheckBinding(context.Background(), h.Binding); err != nil {
 				t.Fatalf("binding check: %v", err)
 			}
 			bound = true
@@ -87,24 +87,24 @@ func TestRelayOverHTTP(t *testing.T) {
 	var hosts struct {
 		Result []federation.HostInfo `json:"result"`
 	}
-	adptest.Do(t, http.MethodGet, c.url+"/v1/federation/hosts", "", nil).JSON(&hosts)
+	adptest.Do(t, http.MethodGet, c.URL+"/v1/federation/hosts", "", nil).JSON(&hosts)
 	verified := false
 	for _, h := range hosts.Result {
-		verified = verified || h.Key == a.fed.HostKey() && h.Verified
+		verified = verified || h.Key == a.Fed.HostKey() && h.Verified
 	}
 	if !verified {
 		t.Fatalf("hosts endpoint: %+v", hosts.Result)
 	}
 	// A forged binding (A's key with another origin) fails the check.
-	forged := a.fed.Binding()
-	forged.Origin = c.url
-	if err := c.fed.CheckBinding(context.Background(), forged); err == nil {
+	forged := a.Fed.Binding()
+	forged.Origin = c.URL
+	if err := c.Fed.CheckBinding(context.Background(), forged); err == nil {
 		t.Fatal("a binding to the wrong origin was confirmed")
 	}
 
 	// With A gone, C answers relay_failed (502) and nothing is accepted.
-	a.stop()
-	r = adptest.Do(t, http.MethodPost, c.url+"/v1/rooms/"+id, "", body)
+	a.Stop()
+	r = adptest.Do(t, http.MethodPost, c.URL+"/v1/rooms/"+id, "", body)
 	if r.Status != http.StatusBadGateway || r.ErrorCode() != "relay_failed" {
 		t.Fatalf("relay to a stopped host: %s", r)
 	}
