@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/adpnode/adpnode/federation"
@@ -29,34 +30,49 @@ func (m *Mirror) gapLoop(ctx context.Context) {
 	}
 }
 
+// catchUp fetches the room from peers until the tip reaches the highest
+// seq known to exist and the last answer was not a full batch: a full one
+// suggests the peer holds more (announcements lag the chain, and a host
+// that went down leaves its last one standing).
 func (m *Mirror) catchUp(ctx context.Context, r *Room) {
+	// The mirror never dials: which peers this node is connected to is the
+	// federation's business (static peers, Connect, Disconnect), and a
+	// mirror that redialled a host would undo an operator's Disconnect.
+	ctx = network.WithNoDial(ctx, "mirror backfill uses existing connections")
 	for ctx.Err() == nil {
 		r.mu.Lock()
 		tip, frozen := r.st.Seq, r.frozen
 		r.mu.Unlock()
-		if frozen || (tip >= r.want.Load() && r.want.Load() > 0) {
+		if frozen {
 			return
 		}
-		n, ok := m.fetchFromAny(ctx, r, tip)
+		got, ok := m.fetchFromAny(ctx, r, tip)
 		if !ok {
-			// Nobody could serve it now: retry later.
-			go func() {
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-					m.queueGap(r)
-				}
-			}()
+			if tip < r.want.Load() {
+				// Records are known to exist but nobody could serve them
+				// now: retry later.
+				go func() {
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Second):
+						m.queueGap(r)
+					}
+				}()
+			}
 			return
 		}
-		if n == 0 {
-			return // peers have nothing newer
+		if got == 0 {
+			return // the peer has nothing newer
+		}
+		if got < backfillBatch && r.Tip() >= r.want.Load() {
+			return
 		}
 	}
 }
 
-// fetchFromAny tries the host, then every connected peer, until one serves
-// a batch that verifies. A refused batch is logged against its sender.
+// fetchFromAny tries the host, then every other connected peer, until one
+// serves a batch that verifies. A refused batch is logged against its
+// sender. It returns how many records the batch used held.
 func (m *Mirror) fetchFromAny(ctx context.Context, r *Room, tip int64) (int, bool) {
 	candidates := []peer.ID{r.hostPeer}
 	for _, p := range m.fed.Peers() {
@@ -77,7 +93,7 @@ func (m *Mirror) fetchFromAny(ctx context.Context, r *Room, tip int64) (int, boo
 		}
 		m.stats.Backfilled.Add(int64(n))
 		if n > 0 || len(b.Records) == 0 {
-			return n, true
+			return len(b.Records), true
 		}
 	}
 	return 0, false

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -88,7 +88,7 @@ func writeLoad(t *testing.T, a *fedtest.Peer, ws []replWriter, over time.Duratio
 }
 
 // heads returns A's seq of every room.
-func heads(t *testing.T, a *fedtest.Peer, ids []string) map[string]int64 {
+func heads(t testing.TB, a *fedtest.Peer, ids []string) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
 	for _, id := range ids {
@@ -281,7 +281,7 @@ func TestMirrorReplication(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
-	defer stopWatch()
+	defer func() { stopWatch(); <-watched }()
 
 	// …B restarts on its directory and reconnects to A only.
 	at(replStartB)
@@ -339,20 +339,36 @@ func TestMirrorReplication(t *testing.T) {
 	verifyArchive(t, b, closed, hostChains[closed], now)
 	verifyArchive(t, c, closed, hostChains[closed], now)
 
-	// c. A goes down; D starts late and learns everything from B.
-	fedtest.Eventually(t, 10*time.Second, "B's index has A's final seqs", func() bool {
-		for _, id := range ids {
-			if e, ok := b.Index.Room(id, b.Clock.Ms()); !ok || e.Room.Seq != final[id] {
-				return false
-			}
-		}
-		return true
+	// c. A goes down right after a last burst that B verified but that B's
+	// index may not know yet (A announces changes at most every 200 ms):
+	// B's index then announces a seq that is a multiple of the backfill
+	// batch, which D's catch-up reaches exactly at a batch boundary, and
+	// D must fetch on to the records B holds beyond it. D starts late and
+	// learns everything from B.
+	burst := ids[1]
+	owner := owners[burst]
+	for seq := final[burst]; seq%1000 != 0; seq++ {
+		fedtest.MustSubmit(t, a, owner, "message.create", burst, msg(fmt.Sprintf("top-up %d", seq)))
+	}
+	announced := heads(t, a, ids)[burst]
+	fedtest.Eventually(t, 10*time.Second, "B's index announces the topped-up room", func() bool {
+		e, ok := b.Index.Room(burst, b.Clock.Ms())
+		return ok && e.Room.Seq == announced
 	})
+	for i := 0; i < 20; i++ {
+		fedtest.MustSubmit(t, a, owner, "message.create", burst, msg(fmt.Sprintf("last #%d", i)))
+	}
+	final = heads(t, a, ids)
+	hostChains[burst] = hostRecords(t, a, burst)
+	fedtest.Eventually(t, 10*time.Second, "B verified the last burst", func() bool { return caughtUp(b, final) })
 	aID, aAddr, aURLs := a.Fed.PeerID(), a.Fed.Addrs()[0], map[string]string{}
 	for _, id := range ids {
 		aURLs[id] = a.Node.RoomURL(id)
 	}
 	a.Stop()
+	if e, ok := b.Index.Room(burst, b.Clock.Ms()); ok {
+		t.Logf("A stopped; B's index announces seq %d of %d for the last room written", e.Room.Seq, final[burst])
+	}
 	d := fedtest.Start(t, "D", t.TempDir(), b.Clock, 0, opts)
 	if _, err := d.Mir.AddTarget(mirror.TargetAll, ""); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -23,6 +24,14 @@ import (
 // maxPending bounds the out-of-order buffer of one room; beyond it records
 // are dropped and backfilled later.
 const maxPending = 20_000
+
+// gapGrace is how long a stream record that arrived ahead of its
+// predecessors waits for them before the room is backfilled. Gossip
+// validates messages concurrently, so a host's stream often arrives a
+// little out of order; backfilling at once fetches and verifies again what
+// is already in flight, and under load that extra work makes the stream
+// fall further behind.
+const gapGrace = 100 * time.Millisecond
 
 // Room is one mirrored room: its verified chain, replayed state and the
 // host checkpoints that vouch for it.
@@ -43,6 +52,7 @@ type Room struct {
 	cp       []byte // latest host checkpoint at or below the tip
 	cpSeq    int64
 	pending  map[int64]pendingRec
+	gapArmed bool // a gap check is scheduled
 	frozen   bool
 	bytes    int64
 	cosigned int64
@@ -171,6 +181,37 @@ func (r *Room) offerStream(sr *federation.StreamedRecord) {
 		if len(r.pending) < maxPending {
 			r.pending[seq] = pendingRec{sr.Record, sr.Envelope, sr.Signed}
 		}
+		r.armGapLocked()
+	}
+}
+
+// armGapLocked schedules a gap check gapGrace from now, unless one is
+// scheduled.
+func (r *Room) armGapLocked() {
+	if r.gapArmed {
+		return
+	}
+	r.gapArmed = true
+	tip := r.st.Seq
+	time.AfterFunc(gapGrace, func() { r.gapCheck(tip) })
+}
+
+// gapCheck backfills the room if records still wait for predecessors and
+// the tip has not moved since the check was armed at armedTip; if it moved,
+// the stream is filling the gap and the check is armed again.
+func (r *Room) gapCheck(armedTip int64) {
+	if r.m.ctx.Err() != nil {
+		return
+	}
+	r.mu.Lock()
+	r.gapArmed = false
+	waiting := len(r.pending) > 0 && !r.frozen
+	if waiting && r.st.Seq > armedTip {
+		r.armGapLocked()
+		waiting = false
+	}
+	r.mu.Unlock()
+	if waiting {
 		r.m.queueGap(r)
 	}
 }
