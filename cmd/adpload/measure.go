@@ -81,7 +81,7 @@ func verifyCeiling(envs [][]byte, d time.Duration) (float64, string) {
 	for _, c := range counts {
 		total += c.n
 	}
-	return float64(total) / el.Seconds(), cpuNote(c0, sampleCPU(), el, procs)
+	return float64(total) / el.Seconds(), cpuNote(c0, sampleCPU(), el, procs, false)
 }
 
 type signCost struct {
@@ -358,7 +358,7 @@ func report(o options, r *result, ceiling float64, sc signCost) {
 	if len(r.perAgent) > 0 {
 		pa := slices.Clone(r.perAgent)
 		sort.Slice(pa, func(i, j int) bool { return pa[i] < pa[j] })
-		fmt.Printf("cpu in window:   %s\n", cpuNote(r.cpuFrom, r.cpuTo, r.window, numProcs()))
+		fmt.Printf("cpu in window:   %s\n", cpuNote(r.cpuFrom, r.cpuTo, r.window, numProcs(), o.url != ""))
 		fmt.Printf("per agent:       min %d  median %d  max %d accepted writes\n", pa[0], pa[len(pa)/2], pa[len(pa)-1])
 	}
 	if r.signs > 0 {
@@ -410,14 +410,18 @@ func report(o options, r *result, ceiling float64, sc signCost) {
 
 // cpuNote describes how busy this process, other processes and the
 // machine (including interrupt and softirq time, such as loopback TCP) were.
-func cpuNote(a, b cpuSample, wall time.Duration, procs int) string {
+// With an external node (-url), that node is one of the other processes
+// when it runs on this machine, so no warning is given.
+func cpuNote(a, b cpuSample, wall time.Duration, procs int, externalNode bool) string {
 	self, others, machine, ok := cpuUse(a, b, wall, procs)
 	if !ok {
 		return "n/a"
 	}
 	note := fmt.Sprintf("this process %.0f%% of %d CPUs, other processes %.0f%%, machine %.0f%% busy", 100*self, procs, 100*others, 100*machine)
-	if others > 0.05 {
+	if others > 0.05 && !externalNode {
 		note += " (WARNING: other processes competed for the CPUs: figures are skewed)"
+	} else if externalNode {
+		note += " (other processes include the node if it runs on this machine)"
 	}
 	return note
 }
