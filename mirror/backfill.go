@@ -51,13 +51,13 @@ func (m *Mirror) catchUp(ctx context.Context, r *Room) {
 			if tip < r.want.Load() {
 				// Records are known to exist but nobody could serve them
 				// now: retry later.
-				go func() {
+				m.goLoop(func(ctx context.Context) {
 					select {
 					case <-ctx.Done():
 					case <-time.After(time.Second):
 						m.queueGap(r)
 					}
-				}()
+				})
 			}
 			return
 		}

@@ -185,7 +185,7 @@ func (e *Evidence) Verify() error {
 				return errors.New("the accused record does not follow the records before it")
 			}
 		}
-		st := room.New(room.Config{Limits: room.DefaultLimits()})
+		st := room.New(room.Config{Limits: room.ReplayLimits()})
 		for i, r := range recs {
 			err := st.Apply(r, envs[i], nil)
 			if i < len(recs)-1 && err != nil {

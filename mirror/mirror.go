@@ -132,6 +132,7 @@ type Mirror struct {
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	stopOnce sync.Once
+	closeMu  sync.RWMutex // orders goroutine starts against Close
 }
 
 // Open loads the mirror's targets and rooms (replaying each stored chain
@@ -185,7 +186,14 @@ func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index
 	return m, nil
 }
 
+// goLoop runs fn on a goroutine the mirror owns; nothing starts once Close
+// has begun.
 func (m *Mirror) goLoop(fn func(context.Context)) {
+	m.closeMu.RLock()
+	defer m.closeMu.RUnlock()
+	if m.ctx.Err() != nil {
+		return
+	}
 	m.wg.Add(1)
 	go func() { defer m.wg.Done(); fn(m.ctx) }()
 }
@@ -193,7 +201,9 @@ func (m *Mirror) goLoop(fn func(context.Context)) {
 // Close stops the mirror's loops (the federation and node stay up).
 func (m *Mirror) Close() {
 	m.stopOnce.Do(func() {
+		m.closeMu.Lock()
 		m.cancel()
+		m.closeMu.Unlock()
 		m.wg.Wait()
 		m.commit.Close()
 	})
@@ -454,4 +464,16 @@ func (m *Mirror) Faulty(host identity.AgentID) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.faulty[host]
+}
+
+// retryLater queues r for catch-up again in a few seconds (transient
+// failures such as an unreachable external pack).
+func (m *Mirror) retryLater(r *Room) {
+	m.goLoop(func(ctx context.Context) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(5 * time.Second):
+			m.queueGap(r)
+		}
+	})
 }

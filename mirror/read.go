@@ -64,6 +64,7 @@ func (r *Room) Resource(now int64) *MirroredResource {
 // Events returns verified records after `after`, at most limit, and
 // whether more follow.
 func (r *Room) Events(after int64, limit int) ([]json.RawMessage, bool, error) {
+	r.m.commit.Flush() // records applied are readable once the committer wrote them
 	tip := r.Tip()
 	var out []json.RawMessage
 	err := r.m.db.View(func(txn *badger.Txn) error {

@@ -3,6 +3,7 @@ package mirror
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
@@ -68,7 +70,7 @@ type pendingRec struct {
 
 func (m *Mirror) newRoom(meta roomMeta, hostPeer peer.ID) *Room {
 	return &Room{m: m, host: meta.Host, hostPeer: hostPeer, id: meta.RoomID, url: meta.URL, rk: roomKey(meta.Host, meta.RoomID),
-		meta: meta, st: room.New(room.Config{Limits: room.DefaultLimits(), Packs: nil}), pending: map[int64]pendingRec{},
+		meta: meta, st: room.New(room.Config{Limits: room.ReplayLimits(), Packs: m.n.ExternalPacks()}), pending: map[int64]pendingRec{},
 		subs: map[chan node.Item]struct{}{}}
 }
 
@@ -246,11 +248,27 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 		return false
 	}
 	if err := r.st.Apply(rec, env, nil); err != nil {
-		if cp != nil {
-			r.invalidLocked(rec, cp, err)
-		} else {
+		var ce *record.ChainError
+		switch {
+		case adp.CodeOf(err) == adp.CodePackUnavailable:
+			// Not the host's fault: the pack could not be fetched now.
+			// Try again later; nothing is stored meanwhile.
+			r.m.log.Warn("mirror cannot fetch an external pack yet", "room", r.url, "seq", rec.Seq, "err", err)
+			r.m.retryLater(r)
+		case cp == nil:
 			r.m.stats.Refused.Add(1)
 			r.m.log.Warn("mirror refused record", "room", r.url, "seq", rec.Seq, "err", err)
+		case errors.As(err, &ce) && rec.Seq == r.st.Seq+1:
+			// The host vouches for a record at tip+1 that does not continue
+			// the chain it vouched for before: a fork right after the tip.
+			raw, _ := rec.MarshalJSON()
+			if ev, eerr := r.equivocationLocked(r.st.Seq, cp); eerr == nil {
+				ev.Conflict = []json.RawMessage{raw}
+				ev.Reason = "host vouched for a record that does not continue its own chain at seq " + fmt.Sprint(rec.Seq)
+				r.m.recordEvidence(ev)
+			}
+		default:
+			r.invalidLocked(rec, cp, err)
 		}
 		return false
 	}

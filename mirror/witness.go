@@ -36,20 +36,20 @@ func (m *Mirror) recordEvidence(ev *Evidence) {
 		return
 	}
 	m.log.Warn("host misbehaviour detected", "kind", ev.Kind, "host", ev.Host, "room", ev.RoomID, "seq", ev.Seq, "reason", ev.Reason)
-	go m.markFaulty(ev.Host) // callers hold room locks
+	m.goLoop(func(context.Context) { m.markFaulty(ev.Host) }) // callers hold room locks
 	if len(b) > maxEvidenceGossip {
 		// An invalid_record proof carries the room's whole chain. Gossip
 		// would drop it silently; it stays stored and served.
 		m.log.Warn("evidence too large to gossip", "room", ev.RoomID, "seq", ev.Seq, "bytes", len(b))
 		return
 	}
-	go func() {
-		ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
+	m.goLoop(func(ctx context.Context) {
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if err := m.evTopic.Publish(ctx, b); err != nil && m.ctx.Err() == nil {
 			m.log.Warn("gossip evidence", "room", ev.RoomID, "seq", ev.Seq, "err", err)
 		}
-	}()
+	})
 }
 
 // storeEvidence keeps the first evidence per host, room and seq.

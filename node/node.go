@@ -37,7 +37,7 @@ type Node struct {
 	mu    sync.RWMutex
 	rooms map[string]*hostedRoom
 
-	actors       [256]sync.Mutex // per-actor serialisation of nonce checks (striped)
+	actors       [actorStripes]sync.Mutex // per-actor serialisation of nonce checks (striped)
 	nonces       *nonceCache
 	quotas       *quotas
 	joins        *joinRequests
@@ -67,6 +67,11 @@ type hostedRoom struct {
 	// archivedAt is when the end-of-room work ran (0 = not yet).
 	archivedAt atomic.Int64
 }
+
+// actorStripes is how many locks serialise actors' writes; two agents
+// share one with probability 1/actorStripes, and then wait for each
+// other's durable commit.
+const actorStripes = 4096
 
 // Event is what the node tells listeners (federation, index, metrics).
 type Event struct {

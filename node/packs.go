@@ -187,3 +187,19 @@ func (f *packFetcher) prefetch(ctx context.Context, typ string, payload []byte) 
 }
 
 var _ types.PackSource = packSource{}
+
+// ExternalPacks returns a source that fetches external packs with this
+// node's fetcher (HTTPS, SSRF guard, size cap, digest cache), for
+// components that replay other hosts' rooms (mirrors). The kernel checks
+// every digest.
+func (n *Node) ExternalPacks() types.PackSource {
+	return packSource{get: func(uri, digest string) ([]byte, error) {
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.Packs.Timeout)
+		defer cancel()
+		b, err := n.packs.fetch(ctx, uri, digest)
+		if err == nil && types.VerifyDigest(digest, b) == nil {
+			n.packs.remember(digest, b)
+		}
+		return b, err
+	}}
+}

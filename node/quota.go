@@ -31,7 +31,10 @@ func (q *quotas) allow(key string, limit int, now int64) bool {
 	return len(ts) < limit
 }
 
-func (q *quotas) hit(key string, now int64) {
+func (q *quotas) hit(key string, limit int, now int64) {
+	if limit <= 0 {
+		return // unlimited: nothing to count
+	}
 	q.mu.Lock()
 	q.m[key] = append(prune(q.m[key], now), now)
 	q.mu.Unlock()

@@ -160,7 +160,7 @@ func (n *Node) SetAgentStatus(roomID string, agent identity.AgentID, body []byte
 	}
 	s := &AgentStatus{RoomID: roomID, AgentID: agent, State: in.State, Summary: in.Summary, SeenSeq: in.SeenSeq,
 		SeenHash: in.SeenHash, ClaimID: in.ClaimID, Activity: in.Activity, UpdatedAt: now, ExpiresAt: expires, Extra: in.Extra}
-	n.quotas.hit(key, now)
+	n.quotas.hit(key, n.cfg.Rates.AgentStatus, now)
 	n.status.set(s)
 	b, _ := json.Marshal(s)
 	n.hub.publish(roomID, Item{Event: "room.agent_status", Data: b}, nil)

@@ -72,8 +72,20 @@ func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Resul
 	lock.Lock()
 	defer lock.Unlock()
 
-	// Step 6: exact resubmission answers from the durable index.
-	if roomID, seq, ok, err := n.lookupEnvelope(env.Digest); err != nil {
+	// Step 6: exact resubmission answers from the durable index. A room
+	// event can only be a record of the room it names, whose state indexes
+	// every envelope hash, so only room.create needs the Badger index
+	// (whose read would also wait for the commit in flight).
+	if pathRoom != "" {
+		if hr, ok := n.room(pathRoom); ok {
+			hr.mu.RLock()
+			seq, dup := hr.st.SeqOf(env.Hash)
+			hr.mu.RUnlock()
+			if dup {
+				return n.resubmission(pathRoom, seq, ev.Actor)
+			}
+		}
+	} else if roomID, seq, ok, err := n.lookupEnvelope(env.Digest); err != nil {
 		return nil, internal(err)
 	} else if ok {
 		return n.resubmission(roomID, seq, ev.Actor)
@@ -121,7 +133,7 @@ func actorStripe(a identity.AgentID) int {
 	for i := 0; i < len(a); i++ {
 		h = (h ^ uint32(a[i])) * 16777619
 	}
-	return int(h % 256)
+	return int(h % actorStripes)
 }
 
 // sequence admits env into the room under the sequencer lock, stores the
@@ -201,7 +213,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 		n.joins.put(jrUpdate)
 	}
 	if a.Type != "room.create" {
-		n.quotas.hit(qkey, now)
+		n.quotas.hit(qkey, limit, now)
 	}
 	if a.ClearStatus != "" {
 		n.status.clear(hr.id, a.ClearStatus)

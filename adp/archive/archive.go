@@ -137,8 +137,8 @@ type Report struct {
 
 // Options tune verification.
 type Options struct {
-	// Limits are the host limits replay enforces; zero means the ADP
-	// defaults (room.DefaultLimits).
+	// Limits are the limits replay enforces; nil means room.ReplayLimits:
+	// protocol rules, not one host's policy.
 	Limits *room.Limits
 }
 
@@ -159,7 +159,7 @@ func Verify(a *Archive, opt Options) (*Report, error) {
 // the manifest's room, counts and seq range. Does not check: the live time
 // window, nonces or rates (host policy at write time), or who the host is.
 func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*Report, error) {
-	lim := room.DefaultLimits()
+	lim := room.ReplayLimits()
 	if opt.Limits != nil {
 		lim = *opt.Limits
 	}

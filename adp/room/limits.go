@@ -28,3 +28,16 @@ func DefaultLimits() Limits {
 		Types:             types.DefaultLimits(),
 	}
 }
+
+// ReplayLimits are the limits for verifying a chain someone else accepted
+// (mirrors, offline archive verification): host policies that vary by
+// deployment — payload sizes, durations, member caps — are relaxed to what
+// any host could configure, while protocol MUSTs (32 mentions) stay.
+func ReplayLimits() Limits {
+	l := DefaultLimits()
+	l.MaxPayloadBytes = 1 << 20
+	l.MaxPayloadCeiling = 1 << 20
+	l.MinDuration, l.MaxDuration = 0, 0
+	l.MaxSpeakers, l.MaxObservers = 0, 0
+	return l
+}
