@@ -1,0 +1,70 @@
+package groupcommit
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Many concurrent writers each get an answer only once their write is in
+// the database; batches share transactions; a write larger than one
+// transaction still lands; writes after Close are refused.
+func TestCommitterBatchesAndCloses(t *testing.T) {
+	db, err := badger.Open(badger.DefaultOptions(t.TempDir()).WithSyncWrites(true).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := New(db, 64)
+	var wg sync.WaitGroup
+	for w := 0; w < 50; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				k := []byte(fmt.Sprintf("k/%d/%d", w, i))
+				if err := c.Commit([]KV{{K: k, V: []byte("v")}}); err != nil {
+					t.Error(err)
+					return
+				}
+				if err := db.View(func(txn *badger.Txn) error { _, err := txn.Get(k); return err }); err != nil {
+					t.Errorf("%s acknowledged but not readable: %v", k, err)
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	// Async writes run their callbacks in order, after durability.
+	var order []int
+	var mu sync.Mutex
+	done := make(chan struct{})
+	for i := 0; i < 100; i++ {
+		i := i
+		if err := c.Enqueue([]KV{{K: []byte(fmt.Sprintf("a/%03d", i)), V: []byte("v")}}, func(err error) {
+			mu.Lock()
+			order = append(order, i)
+			if len(order) == 100 {
+				close(done)
+			}
+			mu.Unlock()
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	for i, v := range order {
+		if v != i {
+			t.Fatalf("callbacks out of order at %d: %d", i, v)
+		}
+	}
+	if err := c.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if err := c.Commit([]KV{{K: []byte("late"), V: nil}}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after Close: %v", err)
+	}
+}
