@@ -88,15 +88,23 @@ func writeItem(w gin.ResponseWriter, it node.Item) {
 	w.WriteString("\n\n")
 }
 
-func (s *Server) createJoinRequest(c *gin.Context) {
+// agentBody authenticates the caller's request JWT and reads the body,
+// answering the error itself when either fails.
+func (s *Server) agentBody(c *gin.Context) (identity.AgentID, []byte, bool) {
 	a, err := s.agent(c)
-	if err != nil {
-		s.fail(c, err)
-		return
+	if err == nil {
+		var b []byte
+		if b, err = s.body(c); err == nil {
+			return a, b, true
+		}
 	}
-	b, err := s.body(c)
-	if err != nil {
-		s.fail(c, err)
+	s.fail(c, err)
+	return "", nil, false
+}
+
+func (s *Server) createJoinRequest(c *gin.Context) {
+	a, b, ok := s.agentBody(c)
+	if !ok {
 		return
 	}
 	jr, err := s.n.CreateJoinRequest(c.Param("room_id"), a, b)
@@ -174,14 +182,8 @@ func (s *Server) getStatus(c *gin.Context) {
 }
 
 func (s *Server) putStatus(c *gin.Context) {
-	a, err := s.agent(c)
-	if err != nil {
-		s.fail(c, err)
-		return
-	}
-	b, err := s.body(c)
-	if err != nil {
-		s.fail(c, err)
+	a, b, ok := s.agentBody(c)
+	if !ok {
 		return
 	}
 	st, err := s.n.SetAgentStatus(c.Param("room_id"), a, b)
