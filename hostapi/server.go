@@ -211,7 +211,7 @@ func (s *Server) discovery(c *gin.Context) {
 		"profile":          gin.H{"mode": "none"},
 		"endpoints":        gin.H{"api": o + "/v1", "sse": o + "/v1"},
 		"limits": gin.H{
-			"rates_per_minute":         gin.H{"message": cfg.Rates.Message, "signal": cfg.Rates.Signal, "control": cfg.Rates.Control},
+			"rates_per_minute":         gin.H{"message": cfg.Rates.Message, "signal": cfg.Rates.Signal, "control": cfg.Rates.Control, "room_create": cfg.Rates.Create},
 			"rate_ceilings_per_minute": gin.H{"message": cfg.Rates.MessageCeiling, "signal": cfg.Rates.SignalCeiling, "control": cfg.Rates.ControlCeiling},
 			"payload_bytes":            lim.MaxPayloadBytes,
 			"payload_ceiling_bytes":    lim.MaxPayloadCeiling,

@@ -17,12 +17,15 @@ type Rates struct {
 	Message, Signal, Control                      int
 	MessageCeiling, SignalCeiling, ControlCeiling int
 	AgentStatus                                   int // agent-status writes per agent per room per minute
+	// Create bounds room.create per agent per minute across the host (a
+	// host policy: rooms cost storage and index space).
+	Create int
 }
 
 // DefaultRates are the ADP §21 defaults.
 func DefaultRates() Rates {
 	return Rates{Message: 5, Signal: 60, Control: 10,
-		MessageCeiling: 60, SignalCeiling: 600, ControlCeiling: 120, AgentStatus: 60}
+		MessageCeiling: 60, SignalCeiling: 600, ControlCeiling: 120, AgentStatus: 60, Create: 30}
 }
 
 // Config configures a node.

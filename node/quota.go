@@ -4,6 +4,7 @@ import (
 	"sync"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/adp/types"
 )
 
@@ -95,4 +96,15 @@ func (r Rates) rateFor(typ string, k adp.Kind, def *types.Definition) (string, i
 		return "t:" + typ, hint
 	}
 	return "k:" + string(k), limit
+}
+
+// rateSubject names what a rate limit counts, for error messages.
+func rateSubject(a *room.Admission) string {
+	switch {
+	case a.Type == "room.create":
+		return "rooms created by this agent"
+	case a.Def != nil && a.Def.RateHint > 0:
+		return a.Type + " events in this room"
+	}
+	return string(a.Kind) + " events in this room"
 }

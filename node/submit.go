@@ -151,9 +151,12 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	// Quotas (§21) after admission, which knows the kind and type.
 	qkey, limit := n.cfg.Rates.rateFor(a.Type, a.Kind, a.Def)
 	qkey = qkey + "|" + string(env.Event.Actor) + "|" + hr.id
-	if a.Type != "room.create" && !n.quotas.allow(qkey, limit, now) {
+	if a.Type == "room.create" {
+		qkey, limit = "create|"+string(env.Event.Actor), n.cfg.Rates.Create
+	}
+	if !n.quotas.allow(qkey, limit, now) {
 		ra := n.quotas.retryAfter(qkey, now)
-		return nil, &adp.Error{Code: adp.CodeRateLimited, Message: fmt.Sprintf("rate limit of %d %s events per minute", limit, a.Kind),
+		return nil, &adp.Error{Code: adp.CodeRateLimited, Message: fmt.Sprintf("rate limit of %d %s per minute reached", limit, rateSubject(a)),
 			Data: map[string]any{"limit_per_minute": limit, "retry_after_ms": ra}}
 	}
 
@@ -212,9 +215,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	if jrUpdate != nil {
 		n.joins.put(jrUpdate)
 	}
-	if a.Type != "room.create" {
-		n.quotas.hit(qkey, limit, now)
-	}
+	n.quotas.hit(qkey, limit, now)
 	if a.ClearStatus != "" {
 		n.status.clear(hr.id, a.ClearStatus)
 	}

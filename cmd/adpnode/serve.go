@@ -35,9 +35,10 @@ type fileConfig struct {
 	Data      string `yaml:"data"`
 	LogLevel  string `yaml:"log_level"`
 	Rates     *struct {
-		Message int `yaml:"message"`
-		Signal  int `yaml:"signal"`
-		Control int `yaml:"control"`
+		Message int  `yaml:"message"`
+		Signal  int  `yaml:"signal"`
+		Control int  `yaml:"control"`
+		Create  *int `yaml:"room_create"`
 	} `yaml:"rates"`
 	MaxBodyBytes      int64 `yaml:"max_body_bytes"`
 	AllowPrivatePacks bool  `yaml:"allow_private_packs"`
@@ -99,6 +100,9 @@ func serveCmd() *cobra.Command {
 			if fc.Rates != nil {
 				cfg.Rates = node.DefaultRates()
 				cfg.Rates.Message, cfg.Rates.Signal, cfg.Rates.Control = fc.Rates.Message, fc.Rates.Signal, fc.Rates.Control
+				if fc.Rates.Create != nil {
+					cfg.Rates.Create = *fc.Rates.Create
+				}
 			}
 			fed := fedSettings{enabled: !noFederation, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second}
 			if fc.Federation != nil {

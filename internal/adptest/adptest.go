@@ -72,6 +72,7 @@ func StartHostAt(t testing.TB, cfg node.Config, clock *Clock) *Host {
 
 func startHost(t testing.TB, cfg node.Config, clock *Clock, addr string) *Host {
 	t.Helper()
+	cfg.Rates = TestRates(cfg.Rates)
 	srv := httptest.NewUnstartedServer(nil)
 	if addr != "" {
 		// Serve on the previous address so the origin (JWT audience, Room
@@ -258,4 +259,15 @@ func Do(t testing.TB, method, url, token string, body []byte) *Response {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// TestRates returns r, or the node defaults when r is zero, without the
+// per-agent room.create quota: tests create many rooms with few agents on
+// a clock that does not move. node.TestRoomCreateQuota tests that quota.
+func TestRates(r node.Rates) node.Rates {
+	if r == (node.Rates{}) {
+		r = node.DefaultRates()
+		r.Create = 0
+	}
+	return r
 }

@@ -63,7 +63,7 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 	}
 	port = ln.Addr().(*net.TCPAddr).Port
 	origin := fmt.Sprintf("http://127.0.0.1:%d", port)
-	n, err := node.Open(node.Config{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now, Rates: o.Rates, Log: o.Log})
+	n, err := node.Open(node.Config{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now, Rates: adptest.TestRates(o.Rates), Log: o.Log})
 	if err != nil {
 		t.Fatal(err)
 	}
