@@ -87,7 +87,7 @@ func TestCrashRecovery(t *testing.T) {
 		h.writers = append(h.writers, adptest.NewAgent(fmt.Sprintf("crash-writer-%d", i)))
 	}
 	// Rate limits off (0 disables a kind) so that quotas never shape the load.
-	cfg := "log_level: warn\nrates:\n  message: 0\n  signal: 0\n  control: 0\n"
+	cfg := "log_level: warn\nrates:\n  message: 0\n  signal: 0\n  control: 0\n  room_create: 0\n"
 	if err := os.WriteFile(h.cfg, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
