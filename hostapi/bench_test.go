@@ -179,29 +179,7 @@ func benchVerifyCeiling(b *testing.B) float64 {
 			envs[i] = a.Envelope(time.Now().UnixMilli(), "message.create", room, 1, hash,
 				map[string]any{"content": "benchmark message", "content_type": "text/plain"})
 		}
-		procs := runtime.GOMAXPROCS(0)
-		var stop atomic.Bool
-		var total atomic.Int64
-		var wg sync.WaitGroup
-		start := time.Now()
-		for p := range procs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				n := int64(0)
-				for i := p; !stop.Load(); i++ {
-					if _, err := identity.OpenEnvelope(envs[i%len(envs)]); err != nil {
-						panic(err)
-					}
-					n++
-				}
-				total.Add(n)
-			}()
-		}
-		time.Sleep(500 * time.Millisecond)
-		stop.Store(true)
-		wg.Wait()
-		benchCeiling.v = float64(total.Load()) / time.Since(start).Seconds()
+		benchCeiling.v = adptest.VerifyRate(envs, runtime.GOMAXPROCS(0), 500*time.Millisecond)
 	})
 	return benchCeiling.v
 }

@@ -222,14 +222,26 @@ func dialSSE(t testing.TB, h *adptest.Host, a *adptest.Agent, roomID string) (*s
 // dialSSEQuery is dialSSE with a query string ("?..." or "").
 func dialSSEQuery(t testing.TB, h *adptest.Host, a *adptest.Agent, roomID, query string) (*sseStream, *adptest.Response) {
 	t.Helper()
+	token := ""
+	if a != nil {
+		token = tok(h, a)
+	}
+	return dialStream(t, h.URL+"/v1/rooms/"+roomID+"/events/live"+query, token, 8192)
+}
+
+// dialStream opens an SSE stream at url (with a bearer token unless "").
+// On a non-200 answer it returns the answer and a nil stream.
+func dialStream(t testing.TB, url, token string, buf int) (*sseStream, *adptest.Response) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, h.URL+"/v1/rooms/"+roomID+"/events/live"+query, nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
+		cancel()
 		t.Fatal(err)
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	if a != nil {
-		req.Header.Set("Authorization", "Bearer "+tok(h, a))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -242,7 +254,7 @@ func dialSSEQuery(t testing.TB, h *adptest.Host, a *adptest.Agent, roomID, query
 		b, _ := io.ReadAll(resp.Body)
 		return nil, &adptest.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 	}
-	s := &sseStream{t: t, resp: resp, items: make(chan sseItem, 8192), cancel: cancel}
+	s := &sseStream{t: t, resp: resp, items: make(chan sseItem, buf), cancel: cancel}
 	go s.read()
 	t.Cleanup(s.Close)
 	return s, nil

@@ -1,9 +1,7 @@
 package hostapi_test
 
 import (
-	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -106,22 +104,10 @@ func mustViewerToken(t testing.TB, h *adptest.Host, roomID string) string {
 // returns the answer and a nil stream.
 func dialViewer(t testing.TB, h *adptest.Host, roomID, token string) (*sseStream, *adptest.Response) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.URL+"/v1/rooms/"+roomID+"/events/view?token="+token, nil)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
+	s, r := dialStream(t, h.URL+"/v1/rooms/"+roomID+"/events/view?token="+token, "", 1024)
+	if s == nil {
+		return nil, r
 	}
-	if resp.StatusCode != http.StatusOK {
-		defer cancel()
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return nil, &adptest.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
-	}
-	s := &sseStream{t: t, resp: resp, items: make(chan sseItem, 1024), cancel: cancel}
-	go s.read()
-	t.Cleanup(s.Close)
 	if it, ok := s.nextAny(5 * time.Second); !ok || it.Comment != "subscribed" {
 		t.Fatalf("first viewer item %+v", it)
 	}

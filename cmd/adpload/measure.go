@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/internal/adptest"
 )
 
 func numProcs() int { return runtime.GOMAXPROCS(0) }
@@ -52,36 +53,9 @@ func sampleEnvelopes(mode string, contentBytes, n int) ([][]byte, error) {
 func verifyCeiling(envs [][]byte, d time.Duration) (float64, string) {
 	procs := numProcs()
 	c0 := sampleCPU()
-	var stop atomic.Bool
-	counts := make([]struct {
-		n int64
-		_ [56]byte
-	}, procs)
-	var wg sync.WaitGroup
 	start := time.Now()
-	for p := range procs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n := int64(0)
-			for i := p; !stop.Load(); i++ {
-				if _, err := identity.OpenEnvelope(envs[i%len(envs)]); err != nil {
-					panic(err)
-				}
-				n++
-			}
-			counts[p].n = n
-		}()
-	}
-	time.Sleep(d)
-	stop.Store(true)
-	wg.Wait()
-	el := time.Since(start)
-	total := int64(0)
-	for _, c := range counts {
-		total += c.n
-	}
-	return float64(total) / el.Seconds(), cpuNote(c0, sampleCPU(), el, procs, false)
+	rate := adptest.VerifyRate(envs, procs, d)
+	return rate, cpuNote(c0, sampleCPU(), time.Since(start), procs, false)
 }
 
 type signCost struct {
