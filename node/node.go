@@ -246,7 +246,10 @@ func (n *Node) recover() error {
 			if err != nil {
 				return fmt.Errorf("recover room %s seq %d: %w", roomID, int64(binary.BigEndian.Uint64(k[len(k)-8:])), err)
 			}
-			if err := cur.st.Apply(rec, env, n.joins.lookup(roomID)); err != nil {
+			// Replay judges each record from the chain alone (nil join
+			// store): reviews carry the request they decide, and live join
+			// requests have moved on since (approved, rejected, consumed).
+			if err := cur.st.Apply(rec, env, nil); err != nil {
 				return fmt.Errorf("recover room %s seq %d: %w", roomID, rec.Seq, err)
 			}
 			records++
