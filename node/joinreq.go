@@ -256,7 +256,7 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 	}
 	hr, ok := n.room(roomID)
 	if !ok {
-		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+		return nil, n.noRoom(roomID)
 	}
 	now := n.NowMs()
 	hr.seqMu.Lock() // decisions below must not race membership changes
@@ -321,14 +321,14 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 func (n *Node) JoinRequest(roomID, id string, viewer identity.AgentID) (*JoinRequest, error) {
 	hr, ok := n.room(roomID)
 	if !ok {
-		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+		return nil, n.noRoom(roomID)
 	}
 	r, ok := n.joins.get(id)
 	if ok && r.RoomID == roomID && (r.Applicant == viewer || n.isManager(roomID, viewer)) {
 		return r, nil
 	}
 	if !n.canReadRoom(hr, viewer) {
-		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+		return nil, n.noRoom(roomID)
 	}
 	return nil, adp.Errorf(adp.CodeJoinRequestNotFound, "join request not found")
 }
@@ -337,7 +337,7 @@ func (n *Node) JoinRequest(roomID, id string, viewer identity.AgentID) (*JoinReq
 func (n *Node) JoinRequests(roomID string, viewer identity.AgentID, status string) ([]*JoinRequest, error) {
 	hr, ok := n.room(roomID)
 	if !ok || !n.canReadRoom(hr, viewer) {
-		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+		return nil, n.noRoom(roomID)
 	}
 	if !n.isManager(roomID, viewer) {
 		return nil, adp.Reason(adp.CodePermissionDenied, "not_moderator", "only the room creator and moderators may list join requests")

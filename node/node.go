@@ -13,7 +13,6 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -35,7 +34,8 @@ type Node struct {
 	commit *groupcommit.Committer
 
 	mu    sync.RWMutex
-	rooms map[string]*hostedRoom
+	rooms  map[string]*hostedRoom
+	broken map[string]*RoomBroken // rooms whose stored chain did not recover
 
 	actors       [actorStripes]sync.Mutex // per-actor serialisation of nonce checks (striped)
 	nonces       *nonceCache
@@ -66,6 +66,8 @@ type hostedRoom struct {
 	st    *room.State
 	// archivedAt is when the end-of-room work ran (0 = not yet).
 	archivedAt atomic.Int64
+	// snapSeq is the seq of the room's latest stored snapshot.
+	snapSeq atomic.Int64
 }
 
 // actorStripes is how many locks serialise actors' writes; two agents
@@ -112,6 +114,7 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg: cfg, origin: origin, host: u.Host, log: cfg.Log, db: db,
 		rooms:  map[string]*hostedRoom{},
+		broken: map[string]*RoomBroken{},
 		nonces: newNonceCache(cfg.Window),
 		quotas: newQuotas(),
 		status: newStatusBoard(),
@@ -127,8 +130,9 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.commit = groupcommit.New(db, 4096)
 	n.sched = newScheduler(n)
-	n.bg.Add(1)
+	n.bg.Add(2)
 	go func() { defer n.bg.Done(); n.sched.run(ctx) }()
+	go func() { defer n.bg.Done(); n.runSnapshots(ctx) }()
 	return n, nil
 }
 
@@ -143,6 +147,9 @@ func (n *Node) Close() error {
 	n.bg.Wait()
 	n.hub.closeAll()
 	n.commit.Close()
+	if err := n.snapshotRooms(); err != nil {
+		n.log.Warn("store room snapshots at close", "err", err)
+	}
 	return n.db.Close()
 }
 
@@ -197,9 +204,33 @@ func (n *Node) roomList() []*hostedRoom {
 	return out
 }
 
-// stateConfig is the kernel configuration every hosted room uses.
-func (n *Node) stateConfig(src packSource) room.Config {
-	return room.Config{Limits: n.cfg.Limits, Packs: src}
+// stateConfig is the kernel configuration of hosted room id.
+func (n *Node) stateConfig(id string, src packSource) room.Config {
+	return room.Config{Limits: n.cfg.Limits, Packs: src, History: storeHistory{n.db, id}}
+}
+
+// noRoom is the error for a room ID this node cannot serve: unavailable
+// for a room whose stored chain did not recover, room_not_found otherwise.
+func (n *Node) noRoom(id string) error {
+	n.mu.RLock()
+	rb := n.broken[id]
+	n.mu.RUnlock()
+	if rb != nil {
+		return rb.adpError()
+	}
+	return adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+}
+
+// BrokenRooms lists the rooms whose stored chain did not recover.
+func (n *Node) BrokenRooms() []*RoomBroken {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	out := make([]*RoomBroken, 0, len(n.broken))
+	for _, rb := range n.broken {
+		out = append(out, rb)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].RoomID < out[j].RoomID })
+	return out
 }
 
 var roomIDEncoding = base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding)
@@ -211,75 +242,6 @@ func (n *Node) newRoomID() string {
 	binary.BigEndian.PutUint32(b[:4], uint32(n.cfg.Now().Unix()))
 	rand.Read(b[4:])
 	return roomIDEncoding.EncodeToString(b[:])
-}
-
-// recover rebuilds every room from its stored chain, verifying each record
-// (strict parse, hashes, signature, chain links, kernel replay). A chain
-// that fails verification stops the node: serving a corrupt room would be
-// worse than not starting.
-func (n *Node) recover() error {
-	start := time.Now()
-	if err := n.joins.load(); err != nil {
-		return err
-	}
-	if err := n.nonces.load(n.db, n.NowMs()); err != nil {
-		return err
-	}
-	var cur *hostedRoom
-	records := 0
-	err := n.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 256, Prefix: []byte(pfxRecord)})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			k := item.Key()
-			roomID := string(k[len(pfxRecord) : len(k)-9])
-			if cur == nil || cur.id != roomID {
-				cur = &hostedRoom{id: roomID, st: room.New(n.stateConfig(n.packs.storedSource()))}
-				n.rooms[roomID] = cur
-			}
-			raw, err := item.ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			rec, env, err := record.Parse(raw)
-			if err != nil {
-				return fmt.Errorf("recover room %s seq %d: %w", roomID, int64(binary.BigEndian.Uint64(k[len(k)-8:])), err)
-			}
-			// Replay judges each record from the chain alone (nil join
-			// store): reviews carry the request they decide, and live join
-			// requests have moved on since (approved, rejected, consumed).
-			if err := cur.st.Apply(rec, env, nil); err != nil {
-				return fmt.Errorf("recover room %s seq %d: %w", roomID, rec.Seq, err)
-			}
-			records++
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	err = n.db.View(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxArchive)})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			id := string(it.Item().Key()[len(pfxArchive):])
-			if r, ok := n.rooms[id]; ok {
-				it.Item().Value(func(v []byte) error {
-					if len(v) == 8 {
-						r.archivedAt.Store(int64(binary.BigEndian.Uint64(v)))
-					}
-					return nil
-				})
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	n.log.Info("recovered rooms", "rooms", len(n.rooms), "records", records, "took", time.Since(start).Round(time.Millisecond))
-	return nil
 }
 
 // readRecords returns up to limit records of a room with seq > after.

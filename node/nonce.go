@@ -86,3 +86,12 @@ func (c *nonceCache) load(db *badger.DB, now int64) error {
 		return nil
 	})
 }
+
+// observe raises actor's entry to a nonce seen in a replayed record, so the
+// cache is never behind the chain.
+func (c *nonceCache) observe(actor identity.AgentID, nonce, at int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.m[actor]
+	c.m[actor] = nonceEntry{nonce: max(e.nonce, nonce), at: max(e.at, at)}
+}

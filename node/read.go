@@ -54,7 +54,7 @@ func (n *Node) canReadEvents(hr *hostedRoom, viewer identity.AgentID) bool {
 func (n *Node) readableEvents(roomID string, viewer identity.AgentID) (*hostedRoom, error) {
 	hr, ok := n.room(roomID)
 	if !ok || !n.canReadRoom(hr, viewer) {
-		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+		return nil, n.noRoom(roomID)
 	}
 	if !n.canReadEvents(hr, viewer) {
 		return nil, adp.Errorf(adp.CodeMembershipRequired, "reading this room's records requires membership (send a request JWT)")
@@ -66,7 +66,7 @@ func (n *Node) readableEvents(roomID string, viewer identity.AgentID) (*hostedRo
 func (n *Node) Room(roomID string, viewer identity.AgentID) (*room.Resource, error) {
 	hr, ok := n.room(roomID)
 	if !ok || !n.canReadRoom(hr, viewer) {
-		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+		return nil, n.noRoom(roomID)
 	}
 	hr.mu.RLock()
 	defer hr.mu.RUnlock()
@@ -125,7 +125,7 @@ func (n *Node) Members(roomID string, viewer identity.AgentID) ([]MemberView, er
 func (n *Node) Subscribe(roomID string, agent identity.AgentID) (*Subscription, error) {
 	hr, ok := n.room(roomID)
 	if !ok || !n.canReadRoom(hr, agent) {
-		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+		return nil, n.noRoom(roomID)
 	}
 	// Hold the sequencer so no record can be published between the
 	// membership check and the registration.

@@ -121,7 +121,7 @@ func (n *Node) SetAgentStatus(roomID string, agent identity.AgentID, body []byte
 	}
 	hr, ok := n.room(roomID)
 	if !ok {
-		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+		return nil, n.noRoom(roomID)
 	}
 	// Hold the sequencer from the membership check to the write: otherwise
 	// a room.leave (or removal, or demotion) committed in between clears
@@ -136,7 +136,7 @@ func (n *Node) SetAgentStatus(roomID string, agent identity.AgentID, body []byte
 	hr.mu.RUnlock()
 	if !member || !m.Active {
 		if !n.canReadRoom(hr, agent) {
-			return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+			return nil, n.noRoom(roomID)
 		}
 		return nil, adp.Errorf(adp.CodeMembershipRequired, "only active members may set agent status")
 	}

@@ -112,11 +112,12 @@ func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Resul
 	// Step 9: the room.
 	var hr *hostedRoom
 	if ev.Type == "room.create" {
-		hr = &hostedRoom{id: n.newRoomID(), st: room.New(n.stateConfig(src))}
+		hr = &hostedRoom{id: n.newRoomID()}
+		hr.st = room.New(n.stateConfig(hr.id, src))
 	} else {
 		var ok bool
 		if hr, ok = n.room(pathRoom); !ok {
-			return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+			return nil, n.noRoom(pathRoom)
 		}
 	}
 	res, err := n.sequence(hr, env, src, fetched)
@@ -165,6 +166,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	sets := []kv{
 		{K: recordKey(hr.id, rec.Seq), V: recJSON},
 		{K: envelopeKey(env.Digest), V: envelopeValue(hr.id, rec.Seq)},
+		{K: envelopeKey(recordDigest(rec)), V: envelopeValue(hr.id, rec.Seq)},
 		{K: nonceKey(env.Event.Actor), V: nonceValue(max(env.Event.Nonce, n.nonces.max(env.Event.Actor, now)), now)},
 	}
 	for k, b := range fetched {

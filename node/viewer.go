@@ -70,7 +70,7 @@ func (n *Node) SubscribeViewer(roomID string) (*Subscription, error) {
 	}
 	hr, ok := n.room(roomID)
 	if !ok || !n.canReadRoom(hr, "") {
-		return nil, adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
+		return nil, n.noRoom(roomID)
 	}
 	h := n.viewerHub(true)
 	// Hold the sequencer so that no record is published between the checks

@@ -86,7 +86,7 @@ func (s *State) Admit(env *identity.Envelope, now int64, jr JoinRequests) (*Admi
 	if *ev.RoomID != s.ID {
 		return nil, invalid("room_mismatch", "event.room_id %q is not this room", *ev.RoomID)
 	}
-	if _, dup := s.eventIDs[env.Digest]; dup {
+	if _, dup := s.seqOf(env.Digest); dup {
 		// A host answers exact resubmissions from its index before Admit;
 		// the same envelope can never be a second record of a room.
 		return nil, invalid("duplicate_event", "this envelope is already a record of the room")
@@ -249,9 +249,7 @@ func (s *State) Commit(a *Admission, rec *record.Record) {
 		a.commit(s, rec)
 	}
 	h, _ := identity.DecodeB64Len(rec.Hash, 32)
-	s.hashes = append(s.hashes, [32]byte(h))
-	s.eventIDs[a.Env.Digest] = rec.Seq
-	s.eventIDs[[32]byte(h)] = rec.Seq
+	s.hist.Append(rec.Seq, [32]byte(h), a.Env.Digest)
 	s.PreHash = rec.PreHash
 	s.Seq = rec.Seq
 	s.LastHash = rec.Hash

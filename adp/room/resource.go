@@ -79,16 +79,12 @@ func (s *State) Snapshot() []byte {
 		banned = append(banned, string(a))
 	}
 	sort.Strings(banned)
-	hashes := make([]string, len(s.hashes))
-	for i, h := range s.hashes {
-		hashes[i] = identity.EncodeB64(h[:])
-	}
 	b, err := json.Marshal(map[string]any{
 		"resource":  s.Resource(s.LastReceivedAt, ""),
 		"cancelled": s.Cancelled, "closed": s.Closed, "closed_at": s.ClosedAt,
 		"members": s.AllMembers(), "speaking": s.speaking, "observing": s.observing,
 		"banned": banned, "requests": reqs, "consumed": consumed,
-		"imports": s.Imports, "hashes": hashes, "event_ids": len(s.eventIDs), "counts": s.counts,
+		"imports": s.Imports, "counts": s.counts,
 	})
 	if err != nil {
 		panic(err) // every value above marshals

@@ -119,9 +119,8 @@ type State struct {
 	LastReceivedAt int64
 	Head           Head
 
-	hashes   [][32]byte         // record hash by seq-1
-	eventIDs map[[32]byte]int64 // envelope hash and record hash -> seq
-	counts   map[string]int64   // accepted records by event type
+	hist   History          // earlier records' hashes (not held here)
+	counts map[string]int64 // accepted records by event type
 }
 
 // Config is what a State needs besides its records.
@@ -130,19 +129,25 @@ type Config struct {
 	// Packs serves external pack documents for type declarations. Nil means
 	// external packs are unavailable (pack_unavailable).
 	Packs types.PackSource
+	// History holds the room's record hashes; nil means a MemHistory.
+	History History
 }
 
 // New returns the empty state of a room not yet created. The first record
 // admitted must be room.create.
 func New(cfg Config) *State {
+	hist := cfg.History
+	if hist == nil {
+		hist = NewMemHistory()
+	}
 	return &State{
+		hist:     hist,
 		cfg:      cfg,
 		Registry: types.NewRegistry(),
 		members:  map[identity.AgentID]*Member{},
 		banned:   map[identity.AgentID]bool{},
 		requests: map[string]*ReviewedRequest{},
 		consumed: map[string]bool{},
-		eventIDs: map[[32]byte]int64{},
 		counts:   map[string]int64{},
 	}
 }
@@ -238,12 +243,22 @@ func (s *State) Reviewed(id string) (ReviewedRequest, bool) {
 // Consumed reports whether a room.join has consumed join request id.
 func (s *State) Consumed(id string) bool { return s.consumed[id] }
 
-// RecordHash returns the hash of the record at seq.
+// RecordHash returns the hash of the record at seq. The latest record and
+// the head are answered from memory, older ones from the History.
 func (s *State) RecordHash(seq int64) (string, bool) {
-	if seq < 1 || seq > int64(len(s.hashes)) {
+	switch {
+	case seq < 1 || seq > s.Seq:
+		return "", false
+	case seq == s.Seq:
+		return s.LastHash, true
+	case seq == s.Head.Seq:
+		return s.Head.Hash, true
+	}
+	h, ok := s.hist.RecordHash(seq)
+	if !ok {
 		return "", false
 	}
-	return identity.EncodeB64(s.hashes[seq-1][:]), true
+	return identity.EncodeB64(h[:]), true
 }
 
 // SeqOf returns the seq of the record whose envelope hash or record hash is h.
@@ -252,8 +267,15 @@ func (s *State) SeqOf(h string) (int64, bool) {
 	if err != nil {
 		return 0, false
 	}
-	seq, ok := s.eventIDs[[32]byte(b)]
-	return seq, ok
+	return s.seqOf([32]byte(b))
+}
+
+func (s *State) seqOf(id [32]byte) (int64, bool) {
+	seq, ok := s.hist.SeqOf(id)
+	if !ok || seq < 1 || seq > s.Seq {
+		return 0, false
+	}
+	return seq, true
 }
 
 // Counts returns the number of accepted records per event type.
@@ -348,6 +370,10 @@ func (s *State) uncount(r adp.Role) {
 		s.observing--
 	}
 }
+
+// SetHistory replaces the state's History, which must hold the same
+// records (a host replays into a MemHistory, then hands over to its store).
+func (s *State) SetHistory(h History) { s.hist = h }
 
 // SetPackSource replaces the source of external pack documents used by
 // later admissions (a host fetches the packs an envelope names before it

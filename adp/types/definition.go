@@ -1,8 +1,10 @@
 package types
 
 import (
+	"bytes"
 	"encoding/json"
 	"slices"
+	"sync"
 
 	"github.com/gowebpki/jcs"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -68,7 +70,25 @@ type Definition struct {
 	Pack           string          // "" for inline; pack id (registered) or pack URI (external) it came from
 
 	compiled *jsonschema.Schema
+	lazy     *lazySchema // set instead of compiled for restored definitions
 }
+
+// lazySchema compiles a restored definition's schema on first use, so that
+// restoring many rooms' registries costs no schema compilation up front.
+type lazySchema struct {
+	once  sync.Once
+	canon []byte
+	sch   *jsonschema.Schema
+	err   error
+}
+
+func (l *lazySchema) get() (*jsonschema.Schema, error) {
+	l.once.Do(func() { l.sch, l.err = compileSchema(l.canon) })
+	return l.sch, l.err
+}
+
+// built reports whether d came from this package (parsed or restored).
+func (d *Definition) built() bool { return d != nil && (d.compiled != nil || d.lazy != nil) }
 
 // AllowedRoles returns the roles that may send the type: Roles, or the kind
 // default (§13.1) when Roles is nil. The result is a fresh slice.
@@ -97,10 +117,17 @@ func (d *Definition) Usable() bool { return d.Status != StatusDisabled }
 // payload_schema_violation with data.errors: up to 10 {"path","message"}
 // entries, path being a JSON Pointer into the payload.
 func (d *Definition) ValidatePayload(payload []byte) error {
-	if d.compiled == nil {
+	sch := d.compiled
+	if sch == nil && d.lazy != nil {
+		var err error
+		if sch, err = d.lazy.get(); err != nil {
+			return adp.Errorf(adp.CodeInternal, "type %s: stored schema does not compile: %v", d.Type, err)
+		}
+	}
+	if sch == nil {
 		return adp.Errorf(adp.CodeInternal, "type %s has no compiled schema", d.Type)
 	}
-	return validatePayload(d.compiled, payload)
+	return validatePayload(sch, payload)
 }
 
 // definitionJSON is the wire form of a definition, in the member order of
@@ -151,6 +178,45 @@ var definitionFields = set("type", "kind", "title", "description", "schema", "ro
 // (§13.3) and compiles its schema. Every failure is invalid_event with
 // data.reason (and data.field where it applies).
 func ParseDefinition(raw []byte, lim Limits) (*Definition, error) {
+	return parseDefinition(raw, lim, true)
+}
+
+// RestoreDefinition rebuilds a definition from its MarshalJSON form (as a
+// room-state snapshot stores it). The schema is the one that compiled when
+// the definition was first accepted: definitions imported from a registered
+// pack share that pack's compiled schema, others compile on first use.
+func RestoreDefinition(raw []byte) (*Definition, error) {
+	members, err := objectMembers(raw, "stored type definition")
+	if err != nil {
+		return nil, err
+	}
+	var pack string
+	kept := members[:0]
+	for _, m := range members {
+		if m.key == "pack" {
+			if pack, err = jsonString(m.value, "pack"); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		kept = append(kept, m)
+	}
+	d, err := parseDefinition(encodeMembers(kept), Limits{MaxSchemaBytes: 1 << 30, MaxTypes: 1 << 30}, false)
+	if err != nil {
+		return nil, err
+	}
+	d.Pack = pack
+	if p, ok := RegisteredPack(pack); ok {
+		if r, ok := p.Type(d.Type); ok && bytes.Equal(r.Schema, d.Schema) && r.compiled != nil {
+			d.compiled = r.compiled
+			return d, nil
+		}
+	}
+	d.lazy = &lazySchema{canon: d.Schema}
+	return d, nil
+}
+
+func parseDefinition(raw []byte, lim Limits, compile bool) (*Definition, error) {
 	lim = lim.norm()
 	members, err := objectMembers(raw, "type definition")
 	if err != nil {
@@ -238,10 +304,13 @@ func ParseDefinition(raw []byte, lim Limits) (*Definition, error) {
 	if err != nil {
 		return nil, err
 	}
+	d.Schema = canon
+	if !compile {
+		return d, nil
+	}
 	if d.compiled, err = compileSchema(canon); err != nil {
 		return nil, err
 	}
-	d.Schema = canon
 	return d, nil
 }
 

@@ -112,3 +112,20 @@ func positiveInt(v json.RawMessage, field string) (int64, error) {
 	}
 	return int64(f), nil
 }
+
+// encodeMembers renders members back as one JSON object, in order.
+func encodeMembers(ms []member) []byte {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(m.key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(m.value)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
+}

@@ -29,7 +29,7 @@ func (r *Registry) Define(defs []*Definition, lim Limits) error {
 	staged := map[string]*Definition{}
 	var added []string
 	for i, d := range defs {
-		if d == nil || d.compiled == nil {
+		if !d.built() {
 			return adp.Errorf(adp.CodeInternal, "types: definition %d was not built by this package", i)
 		}
 		prev, ok := staged[d.Type]
@@ -83,4 +83,23 @@ func (r *Registry) Clone() *Registry {
 		c.defs[k] = v
 	}
 	return c
+}
+
+// RestoreRegistry rebuilds a registry from its List: the definitions in
+// effect, in order of first definition, as a snapshot stored them. Limits
+// were enforced when the definitions were accepted and are not checked
+// again; a repeated type name is refused.
+func RestoreRegistry(defs []*Definition) (*Registry, error) {
+	r := &Registry{defs: make(map[string]*Definition, len(defs))}
+	for _, d := range defs {
+		if !d.built() {
+			return nil, fmt.Errorf("types: restored definition was not built by this package")
+		}
+		if _, dup := r.defs[d.Type]; dup {
+			return nil, fmt.Errorf("types: restored registry repeats type %q", d.Type)
+		}
+		r.defs[d.Type] = d
+		r.order = append(r.order, d.Type)
+	}
+	return r, nil
 }

@@ -1,0 +1,340 @@
+package node
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/room"
+)
+
+// RoomBroken is the error a room whose stored chain does not recover
+// answers on every request, while every other room is served.
+type RoomBroken struct {
+	RoomID string
+	Seq    int64 // the first record that failed (0: the room's snapshot or storage)
+	Err    error
+}
+
+func (e *RoomBroken) Error() string {
+	return fmt.Sprintf("room %s: stored chain does not recover at seq %d: %v", e.RoomID, e.Seq, e.Err)
+}
+
+func (e *RoomBroken) Unwrap() error { return e.Err }
+
+// adpError is what clients get for a broken room: unavailable, with the
+// room and seq in data so an operator can find it (adpnode check).
+func (e *RoomBroken) adpError() *adp.Error {
+	return &adp.Error{Code: adp.CodeUnavailable, Message: "this room's stored data is damaged; the operator has been told",
+		Data: map[string]any{"reason": "room_corrupt", "room_id": e.RoomID, "seq": e.Seq}}
+}
+
+// recovery is what recover learned, for the log.
+type recovery struct {
+	rooms, fromSnapshot, replayed int
+}
+
+// recover rebuilds every hosted room: from its latest stored snapshot plus
+// the records after it, or by replaying its whole chain when there is no
+// usable snapshot (first start after an upgrade, a damaged snapshot).
+// Every replayed record is verified (strict parse, hashes, signature, chain
+// links) and admitted by the kernel from the chain alone — never against
+// the live join-request store, whose requests have moved on since. A room
+// that does not recover is set aside (RoomBroken) and every other room is
+// served. Host stores are then reconciled with the chains.
+func (n *Node) recover() error {
+	start := time.Now()
+	if err := n.joins.load(); err != nil {
+		return err
+	}
+	if err := n.nonces.load(n.db, n.NowMs()); err != nil {
+		return err
+	}
+	layout, err := n.readLayout()
+	if err != nil {
+		return err
+	}
+	ids, err := n.storedRoomIDs()
+	if err != nil {
+		return fmt.Errorf("list stored rooms: %w", err)
+	}
+	upgrade := layout < layoutVersion && len(ids) > 0
+
+	// Rooms are independent: recover them on every core.
+	type result struct {
+		hr       *hostedRoom
+		snapshot bool
+		replayed int
+		err      error
+	}
+	results := make([]result, len(ids))
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				hr, snap, replayed, err := n.recoverRoom(ids[i], upgrade)
+				results[i] = result{hr, snap, replayed, err}
+			}
+		}()
+	}
+	for i := range ids {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+
+	var stats recovery
+	for i, r := range results {
+		if r.err != nil {
+			var rb *RoomBroken
+			if !errors.As(r.err, &rb) {
+				rb = &RoomBroken{RoomID: ids[i], Err: r.err}
+			}
+			n.broken[ids[i]] = rb
+			n.log.Error("room does not recover; serving every other room", "room", rb.RoomID, "seq", rb.Seq, "err", rb.Err)
+			continue
+		}
+		n.rooms[r.hr.id] = r.hr
+		stats.rooms++
+		stats.replayed += r.replayed
+		if r.snapshot {
+			stats.fromSnapshot++
+		}
+	}
+	if err := n.loadArchiveMarkers(); err != nil {
+		return err
+	}
+	n.reconcileJoinRequests()
+	// Store fresh snapshots now, so that a crash loop does not replay the
+	// same tails again and again.
+	if err := n.snapshotRooms(); err != nil {
+		return fmt.Errorf("store room snapshots: %w", err)
+	}
+	if layout < layoutVersion {
+		if err := n.db.Update(func(txn *badger.Txn) error {
+			return txn.Set([]byte(keyLayout), binary.BigEndian.AppendUint64(nil, layoutVersion))
+		}); err != nil {
+			return err
+		}
+	}
+	n.log.Info("recovered rooms", "rooms", stats.rooms, "from_snapshot", stats.fromSnapshot,
+		"records_replayed", stats.replayed, "broken", len(n.broken), "upgraded", upgrade,
+		"took", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (n *Node) readLayout() (int64, error) {
+	var v int64
+	err := n.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(keyLayout))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(b []byte) error {
+			if len(b) == 8 {
+				v = int64(binary.BigEndian.Uint64(b))
+			}
+			return nil
+		})
+	})
+	return v, err
+}
+
+// storedRoomIDs lists the rooms that have records, seeking from one room's
+// records to the next, so it costs one seek per room, not a read per record.
+func (n *Node) storedRoomIDs() ([]string, error) {
+	var ids []string
+	err := n.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(pfxRecord)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); {
+			k := it.Item().Key()
+			if len(k) < len(pfxRecord)+9 || k[len(k)-9] != '/' {
+				return fmt.Errorf("malformed record key %q", k)
+			}
+			id := string(k[len(pfxRecord) : len(k)-9])
+			ids = append(ids, id)
+			// The first key after every r/<id>/<seq>.
+			it.Seek(append([]byte(pfxRecord+id+"/"), 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff))
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// recoverRoom rebuilds one room. upgrade is set on the first start of a data
+// dir written before layout 2: the envelope index then lacks record hashes,
+// which the full replay adds.
+func (n *Node) recoverRoom(id string, upgrade bool) (hr *hostedRoom, fromSnapshot bool, replayed int, err error) {
+	cfg := room.Config{Limits: n.cfg.Limits, Packs: n.packs.storedSource(), History: storeHistory{n.db, id}}
+	var st *room.State
+	if !upgrade {
+		st = n.loadSnapshot(id, cfg)
+	}
+	fromSnapshot = st != nil
+	if st == nil {
+		// A whole replay keeps the hashes in memory while it runs: the
+		// index may not have them yet.
+		mem := cfg
+		mem.History = room.NewMemHistory()
+		st = room.New(mem)
+	}
+	after := st.Seq
+	var index *badger.WriteBatch
+	if upgrade {
+		index = n.db.NewWriteBatch()
+		defer index.Cancel()
+	}
+	err = n.db.View(func(txn *badger.Txn) error {
+		prefix := []byte(pfxRecord + id + "/")
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 64, Prefix: prefix})
+		defer it.Close()
+		for it.Seek(recordKey(id, after+1)); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			seq := int64(binary.BigEndian.Uint64(k[len(k)-8:]))
+			raw, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return &RoomBroken{RoomID: id, Seq: seq, Err: fmt.Errorf("read: %w", err)}
+			}
+			rec, env, err := record.Parse(raw)
+			if err != nil {
+				return &RoomBroken{RoomID: id, Seq: seq, Err: err}
+			}
+			if rec.Seq != seq || rec.RoomID != id {
+				return &RoomBroken{RoomID: id, Seq: seq, Err: fmt.Errorf("record says room %s seq %d", rec.RoomID, rec.Seq)}
+			}
+			// Replay judges each record from the chain alone (nil join
+			// store): reviews carry the request they decide.
+			if err := st.Apply(rec, env, nil); err != nil {
+				return &RoomBroken{RoomID: id, Seq: seq, Err: err}
+			}
+			n.nonces.observe(env.Event.Actor, env.Event.Nonce, rec.ReceivedAt)
+			if index != nil {
+				h, _ := identity.DecodeB64Len(rec.Hash, 32)
+				if err := index.Set(envelopeKey([32]byte(h)), envelopeValue(id, seq)); err != nil {
+					return err
+				}
+			}
+			replayed++
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, 0, err
+	}
+	if !st.Created() {
+		return nil, false, 0, &RoomBroken{RoomID: id, Seq: 1, Err: errors.New("no room.create record")}
+	}
+	if index != nil {
+		if err := index.Flush(); err != nil {
+			return nil, false, 0, fmt.Errorf("index record hashes: %w", err)
+		}
+	}
+	st.SetHistory(storeHistory{n.db, id})
+	hr = &hostedRoom{id: id, st: st}
+	if replayed == 0 {
+		hr.snapSeq.Store(st.Seq)
+	}
+	return hr, fromSnapshot, replayed, nil
+}
+
+// loadSnapshot returns the room's stored snapshot as a state, or nil when
+// there is none or it cannot be trusted: it must decode and name a stored
+// record (seq and hash) of the room.
+func (n *Node) loadSnapshot(id string, cfg room.Config) *room.State {
+	var raw []byte
+	err := n.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(snapshotKey(id))
+		if err != nil {
+			return err
+		}
+		raw, err = item.ValueCopy(nil)
+		return err
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		n.log.Warn("room snapshot unreadable; replaying the whole chain", "room", id, "err", err)
+		return nil
+	}
+	st, err := room.Decode(cfg, raw)
+	if err == nil && st.ID != id {
+		err = fmt.Errorf("snapshot is of room %s", st.ID)
+	}
+	if err == nil {
+		if h, ok := (storeHistory{n.db, id}).RecordHash(st.Seq); !ok || identity.EncodeB64(h[:]) != st.LastHash {
+			err = fmt.Errorf("snapshot at seq %d does not match the stored record", st.Seq)
+		}
+	}
+	if err != nil {
+		n.log.Warn("room snapshot discarded; replaying the whole chain", "room", id, "err", err)
+		return nil
+	}
+	return st
+}
+
+// loadArchiveMarkers reads which rooms' end-of-room work already ran.
+func (n *Node) loadArchiveMarkers() error {
+	return n.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxArchive)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			id := string(it.Item().Key()[len(pfxArchive):])
+			if r, ok := n.rooms[id]; ok {
+				err := it.Item().Value(func(v []byte) error {
+					if len(v) == 8 {
+						r.archivedAt.Store(int64(binary.BigEndian.Uint64(v)))
+					}
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// reconcileJoinRequests makes the join-request store agree with the chains:
+// a request a room.join.review decided has that decision. (Both are written
+// in one transaction, so they can only disagree after damage or a bug; the
+// chain is the authority.)
+func (n *Node) reconcileJoinRequests() {
+	for id, hr := range n.rooms {
+		for _, jr := range n.joins.forRoom(id) {
+			rr, ok := hr.st.Reviewed(jr.ID)
+			if !ok {
+				continue
+			}
+			status, role := "rejected", adp.Role("")
+			if rr.Approved {
+				status, role = "approved", rr.Role
+			}
+			if jr.Status == status && jr.ApprovedRole == role {
+				continue
+			}
+			n.log.Warn("join request disagreed with the chain; the chain wins", "room", id, "request", jr.ID,
+				"stored", jr.Status, "chain", status)
+			jr.Status, jr.ApprovedRole = status, role
+			if err := n.joins.save(jr); err != nil {
+				n.log.Error("save reconciled join request", "request", jr.ID, "err", err)
+			}
+		}
+	}
+}
