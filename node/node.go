@@ -33,9 +33,10 @@ type Node struct {
 	db     *badger.DB
 	commit *groupcommit.Committer
 
-	mu    sync.RWMutex
-	rooms  map[string]*hostedRoom
-	broken map[string]*RoomBroken // rooms whose stored chain did not recover
+	mu        sync.RWMutex
+	rooms     map[string]*hostedRoom
+	broken    map[string]*RoomBroken // rooms whose stored chain did not recover
+	recovered RecoveryStats
 
 	actors       [actorStripes]sync.Mutex // per-actor serialisation of nonce checks (striped)
 	nonces       *nonceCache

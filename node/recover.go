@@ -37,10 +37,17 @@ func (e *RoomBroken) adpError() *adp.Error {
 		Data: map[string]any{"reason": "room_corrupt", "room_id": e.RoomID, "seq": e.Seq}}
 }
 
-// recovery is what recover learned, for the log.
-type recovery struct {
-	rooms, fromSnapshot, replayed int
+// RecoveryStats is what the last start's recovery did.
+type RecoveryStats struct {
+	Rooms        int  // rooms recovered
+	FromSnapshot int  // of which from a stored snapshot
+	Replayed     int  // records replayed (snapshot tails and whole chains)
+	Broken       int  // rooms set aside
+	Upgraded     bool // the data dir was upgraded to the current layout
 }
+
+// RecoveryStats reports what the node's start-up recovery did.
+func (n *Node) RecoveryStats() RecoveryStats { return n.recovered }
 
 // recover rebuilds every hosted room: from its latest stored snapshot plus
 // the records after it, or by replaying its whole chain when there is no
@@ -94,7 +101,7 @@ func (n *Node) recover() error {
 	close(next)
 	wg.Wait()
 
-	var stats recovery
+	stats := RecoveryStats{Upgraded: upgrade}
 	for i, r := range results {
 		if r.err != nil {
 			var rb *RoomBroken
@@ -106,10 +113,10 @@ func (n *Node) recover() error {
 			continue
 		}
 		n.rooms[r.hr.id] = r.hr
-		stats.rooms++
-		stats.replayed += r.replayed
+		stats.Rooms++
+		stats.Replayed += r.replayed
 		if r.snapshot {
-			stats.fromSnapshot++
+			stats.FromSnapshot++
 		}
 	}
 	if err := n.loadArchiveMarkers(); err != nil {
@@ -128,8 +135,10 @@ func (n *Node) recover() error {
 			return err
 		}
 	}
-	n.log.Info("recovered rooms", "rooms", stats.rooms, "from_snapshot", stats.fromSnapshot,
-		"records_replayed", stats.replayed, "broken", len(n.broken), "upgraded", upgrade,
+	stats.Broken = len(n.broken)
+	n.recovered = stats
+	n.log.Info("recovered rooms", "rooms", stats.Rooms, "from_snapshot", stats.FromSnapshot,
+		"records_replayed", stats.Replayed, "broken", stats.Broken, "upgraded", upgrade,
 		"took", time.Since(start).Round(time.Millisecond))
 	return nil
 }

@@ -8,14 +8,14 @@ import (
 
 // Key spaces of the node's Badger database (ARCHITECTURE.md, Storage).
 const (
-	pfxRecord   = "r/" // r/<room>/<seq:8 BE>      -> record JSON
-	pfxEnvelope = "e/" // e/<envelope or record hash 32> -> <room>/<seq:8 BE>
-	pfxNonce    = "n/" // n/<agent id>              -> nonce:8 | accepted_at:8
-	pfxJoinReq  = "j/" // j/<room>/<request id>     -> join request JSON
-	pfxArchive  = "x/" // x/<room>                  -> archive generated_at:8
-	pfxPack     = "p/" // p/<digest>                -> external pack bytes
-	pfxSnapshot = "s/" // s/<room>                  -> room.State.Encode() at some seq
-	keyLayout   = "v/layout"                       // -> layout version:8
+	pfxRecord   = "r/"       // r/<room>/<seq:8 BE>      -> record JSON
+	pfxEnvelope = "e/"       // e/<envelope or record hash 32> -> <room>/<seq:8 BE>
+	pfxNonce    = "n/"       // n/<agent id>              -> nonce:8 | accepted_at:8
+	pfxJoinReq  = "j/"       // j/<room>/<request id>     -> join request JSON
+	pfxArchive  = "x/"       // x/<room>                  -> archive generated_at:8
+	pfxPack     = "p/"       // p/<digest>                -> external pack bytes
+	pfxSnapshot = "s/"       // s/<room>                  -> room.State.Encode() at some seq
+	keyLayout   = "v/layout" // -> layout version:8
 )
 
 // layoutVersion is the storage layout this code writes. Version 2 added

@@ -128,11 +128,22 @@ func (h *Host) Close() {
 // would. h must have a DataDir: an in-memory node restarts empty.
 func (h *Host) Restart(t testing.TB) *Host {
 	t.Helper()
+	return h.RestartAfter(t, nil)
+}
+
+// RestartAfter is Restart with offline work between the stop and the
+// start: between is called with the data dir while no node has it open
+// (an operator's repair, a disk fault).
+func (h *Host) RestartAfter(t testing.TB, between func(dataDir string)) *Host {
+	t.Helper()
 	if h.cfg.DataDir == "" {
 		t.Fatal("restart: the host has no DataDir")
 	}
 	addr := h.srv.Listener.Addr().String()
 	h.Close()
+	if between != nil {
+		between(h.cfg.DataDir)
+	}
 	return startHost(t, h.cfg, h.Clock, addr)
 }
 
