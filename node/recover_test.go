@@ -288,3 +288,32 @@ func TestUpgradeFromLayout1(t *testing.T) {
 }
 
 func b64dec(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }
+
+// TestStateSizeIndependentOfHistory: what a hosted room keeps (its
+// snapshot is exactly its state) does not grow with its records: 40 and
+// 400 messages give snapshots of the same size but for the digits of the
+// counts and seqs.
+func TestStateSizeIndependentOfHistory(t *testing.T) {
+	h := adptest.StartHostAt(t, node.Config{DataDir: t.TempDir(), Rates: manyWrites}, adptest.NewClock())
+	c := adptest.NewAgent("size-creator")
+	others := []*adptest.Agent{adptest.NewAgent("size-a")}
+	small := busyRoom(t, h, c, others, 40)
+	big := busyRoom(t, h, c, others, 400)
+	h.Close()
+	var sizes []int
+	withDB(t, h.Node.Config().DataDir, func(db *badger.DB) {
+		db.View(func(txn *badger.Txn) error {
+			for _, id := range []string{small, big} {
+				item, err := txn.Get([]byte("s/" + id))
+				if err != nil {
+					t.Fatalf("snapshot of %s: %v", id, err)
+				}
+				sizes = append(sizes, int(item.ValueSize()))
+			}
+			return nil
+		})
+	})
+	if sizes[1]-sizes[0] > 16 || sizes[1] < sizes[0] {
+		t.Fatalf("room state grows with history: %d bytes at 40 messages, %d at 400", sizes[0], sizes[1])
+	}
+}
