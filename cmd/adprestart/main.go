@@ -45,6 +45,7 @@ func main() {
 	dir := flag.String("dir", "", "data dir (default a temporary one, removed at the end)")
 	starts := flag.Int("starts", 3, "clean starts to measure")
 	idle := flag.Duration("idle", 5*time.Second, "idle time before reading RSS")
+	bulk := flag.Bool("bulk", false, "fill the data dir with node.BulkLoad (same stored form, no per-write verification or sync) instead of the write path")
 	flag.Parse()
 	if *bin == "" {
 		fmt.Fprintln(os.Stderr, "adprestart: -bin is required (go build -o /tmp/adpnode ./cmd/adpnode)")
@@ -53,13 +54,13 @@ func main() {
 	if *rooms == 0 {
 		*rooms = max(1, *records/1000)
 	}
-	if err := run(*bin, *dir, *records, *rooms, *starts, *idle); err != nil {
+	if err := run(*bin, *dir, *records, *rooms, *starts, *idle, *bulk); err != nil {
 		fmt.Fprintln(os.Stderr, "adprestart:", err)
 		os.Exit(1)
 	}
 }
 
-func run(bin, dir string, records, rooms, starts int, idle time.Duration) error {
+func run(bin, dir string, records, rooms, starts int, idle time.Duration, bulk bool) error {
 	if dir == "" {
 		d, err := os.MkdirTemp("", "adprestart-")
 		if err != nil {
@@ -73,7 +74,13 @@ func run(bin, dir string, records, rooms, starts int, idle time.Duration) error 
 	if have < records {
 		os.RemoveAll(data)
 		began := time.Now()
-		if err := fill(data, records, rooms); err != nil {
+		fillWith := fill
+		if bulk {
+			fillWith = func(data string, records, rooms int) error {
+				return node.BulkLoad(data, rooms, records/rooms, func(n int64) { fmt.Printf("  … %d records\n", n) })
+			}
+		}
+		if err := fillWith(data, records, rooms); err != nil {
 			return err
 		}
 		d := time.Since(began)
