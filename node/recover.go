@@ -226,9 +226,9 @@ func (n *Node) recoverRoom(id string, upgrade bool) (hr *hostedRoom, fromSnapsho
 			if rec.Seq != seq || rec.RoomID != id {
 				return &RoomBroken{RoomID: id, Seq: seq, Err: fmt.Errorf("record says room %s seq %d", rec.RoomID, rec.Seq)}
 			}
-			// Replay judges each record from the chain alone (nil join
-			// store): reviews carry the request they decide.
-			if err := st.Apply(rec, env, nil); err != nil {
+			// Replay judges each record from the chain alone; the join
+			// store only lends auto-approved requests' perspectives.
+			if err := st.Apply(rec, env, n.joins.lookup(id)); err != nil {
 				return &RoomBroken{RoomID: id, Seq: seq, Err: err}
 			}
 			n.nonces.observe(env.Event.Actor, env.Event.Nonce, rec.ReceivedAt)

@@ -26,7 +26,11 @@ type JoinRequest struct {
 	Fact []byte
 }
 
-// JoinRequests looks up join requests; nil when replaying a chain offline.
+// JoinRequests looks up join requests. Live admission (Admit) judges a
+// request the chain does not describe by what the host's store says of it.
+// Replay (Apply) judges every record from the chain alone and takes only an
+// immutable fact from it: the perspective of an auto-approved request, which
+// no record carries. It may be nil (offline verification).
 type JoinRequests interface {
 	JoinRequest(id string) (*JoinRequest, bool)
 }
@@ -42,6 +46,9 @@ type Admission struct {
 	Kind adp.Kind
 	// Def is the room-defined type of a custom event (nil for built-ins).
 	Def *types.Definition
+
+	// replay is set by Apply: the record is already part of a chain.
+	replay bool
 
 	// Effects the host acts on besides the chain.
 	ConsumedRequest string           // join request consumed by this room.join
@@ -63,6 +70,10 @@ func (a *Admission) AdvancesHead() bool { return a.Kind != adp.KindSignal }
 // membership, roles, per-type rules and payload schema and size. It does not
 // check the envelope hash and signature, the time window, nonces or rates.
 func (s *State) Admit(env *identity.Envelope, now int64, jr JoinRequests) (*Admission, error) {
+	return s.admit(env, now, jr, false)
+}
+
+func (s *State) admit(env *identity.Envelope, now int64, jr JoinRequests, replay bool) (*Admission, error) {
 	ev := &env.Event
 	if ev.Protocol != adp.Protocol {
 		return nil, invalid("protocol", "event.protocol must be %q", adp.Protocol)
@@ -70,7 +81,7 @@ func (s *State) Admit(env *identity.Envelope, now int64, jr JoinRequests) (*Admi
 	if err := s.checkMentions(ev.Mentions); err != nil {
 		return nil, err
 	}
-	a := &Admission{Env: env, Now: now, Type: ev.Type, seq: s.Seq}
+	a := &Admission{Env: env, Now: now, Type: ev.Type, seq: s.Seq, replay: replay}
 	if ev.Type == "room.create" {
 		if s.Created() {
 			return nil, invalid("room_exists", "room.create must be the first record of a room")
@@ -278,7 +289,7 @@ func (s *State) Apply(rec *record.Record, env *identity.Envelope, jr JoinRequest
 	if env.Hash != identity.EncodeB64(env.Digest[:]) {
 		return adp.Errorf(adp.CodeInvalidEventHash, "envelope hash does not match the event")
 	}
-	a, err := s.Admit(env, rec.ReceivedAt, jr)
+	a, err := s.admit(env, rec.ReceivedAt, jr, true)
 	if err != nil {
 		return err
 	}

@@ -43,7 +43,7 @@ func (s *State) admitJoin(a *Admission, jr JoinRequests) error {
 		return adp.Reason(adp.CodePermissionDenied, "already_member", "actor is already an active member of the room")
 	}
 	if hasReq {
-		p, err := s.checkJoinRequest(actor, reqID, role, a.Now, jr)
+		p, err := s.checkJoinRequest(actor, reqID, role, a.Now, jr, a.replay)
 		if err != nil {
 			return err
 		}
@@ -79,10 +79,10 @@ func (s *State) admitJoin(a *Admission, jr JoinRequests) error {
 
 // checkJoinRequest validates a room.join's request_id and returns the
 // perspective the request declared. Requests reviewed in the chain are
-// judged from the chain; others from the host's join requests, or, when
-// replaying offline without them, by whether auto-approval applied (§11,
-// DECISIONS 15).
-func (s *State) checkJoinRequest(actor identity.AgentID, id string, role adp.Role, now int64, jr JoinRequests) (string, error) {
+// judged from the chain; others live from the host's join requests, and on
+// replay by whether auto-approval applied (§11, DECISIONS 15), with the
+// perspective taken from the request's immutable fact where the host has it.
+func (s *State) checkJoinRequest(actor identity.AgentID, id string, role adp.Role, now int64, jr JoinRequests, replay bool) (string, error) {
 	if s.consumed[id] {
 		return "", adp.Reason(adp.CodeJoinRequestExpired, "consumed", "this join request was already used by a room.join")
 	}
@@ -101,6 +101,17 @@ func (s *State) checkJoinRequest(actor identity.AgentID, id string, role adp.Rol
 				Data: map[string]any{"approved_role": string(r.Role)}}
 		}
 		return r.Perspective, nil
+	}
+	if replay {
+		if err := s.autoApprovable(actor, role); err != nil {
+			return "", err
+		}
+		if jr != nil {
+			if r, ok := jr.JoinRequest(id); ok && r.RoomID == s.ID && r.Applicant == actor {
+				return r.Perspective, nil
+			}
+		}
+		return "", nil
 	}
 	if jr != nil {
 		r, ok := jr.JoinRequest(id)
@@ -336,7 +347,7 @@ func (s *State) admitReview(a *Admission, jr JoinRequests) error {
 	if _, done := s.requests[id]; done || s.consumed[id] {
 		return adp.Reason(adp.CodePermissionDenied, "already_reviewed", "this join request has already been reviewed")
 	}
-	if jr != nil {
+	if jr != nil && !a.replay {
 		r, ok := jr.JoinRequest(id)
 		if !ok || r.RoomID != s.ID {
 			return adp.Errorf(adp.CodeJoinRequestNotFound, "no join request %q in this room", id)
