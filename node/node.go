@@ -117,7 +117,7 @@ func Open(cfg Config) (*Node, error) {
 		status: newStatusBoard(),
 		hub:    newHub(cfg.SSEBuffer),
 		ctx:    ctx, cancel: cancel,
-		disk:   newDiskGuard(cfg.DataDir, cfg.DiskReserveBytes, cfg.Log),
+		disk: newDiskGuard(cfg.DataDir, cfg.DiskReserveBytes, cfg.Log),
 	}
 	n.packs = newPackFetcher(cfg.Packs, db)
 	n.joins = newJoinRequests(db)
