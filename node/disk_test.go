@@ -131,3 +131,14 @@ func TestOpenLockedDir(t *testing.T) {
 		t.Fatalf("want ErrLocked, got %v", err)
 	}
 }
+
+func truncate(t *testing.T, name string) {
+	t.Helper()
+	fi, err := os.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(name, fi.Size()/2); err != nil {
+		t.Fatal(err)
+	}
+}
