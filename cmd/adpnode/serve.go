@@ -42,7 +42,7 @@ type fileConfig struct {
 	} `yaml:"rates"`
 	MaxBodyBytes      int64  `yaml:"max_body_bytes"`
 	DiskReserve       string `yaml:"disk_reserve"`
-	AllowPrivatePacks bool  `yaml:"allow_private_packs"`
+	AllowPrivatePacks bool   `yaml:"allow_private_packs"`
 	Federation        *struct {
 		Enabled  *bool    `yaml:"enabled"`
 		Listen   []string `yaml:"listen"`
