@@ -412,7 +412,9 @@ func (r *Room) freezeLocked() {
 // remove deletes the room's stored data.
 func (r *Room) remove() {
 	r.freeze()
-	r.m.db.DropPrefix([]byte(pfxRec+r.rk+"/"), []byte(pfxCp+r.rk+"/"), []byte(pfxMeta+r.rk))
+	if err := node.DropAndReclaim(r.m.db, r.m.log, []byte(pfxRec+r.rk+"/"), []byte(pfxCp+r.rk+"/"), []byte(pfxMeta+r.rk)); err != nil {
+		r.m.log.Warn("mirror purge", "room", r.id, "err", err)
+	}
 	r.m.bytes.Add(-r.bytes)
 }
 

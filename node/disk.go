@@ -400,3 +400,22 @@ func ValueLogGC(ctx context.Context, db *badger.DB, log *slog.Logger) int {
 	}
 	return rewrote
 }
+
+// DropAndReclaim deletes every key under prefixes and gives the space
+// back to the file system: DropPrefix rewrites the tables holding those
+// keys, Flatten compacts what is left into one level (so no stale table
+// keeps the bytes), and value-log GC rewrites value-log files that are
+// now mostly garbage. Used by mirror purge.
+func DropAndReclaim(db *badger.DB, log *slog.Logger, prefixes ...[]byte) error {
+	if err := db.DropPrefix(prefixes...); err != nil {
+		return err
+	}
+	if db.Opts().InMemory {
+		return nil
+	}
+	if err := db.Flatten(2); err != nil {
+		return err
+	}
+	ValueLogGC(context.Background(), db, log)
+	return nil
+}
