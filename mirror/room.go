@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -59,6 +60,7 @@ type Room struct {
 	bytes    int64
 	cosigned int64
 	subs     map[chan node.Item]struct{}
+	diskWait atomic.Bool // a retry is queued because the disk was full
 }
 
 // pendingRec is a verified stream record waiting for its predecessors.
@@ -245,6 +247,22 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 		return false
 	}
 	if rec.RoomID != r.id {
+		return false
+	}
+	if r.m.n.DiskFull() {
+		// The node's disk is below its reserve: store nothing, fetch
+		// again later (backfill) once space is back; one retry queued
+		// per room at a time.
+		if r.diskWait.CompareAndSwap(false, true) {
+			r.m.goLoop(func(ctx context.Context) {
+				select {
+				case <-ctx.Done():
+				case <-time.After(5 * time.Second):
+					r.diskWait.Store(false)
+					r.m.queueGap(r)
+				}
+			})
+		}
 		return false
 	}
 	if err := r.st.Apply(rec, env, nil); err != nil {
