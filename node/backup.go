@@ -58,7 +58,7 @@ func BackupDir(dir string, w io.Writer) error {
 	if _, err := os.Stat(dir + "/MANIFEST"); err != nil {
 		return fmt.Errorf("%s is not an adpnode data dir (no MANIFEST): %w", dir, err)
 	}
-	db, err := openBadger(BadgerOptions(dir).WithReadOnly(true), nil)
+	db, _, err := openStopped(dir)
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -29,6 +30,22 @@ type CheckReport struct {
 	// Storage lists Badger-level faults (a damaged file, an unreadable
 	// value), with the file when known.
 	Storage []StorageFault `json:"storage,omitempty"`
+	// Note says when the dir had to be opened read-write (see openStopped).
+	Note string `json:"note,omitempty"`
+}
+
+// openStopped opens a stopped node's database to read it: read-only when
+// Badger allows, else (a node that died left a memtable log to truncate,
+// which read-only Badger refuses) read-write, doing exactly the log
+// recovery the node's next start would do and nothing else (no
+// compaction on close). The note says so.
+func openStopped(dir string) (*badger.DB, string, error) {
+	db, err := openBadger(BadgerOptions(dir).WithReadOnly(true), nil)
+	if err == nil || !strings.Contains(err.Error(), "truncate required") {
+		return db, "", err
+	}
+	db, err = openBadger(BadgerOptions(dir).WithCompactL0OnClose(false), nil)
+	return db, "the node did not stop cleanly: its write-ahead log was recovered as the node's next start would", err
 }
 
 // RoomCheck is one room's chain: OK, or broken at BrokenAt for Reason.
@@ -78,7 +95,8 @@ func Check(dir string) (*CheckReport, error) {
 		return nil, fmt.Errorf("%s is not an adpnode data dir (no MANIFEST): %w", dir, err)
 	}
 	rep := &CheckReport{Dir: dir, Rooms: []RoomCheck{}, Mirrors: []RoomCheck{}}
-	db, err := openBadger(BadgerOptions(dir).WithReadOnly(true), nil)
+	db, note, err := openStopped(dir)
+	rep.Note = note
 	if err != nil {
 		var se *StorageError
 		if errors.As(err, &se) {

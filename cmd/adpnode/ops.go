@@ -98,6 +98,9 @@ func printCheck(rep *node.CheckReport) {
 		}
 		fmt.Printf("storage fault in %s: %s\n", file, f.Error)
 	}
+	if rep.Note != "" {
+		fmt.Println("note:", rep.Note)
+	}
 	fmt.Printf("%d hosted rooms, %d mirrored rooms, %d storage faults\n", len(rep.Rooms), len(rep.Mirrors), len(rep.Storage))
 }
 
