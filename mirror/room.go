@@ -427,13 +427,12 @@ func (r *Room) freezeLocked() {
 	}
 }
 
-// remove deletes the room's stored data.
-func (r *Room) remove() {
+// remove freezes the room and returns the key prefixes of its stored data,
+// for the caller to drop (node.DropAndReclaim, once for all rooms removed).
+func (r *Room) remove() [][]byte {
 	r.freeze()
-	if err := node.DropAndReclaim(r.m.db, r.m.log, []byte(pfxRec+r.rk+"/"), []byte(pfxCp+r.rk+"/"), []byte(pfxMeta+r.rk)); err != nil {
-		r.m.log.Warn("mirror purge", "room", r.id, "err", err)
-	}
 	r.m.bytes.Add(-r.bytes)
+	return [][]byte{[]byte(pfxRec + r.rk + "/"), []byte(pfxCp + r.rk + "/"), []byte(pfxMeta + r.rk)}
 }
 
 // ingestBatch verifies a backfill batch and applies the part a checkpoint
