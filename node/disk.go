@@ -358,9 +358,12 @@ func (n *Node) startStorage() {
 	if n.cfg.InMemory {
 		return
 	}
-	n.disk.sample()
-	n.bg.Add(2)
-	go func() { defer n.bg.Done(); n.disk.run(n.ctx, n.cfg.DiskCheckInterval) }()
+	if n.disk.reserve > 0 {
+		n.disk.sample()
+		n.bg.Add(1)
+		go func() { defer n.bg.Done(); n.disk.run(n.ctx, n.cfg.DiskCheckInterval) }()
+	}
+	n.bg.Add(1)
 	go func() { defer n.bg.Done(); n.runValueLogGC(n.ctx, gcInterval) }()
 }
 
