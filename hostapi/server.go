@@ -135,6 +135,7 @@ func (s *Server) routes() {
 	v1.GET("/federation/peers", s.fedPeers)
 	v1.GET("/federation/hosts", s.fedHosts)
 	s.mirrorRoutes()
+	s.adminRoutes()
 	s.viewerRoutes()
 }
 

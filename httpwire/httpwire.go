@@ -112,12 +112,14 @@ func Error(err error) Answer {
 		e = &adp.Error{Code: adp.CodeInternal, Message: "internal error"}
 	}
 	switch e.Code {
-	case adp.CodeRateLimited:
-		if ms, ok := e.Data["retry_after_ms"].(int64); ok {
+	case adp.CodeRateLimited, adp.CodeUnavailable:
+		// data.retry_after_ms, when the error carries it, in whole
+		// seconds rounded up; unavailability without it says 1 s.
+		if ms, ok := e.Data["retry_after_ms"].(int64); ok && ms > 0 {
 			h["Retry-After"] = strconv.FormatInt((ms+999)/1000, 10)
+		} else if e.Code == adp.CodeUnavailable {
+			h["Retry-After"] = "1"
 		}
-	case adp.CodeUnavailable:
-		h["Retry-After"] = "1"
 	}
 	data := e.Data
 	if data == nil {

@@ -293,8 +293,15 @@ func (m *Mirror) RemoveTarget(id string, purge bool) error {
 			}
 		}
 		m.mu.Unlock()
+		var prefixes [][]byte
 		for _, r := range drop {
-			r.remove()
+			prefixes = append(prefixes, r.remove()...)
+		}
+		// Drop the keys and give the bytes back to the file system.
+		if len(prefixes) > 0 {
+			if err := node.DropAndReclaim(m.db, m.log, prefixes...); err != nil {
+				m.log.Warn("mirror purge", "rooms", len(drop), "err", err)
+			}
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package mirror
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -59,6 +60,7 @@ type Room struct {
 	bytes    int64
 	cosigned int64
 	subs     map[chan node.Item]struct{}
+	diskWait atomic.Bool // a retry is queued because the disk was full
 }
 
 // pendingRec is a verified stream record waiting for its predecessors.
@@ -247,6 +249,22 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 	if rec.RoomID != r.id {
 		return false
 	}
+	if r.m.n.DiskFull() {
+		// The node's disk is below its reserve: store nothing, fetch
+		// again later (backfill) once space is back; one retry queued
+		// per room at a time.
+		if r.diskWait.CompareAndSwap(false, true) {
+			r.m.goLoop(func(ctx context.Context) {
+				select {
+				case <-ctx.Done():
+				case <-time.After(5 * time.Second):
+					r.diskWait.Store(false)
+					r.m.queueGap(r)
+				}
+			})
+		}
+		return false
+	}
 	if err := r.st.Apply(rec, env, nil); err != nil {
 		var ce *record.ChainError
 		switch {
@@ -409,11 +427,12 @@ func (r *Room) freezeLocked() {
 	}
 }
 
-// remove deletes the room's stored data.
-func (r *Room) remove() {
+// remove freezes the room and returns the key prefixes of its stored data,
+// for the caller to drop (node.DropAndReclaim, once for all rooms removed).
+func (r *Room) remove() [][]byte {
 	r.freeze()
-	r.m.db.DropPrefix([]byte(pfxRec+r.rk+"/"), []byte(pfxCp+r.rk+"/"), []byte(pfxMeta+r.rk))
 	r.m.bytes.Add(-r.bytes)
+	return [][]byte{[]byte(pfxRec + r.rk + "/"), []byte(pfxCp + r.rk + "/"), []byte(pfxMeta + r.rk)}
 }
 
 // ingestBatch verifies a backfill batch and applies the part a checkpoint

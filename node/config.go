@@ -37,6 +37,13 @@ type Config struct {
 	DataDir string
 	// InMemory keeps Badger in memory (tests only: nothing is durable).
 	InMemory bool
+	// DiskReserveBytes is the free space on the data dir's file system
+	// below which writes are refused (503 unavailable, reason disk_full);
+	// 0 disables the check. adpnode serve defaults it to
+	// DefaultDiskReserve (see disk.go for why that much).
+	DiskReserveBytes int64
+	// DiskCheckInterval is how often free space is sampled (default 1 s).
+	DiskCheckInterval time.Duration
 
 	Limits room.Limits
 	Rates  Rates
@@ -95,6 +102,9 @@ func (c *Config) Defaults() {
 	}
 	if c.Packs.MaxBytes == 0 {
 		c.Packs.MaxBytes = 1 << 20
+	}
+	if c.DiskCheckInterval <= 0 {
+		c.DiskCheckInterval = time.Second
 	}
 	if c.SSEBuffer == 0 {
 		c.SSEBuffer = 1024

@@ -235,6 +235,9 @@ type CreateJoinRequest struct {
 // CreateJoinRequest creates a join request by applicant (§11), auto-approving
 // it where the rules say so.
 func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body []byte) (*JoinRequest, error) {
+	if err := n.writable(); err != nil {
+		return nil, err
+	}
 	if err := identity.CheckJSON(body); err != nil {
 		return nil, adp.Reason(adp.CodeInvalidRequest, "json", "join request body: "+err.Error())
 	}
@@ -308,7 +311,7 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 		}
 	}
 	if err := n.joins.save(jr); err != nil {
-		return nil, internal(err)
+		return nil, n.storageWriteError(err)
 	}
 	n.hub.joinRequest(roomID, jr, st)
 	return jr, nil

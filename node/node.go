@@ -51,6 +51,7 @@ type Node struct {
 	archiveExtra func(roomID string) map[string]any
 
 	finishMu sync.Mutex // serialises end-of-room work (scheduler and archive reads)
+	disk     *diskGuard // free space against Config.DiskReserveBytes (disk.go)
 
 	closing  atomic.Bool
 	inflight sync.WaitGroup
@@ -102,14 +103,13 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	u, _ := url.Parse(origin)
-	opts := badger.DefaultOptions(cfg.DataDir).WithSyncWrites(true).WithLogger(nil).
-		WithNumVersionsToKeep(1).WithCompactL0OnClose(true)
+	opts := BadgerOptions(cfg.DataDir)
 	if cfg.InMemory {
 		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")
 	}
-	db, err := badger.Open(opts)
+	db, err := openBadger(opts, cfg.Log)
 	if err != nil {
-		return nil, fmt.Errorf("open badger at %s: %w", cfg.DataDir, err)
+		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
@@ -121,6 +121,7 @@ func Open(cfg Config) (*Node, error) {
 		status: newStatusBoard(),
 		hub:    newHub(cfg.SSEBuffer),
 		ctx:    ctx, cancel: cancel,
+		disk: newDiskGuard(cfg.DataDir, cfg.DiskReserveBytes, cfg.Log),
 	}
 	n.packs = newPackFetcher(cfg.Packs, db)
 	n.joins = newJoinRequests(db)
@@ -130,6 +131,8 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.commit = groupcommit.New(db, 4096)
+	n.commit.OnError(func(err error) { n.disk.noteWriteError(err) })
+	n.startStorage()
 	n.sched = newScheduler(n)
 	n.bg.Add(2)
 	go func() { defer n.bg.Done(); n.sched.run(ctx) }()

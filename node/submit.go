@@ -45,6 +45,9 @@ func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Resul
 	}
 	n.inflight.Add(1)
 	defer n.inflight.Done()
+	if err := n.writable(); err != nil { // disk below the reserve (disk.go)
+		return nil, err
+	}
 
 	// Identity §6 steps 1–5: strict parse and shape, JCS, hash, actor, signature.
 	env, err := identity.ParseEnvelope(body)

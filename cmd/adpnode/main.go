@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -17,9 +18,13 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(serveCmd(), keygenCmd(), signCmd(), tokenCmd(), verifyCmd(), peersCmd(), mirrorCmd(), exportCmd(),
-		roomCmd(), joinCmd(), postCmd(), tailCmd(), roomsCmd(), devnetCmd())
+		roomCmd(), joinCmd(), postCmd(), tailCmd(), roomsCmd(), devnetCmd(), checkCmd(), backupCmd(), restoreCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "adpnode:", err)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
 		os.Exit(1)
 	}
 }

@@ -40,8 +40,9 @@ type fileConfig struct {
 		Control int  `yaml:"control"`
 		Create  *int `yaml:"room_create"`
 	} `yaml:"rates"`
-	MaxBodyBytes      int64 `yaml:"max_body_bytes"`
-	AllowPrivatePacks bool  `yaml:"allow_private_packs"`
+	MaxBodyBytes      int64  `yaml:"max_body_bytes"`
+	DiskReserve       string `yaml:"disk_reserve"`
+	AllowPrivatePacks bool   `yaml:"allow_private_packs"`
 	Federation        *struct {
 		Enabled  *bool    `yaml:"enabled"`
 		Listen   []string `yaml:"listen"`
@@ -52,7 +53,7 @@ type fileConfig struct {
 }
 
 func serveCmd() *cobra.Command {
-	var cfgPath, listen, publicURL, data, logLevel string
+	var cfgPath, listen, publicURL, data, logLevel, diskReserve string
 	var allowPrivatePacks, noFederation, mdnsOn bool
 	var p2pListen, peers []string
 	cmd := &cobra.Command{
@@ -97,6 +98,10 @@ func serveCmd() *cobra.Command {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			cfg := node.Config{PublicURL: publicURL, DataDir: data, Log: log, MaxBodyBytes: fc.MaxBodyBytes}
 			cfg.Packs.AllowPrivate = allowPrivatePacks || fc.AllowPrivatePacks
+			var err error
+			if cfg.DiskReserveBytes, err = parseSize(pick("disk-reserve", fc.DiskReserve)); err != nil {
+				return fmt.Errorf("disk reserve: %w", err)
+			}
 			if fc.Rates != nil {
 				cfg.Rates = node.DefaultRates()
 				cfg.Rates.Message, cfg.Rates.Signal, cfg.Rates.Control = fc.Rates.Message, fc.Rates.Signal, fc.Rates.Control
@@ -132,6 +137,7 @@ func serveCmd() *cobra.Command {
 	f.StringVar(&publicURL, "public-url", "", "service origin: JWT audience and Room URL host (default http://<listen>)")
 	f.StringVar(&data, "data", "./data", "data directory (Badger)")
 	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&diskReserve, "disk-reserve", "256MiB", "refuse writes (503, reason disk_full) while the data dir's file system has less free space than this; 0 disables")
 	f.BoolVar(&allowPrivatePacks, "allow-private-packs", false, "allow external packs from loopback/private addresses and plain HTTP")
 	f.BoolVar(&noFederation, "no-federation", false, "run without libp2p federation")
 	f.StringArrayVar(&p2pListen, "p2p-listen", []string{"/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/udp/4001/quic-v1"},

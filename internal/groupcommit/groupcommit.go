@@ -28,6 +28,8 @@ type Committer struct {
 	wg   sync.WaitGroup
 	mu   sync.RWMutex // guards sends against Close
 	shut bool
+	// onErr is told about every failed batch write (set before use).
+	onErr func(error)
 }
 
 // ErrClosed is returned for writes offered after Close.
@@ -64,6 +66,11 @@ func (c *Committer) Enqueue(sets []KV, done func(error)) error {
 	c.in <- request{sets, done}
 	return nil
 }
+
+// OnError registers fn to be called, on the committer goroutine, with the
+// error of every failed transaction (the node notes lack of space). Call it
+// before the first Commit.
+func (c *Committer) OnError(fn func(error)) { c.onErr = fn }
 
 // Flush waits until everything queued before it is durable.
 func (c *Committer) Flush() error { return c.Commit(nil) }
@@ -115,6 +122,9 @@ func (c *Committer) loop() {
 func (c *Committer) flush(batch []request) {
 	for len(batch) > 0 {
 		n, err := c.writeSome(batch)
+		if err != nil && c.onErr != nil {
+			c.onErr(err)
+		}
 		for _, r := range batch[:n] {
 			if r.done != nil {
 				r.done(err)

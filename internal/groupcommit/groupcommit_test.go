@@ -68,3 +68,29 @@ func TestCommitterBatchesAndCloses(t *testing.T) {
 		t.Fatalf("write after Close: %v", err)
 	}
 }
+
+// A failed transaction is reported to the OnError hook as well as to the
+// writers (the node uses it to notice a full disk).
+func TestCommitterOnError(t *testing.T) {
+	db, err := badger.Open(badger.DefaultOptions("").WithInMemory(true).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(db, 4)
+	var mu sync.Mutex
+	var seen []error
+	c.OnError(func(err error) { mu.Lock(); seen = append(seen, err); mu.Unlock() })
+	if err := c.Commit([]KV{{K: []byte("ok"), V: []byte("v")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Commit([]KV{{K: nil, V: []byte("empty key")}}); err == nil {
+		t.Fatal("an empty key was committed")
+	}
+	c.Close()
+	db.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 {
+		t.Fatalf("hook saw %d errors, want 1: %v", len(seen), seen)
+	}
+}

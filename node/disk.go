@@ -1,0 +1,424 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/dgraph-io/badger/v4/table"
+	"github.com/dgraph-io/ristretto/v2/z"
+
+	"github.com/adpnode/adpnode/adp"
+)
+
+// Badger sizing. An idle node should stay small, and the disk reserve
+// (DefaultDiskReserve) must cover what Badger can write after the node
+// stops accepting writes, because Badger writes its memtable WAL (.mem)
+// and value log (.vlog) through mmap: on a full file system a store into
+// an mmapped page is a SIGBUS (the process dies), not an ENOSPC error.
+const (
+	badgerMemTableSize     = 16 << 20 // each .mem WAL is a sparse 2×16 MiB mmap
+	badgerNumMemtables     = 3        // one mutable + up to two waiting for flush
+	badgerValueLogFileSize = 64 << 20 // each .vlog is a sparse 2×64 MiB mmap
+	badgerBaseTableSize    = 2 << 20
+	badgerBlockCacheSize   = 8 << 20
+	badgerIndexCacheSize   = 4 << 20
+)
+
+// DefaultDiskReserve is the free space below which the node refuses
+// writes. It covers the worst case of what Badger may still write into
+// mmapped files once writes stop, with room to spare:
+//
+//	memtable WALs  3 × 2 × 16 MiB =  96 MiB (every .mem file filled)
+//	value log          2 × 64 MiB = 128 MiB (the open .vlog filled)
+//	                                 -------
+//	                                 224 MiB, rounded up to 256 MiB
+//
+// plus in practice the L0 tables a flush writes and the compaction output
+// written before its inputs are deleted (a few BaseTableSize files), which
+// the rounding and the node's 1 s sampling lag leave room for at the write
+// rates a node sustains.
+const DefaultDiskReserve = 256 << 20
+
+// BadgerOptions returns the Badger options of a node database in dir:
+// checksums verified on every block read (and every table at open, see
+// openBadger),
+// synced writes, one version per key, and bounded memory (16 MiB
+// memtables, three of them, an 8 MiB block cache and a 4 MiB index cache).
+func BadgerOptions(dir string) badger.Options {
+	return badger.DefaultOptions(dir).
+		WithSyncWrites(true).
+		WithLogger(nil).
+		WithNumVersionsToKeep(1).
+		WithCompactL0OnClose(true).
+		// Every block read is verified. Whole tables are verified at open
+		// by openBadger (precheckTables) rather than by Badger's
+		// OnTableRead, whose failure path dereferences nil on a goroutine
+		// of Badger's own (v4.9.6) and so would crash the process.
+		WithChecksumVerificationMode(options.OnBlockRead).
+		WithVerifyValueChecksum(true).
+		WithMemTableSize(badgerMemTableSize).
+		WithNumMemtables(badgerNumMemtables).
+		WithValueLogFileSize(badgerValueLogFileSize).
+		WithBaseTableSize(badgerBaseTableSize).
+		WithBlockCacheSize(badgerBlockCacheSize).
+		WithIndexCacheSize(badgerIndexCacheSize).
+		WithNumCompactors(2).
+		WithNumGoroutines(2)
+}
+
+// StorageError says the database in Dir cannot be opened as it is: File
+// (when known) is the damaged file.
+type StorageError struct {
+	Dir  string
+	File string
+	Err  error
+}
+
+func (e *StorageError) Error() string {
+	where := e.Dir
+	if e.File != "" {
+		where = filepath.Join(e.Dir, e.File)
+	}
+	return fmt.Sprintf("storage damaged at %s: %v; run `adpnode check --data %s` to see which rooms are affected, "+
+		"or restore the data dir from a backup (`adpnode restore`)", where, e.Err, e.Dir)
+}
+
+func (e *StorageError) Unwrap() error { return e.Err }
+
+// ErrLocked is returned when another process (a running node) holds the
+// data dir.
+var ErrLocked = errors.New("data dir is in use by another process (is a node running on it?)")
+
+// badgerFileName finds a Badger file name in an error text.
+var badgerFileName = regexp.MustCompile(`[0-9]{6}\.(?:sst|vlog|mem)|MANIFEST|KEYREGISTRY|DISCARD`)
+
+// openBadger opens a node database. A damaged file is an error naming the
+// file and what to do, never a panic: tables are pre-checked one by one on
+// this goroutine (Badger opens them on goroutines of its own, where a
+// panic on a truncated table could not be recovered), Badger's open is
+// guarded by recover, and a table Badger would silently skip is refused.
+func openBadger(opts badger.Options, log *slog.Logger) (db *badger.DB, err error) {
+	dir := opts.Dir
+	if !opts.InMemory {
+		if err := precheckTables(dir); err != nil {
+			return nil, err
+		}
+	}
+	bl := &badgerLog{log: log}
+	opts = opts.WithLogger(bl)
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, storageErr(dir, fmt.Errorf("badger: %v", r))
+		}
+	}()
+	db, err = badger.Open(opts)
+	if err != nil {
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return nil, fmt.Errorf("open %s: %w", dir, ErrLocked)
+		}
+		return nil, storageErr(dir, err)
+	}
+	if f := bl.skipped(); f != "" {
+		db.Close()
+		return nil, &StorageError{Dir: dir, File: f, Err: errors.New("table checksum mismatch")}
+	}
+	return db, nil
+}
+
+func storageErr(dir string, err error) *StorageError {
+	e := &StorageError{Dir: dir, Err: err}
+	if m := badgerFileName.FindString(err.Error()); m != "" {
+		e.File = m
+	} else if strings.Contains(strings.ToLower(err.Error()), "manifest") {
+		e.File = "MANIFEST"
+	}
+	return e
+}
+
+// precheckTables opens every .sst in dir read-only and verifies it as
+// Badger's OnTableRead would (footer, index, key range, every block's
+// checksum), on this goroutine, recovering a panic into an error naming
+// the table. It reads every table once: start-up costs one sequential
+// read of the LSM tree.
+func precheckTables(dir string) error {
+	names, err := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := precheckTable(name); err != nil {
+			return &StorageError{Dir: dir, File: filepath.Base(name), Err: err}
+		}
+	}
+	return nil
+}
+
+func precheckTable(name string) (err error) {
+	fi, err := os.Stat(name)
+	if err != nil {
+		return err
+	}
+	if fi.Size() == 0 {
+		return errors.New("table file is empty")
+	}
+	mf, err := z.OpenMmapFile(name, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	stage := "table unreadable (truncated or overwritten)"
+	defer func() {
+		if r := recover(); r != nil {
+			err = errors.New(stage)
+		}
+		mf.Close(-1)
+	}()
+	t, err := table.OpenTable(mf, table.Options{BlockSize: 4 << 10, Compression: options.Snappy,
+		ChkMode: options.NoVerification})
+	if err != nil {
+		return err
+	}
+	stage = "table checksum mismatch (a block was overwritten)"
+	if err := t.VerifyChecksum(); err != nil {
+		return fmt.Errorf("table checksum mismatch: %w", err)
+	}
+	return nil
+}
+
+// badgerLog routes Badger's log to slog (errors and warnings only) and
+// remembers a table Badger says it ignores.
+type badgerLog struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	skip string
+}
+
+func (l *badgerLog) Errorf(f string, a ...any) {
+	msg := strings.TrimSpace(fmt.Sprintf(f, a...))
+	if strings.HasPrefix(msg, "Ignoring table") || strings.HasPrefix(msg, "CHECKSUM_MISMATCH") {
+		l.mu.Lock()
+		if m := badgerFileName.FindString(msg); m != "" && l.skip == "" {
+			l.skip = m
+		}
+		l.mu.Unlock()
+	}
+	if l.log != nil {
+		l.log.Error("badger", "msg", msg)
+	}
+}
+
+func (l *badgerLog) Warningf(f string, a ...any) {
+	if l.log != nil {
+		l.log.Warn("badger", "msg", strings.TrimSpace(fmt.Sprintf(f, a...)))
+	}
+}
+func (l *badgerLog) Infof(string, ...any)  {}
+func (l *badgerLog) Debugf(string, ...any) {}
+
+func (l *badgerLog) skipped() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.skip
+}
+
+// diskGuard knows whether the data dir's file system has more free space
+// than the reserve. A background sampler (run) flips the flag; the write
+// path only reads it. A write that fails for lack of space flips it too,
+// until the next sample sees space again.
+type diskGuard struct {
+	dir     string
+	reserve uint64
+	full    atomic.Bool
+	free    atomic.Uint64
+	statfs  func(dir string) (uint64, error)
+	log     *slog.Logger
+}
+
+func newDiskGuard(dir string, reserve int64, log *slog.Logger) *diskGuard {
+	g := &diskGuard{dir: dir, statfs: freeBytes, log: log}
+	if reserve > 0 {
+		g.reserve = uint64(reserve)
+	}
+	return g
+}
+
+// freeBytes is the space available to unprivileged writers on dir's file
+// system.
+func freeBytes(dir string) (uint64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return st.Bavail * uint64(st.Bsize), nil
+}
+
+// sample reads the free space once and sets the flag.
+func (g *diskGuard) sample() {
+	if g.reserve == 0 {
+		return
+	}
+	free, err := g.statfs(g.dir)
+	if err != nil {
+		g.log.Warn("disk space check failed", "dir", g.dir, "err", err)
+		return
+	}
+	g.free.Store(free)
+	full := free < g.reserve
+	if was := g.full.Swap(full); was != full {
+		if full {
+			g.log.Error("disk space below reserve: refusing writes", "dir", g.dir, "free", free, "reserve", g.reserve)
+		} else {
+			g.log.Info("disk space above reserve again: accepting writes", "dir", g.dir, "free", free, "reserve", g.reserve)
+		}
+	}
+}
+
+// run samples every interval until ctx ends.
+func (g *diskGuard) run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			g.sample()
+		}
+	}
+}
+
+// diskFullRetryMs is what a refused write is told to wait.
+const diskFullRetryMs = 5000
+
+// check returns the error a write gets while space is below the reserve.
+func (g *diskGuard) check() error {
+	if g == nil || !g.full.Load() {
+		return nil
+	}
+	return diskFullError()
+}
+
+func diskFullError() *adp.Error {
+	return &adp.Error{Code: adp.CodeUnavailable, Message: "the node's disk is full; nothing was accepted, retry later",
+		Data: map[string]any{"reason": "disk_full", "retry_after_ms": int64(diskFullRetryMs)}}
+}
+
+// noteWriteError flips the flag when a storage write failed for lack of
+// space, and reports whether it did.
+func (g *diskGuard) noteWriteError(err error) bool {
+	if g == nil || err == nil || !isNoSpace(err) {
+		return false
+	}
+	if !g.full.Swap(true) {
+		g.log.Error("storage write failed for lack of space: refusing writes", "dir", g.dir, "err", err)
+	}
+	return true
+}
+
+func isNoSpace(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) ||
+		strings.Contains(err.Error(), "no space left on device")
+}
+
+// writable is the first check of every write path: nil, or 503
+// unavailable with data.reason "disk_full" while the disk is below the
+// reserve.
+func (n *Node) writable() error { return n.disk.check() }
+
+// storageWriteError is the answer to a failed Badger write outside the
+// group committer: disk_full for lack of space, internal otherwise.
+func (n *Node) storageWriteError(err error) error {
+	if n.disk.noteWriteError(err) {
+		return diskFullError()
+	}
+	return internal(err)
+}
+
+// DiskFull reports whether the node currently refuses writes for lack of
+// disk space (for the other writers of the database: mirrors, index).
+func (n *Node) DiskFull() bool { return n.disk.check() != nil }
+
+// gcInterval is how often the value log is garbage collected.
+const gcInterval = 5 * time.Minute
+
+// startStorage starts the disk sampler and the value-log GC, owned by the
+// node and stopped by Close.
+func (n *Node) startStorage() {
+	if n.cfg.InMemory {
+		return
+	}
+	if n.disk.reserve > 0 {
+		n.disk.sample()
+		n.bg.Add(1)
+		go func() { defer n.bg.Done(); n.disk.run(n.ctx, n.cfg.DiskCheckInterval) }()
+	}
+	n.bg.Add(1)
+	go func() { defer n.bg.Done(); n.runValueLogGC(n.ctx, gcInterval) }()
+}
+
+// runValueLogGC rewrites value-log files that are at least half garbage,
+// every interval, until Badger says there is nothing to do.
+func (n *Node) runValueLogGC(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.reclaim(ctx)
+		}
+	}
+}
+
+// reclaim runs value-log GC until it has nothing to rewrite.
+func (n *Node) reclaim(ctx context.Context) int {
+	return ValueLogGC(ctx, n.db, n.log)
+}
+
+// ValueLogGC runs db.RunValueLogGC(0.5) until it has nothing to rewrite
+// or ctx ends, and returns how many files it rewrote.
+func ValueLogGC(ctx context.Context, db *badger.DB, log *slog.Logger) int {
+	rewrote := 0
+	for ctx.Err() == nil {
+		err := db.RunValueLogGC(0.5)
+		if err != nil {
+			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) && log != nil {
+				log.Warn("value log GC", "err", err)
+			}
+			break
+		}
+		rewrote++
+	}
+	return rewrote
+}
+
+// DropAndReclaim deletes every key under prefixes and gives the space
+// back to the file system: DropPrefix rewrites the tables holding those
+// keys, Flatten compacts what is left into one level (so no stale table
+// keeps the bytes), and value-log GC rewrites value-log files that are
+// now mostly garbage. Used by mirror purge.
+func DropAndReclaim(db *badger.DB, log *slog.Logger, prefixes ...[]byte) error {
+	if err := db.DropPrefix(prefixes...); err != nil {
+		return err
+	}
+	if db.Opts().InMemory {
+		return nil
+	}
+	if err := db.Flatten(2); err != nil {
+		return err
+	}
+	ValueLogGC(context.Background(), db, log)
+	return nil
+}

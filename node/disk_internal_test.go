@@ -1,0 +1,76 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"syscall"
+	"testing"
+
+	"github.com/adpnode/adpnode/adp"
+)
+
+func TestDiskGuard(t *testing.T) {
+	free := uint64(100)
+	g := newDiskGuard("/nowhere", 50, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	g.statfs = func(string) (uint64, error) { return free, nil }
+	g.sample()
+	if g.check() != nil {
+		t.Fatal("refused with space above the reserve")
+	}
+	free = 49
+	g.sample()
+	e := adp.AsError(g.check())
+	if e == nil || e.Code != adp.CodeUnavailable || e.Data["reason"] != "disk_full" || e.Data["retry_after_ms"] != int64(diskFullRetryMs) {
+		t.Fatalf("below the reserve: %v", e)
+	}
+	free = 1000
+	g.sample()
+	if g.check() != nil {
+		t.Fatal("still refusing after space came back")
+	}
+	// A write failing with ENOSPC flips the flag until the next sample.
+	if g.noteWriteError(errors.New("some other failure")) || g.check() != nil {
+		t.Fatal("a non-space error flipped the flag")
+	}
+	if !g.noteWriteError(fmt.Errorf("write vlog: %w", syscall.ENOSPC)) || g.check() == nil {
+		t.Fatal("ENOSPC did not flip the flag")
+	}
+	g.sample()
+	if g.check() != nil {
+		t.Fatal("the sampler did not clear the flag")
+	}
+	// A statfs failure changes nothing; reserve 0 disables the check.
+	g.statfs = func(string) (uint64, error) { return 0, errors.New("statfs failed") }
+	g.sample()
+	if g.check() != nil {
+		t.Fatal("a statfs failure refused writes")
+	}
+	off := newDiskGuard("/nowhere", 0, g.log)
+	off.statfs = func(string) (uint64, error) { return 0, nil }
+	off.sample()
+	if off.check() != nil {
+		t.Fatal("reserve 0 refused writes")
+	}
+	var nilGuard *diskGuard
+	if nilGuard.check() != nil || nilGuard.noteWriteError(syscall.ENOSPC) {
+		t.Fatal("nil guard")
+	}
+}
+
+// The node's storage goroutines (sampler, value-log GC) stop with Close.
+func TestStorageGoroutinesStop(t *testing.T) {
+	n, err := Open(Config{PublicURL: "http://127.0.0.1:1", DataDir: t.TempDir(), DiskReserveBytes: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.DiskFull() {
+		t.Fatal("1 byte reserve refused")
+	}
+	if got := n.reclaim(n.ctx); got != 0 {
+		t.Fatalf("value-log GC rewrote %d files of an empty store", got)
+	}
+	n.Close()
+	n.bg.Wait() // returns: every goroutine the node started has ended
+}
