@@ -40,11 +40,11 @@ type CheckReport struct {
 // recovery the node's next start would do and nothing else (no
 // compaction on close). The note says so.
 func openStopped(dir string) (*badger.DB, string, error) {
-	db, err := openBadger(BadgerOptions(dir).WithReadOnly(true), nil)
+	db, err := openBadgerChecked(BadgerOptions(dir).WithReadOnly(true), nil, true)
 	if err == nil || !strings.Contains(err.Error(), "truncate required") {
 		return db, "", err
 	}
-	db, err = openBadger(BadgerOptions(dir).WithCompactL0OnClose(false), nil)
+	db, err = openBadgerChecked(BadgerOptions(dir).WithCompactL0OnClose(false), nil, true)
 	return db, "the node did not stop cleanly: its write-ahead log was recovered as the node's next start would", err
 }
 

@@ -110,10 +110,37 @@ var badgerFileName = regexp.MustCompile(`[0-9]{6}\.(?:sst|vlog|mem)|MANIFEST|KEY
 // panic on a truncated table could not be recovered), Badger's open is
 // guarded by recover, and a table Badger would silently skip is refused.
 func openBadger(opts badger.Options, log *slog.Logger) (db *badger.DB, err error) {
+	return openBadgerChecked(opts, log, false)
+}
+
+// tablesVerifiedFile marks, by its modification time, when every table of
+// the dir last verified. Tables are immutable once written, so a start
+// verifies only the tables written since (by the last run's flushes and
+// compactions), and start-up costs what was written lately, not the whole
+// history; every block is verified again whenever it is read.
+const tablesVerifiedFile = "TABLES-VERIFIED"
+
+// openBadgerChecked opens Badger after verifying its tables: all of them
+// when all is set (adpnode check), else those written since the last
+// verification.
+func openBadgerChecked(opts badger.Options, log *slog.Logger, all bool) (db *badger.DB, err error) {
 	dir := opts.Dir
 	if !opts.InMemory {
-		if err := precheckTables(dir); err != nil {
+		var since time.Time
+		marker := filepath.Join(dir, tablesVerifiedFile)
+		if fi, err := os.Stat(marker); err == nil && !all {
+			since = fi.ModTime()
+		}
+		began := time.Now()
+		if err := precheckTables(dir, since); err != nil {
 			return nil, err
+		}
+		if !opts.ReadOnly {
+			defer func() {
+				if err == nil {
+					writeMarker(marker, began)
+				}
+			}()
 		}
 	}
 	bl := &badgerLog{log: log}
@@ -152,12 +179,15 @@ func storageErr(dir string, err error) *StorageError {
 // checksum), on this goroutine, recovering a panic into an error naming
 // the table. It reads every table once: start-up costs one sequential
 // read of the LSM tree.
-func precheckTables(dir string) error {
+func precheckTables(dir string, since time.Time) error {
 	names, err := filepath.Glob(filepath.Join(dir, "*.sst"))
 	if err != nil {
 		return err
 	}
 	for _, name := range names {
+		if fi, err := os.Stat(name); err == nil && !since.IsZero() && fi.ModTime().Before(since) {
+			continue
+		}
 		if err := precheckTable(name); err != nil {
 			return &StorageError{Dir: dir, File: filepath.Base(name), Err: err}
 		}
@@ -194,6 +224,14 @@ func precheckTable(name string) (err error) {
 		return fmt.Errorf("table checksum mismatch: %w", err)
 	}
 	return nil
+}
+
+// writeMarker records that every table older than at verified.
+func writeMarker(path string, at time.Time) {
+	if f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600); err == nil {
+		f.Close()
+		os.Chtimes(path, at, at)
+	}
 }
 
 // badgerLog routes Badger's log to slog (errors and warnings only) and

@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/adpnode/adpnode/adp"
 )
@@ -73,4 +77,28 @@ func TestStorageGoroutinesStop(t *testing.T) {
 	}
 	n.Close()
 	n.bg.Wait() // returns: every goroutine the node started has ended
+}
+
+// TestTablesVerifiedOnce: a start verifies only the tables written since
+// the last verification (tables are immutable), so start-up does not read
+// the whole history; adpnode check still verifies every table.
+func TestTablesVerifiedOnce(t *testing.T) {
+	dir := t.TempDir()
+	old := filepath.Join(dir, "000001.sst")
+	if err := os.WriteFile(old, []byte("not a table"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := precheckTables(dir, time.Time{}); err == nil {
+		t.Fatal("a garbage table passed the full check")
+	}
+	past := time.Now().Add(-time.Hour)
+	os.Chtimes(old, past, past)
+	if err := precheckTables(dir, time.Now().Add(-time.Minute)); err != nil {
+		t.Fatalf("a table older than the last verification was read again: %v", err)
+	}
+	fresh := filepath.Join(dir, "000002.sst")
+	os.WriteFile(fresh, []byte("also not a table"), 0o644)
+	if err := precheckTables(dir, time.Now().Add(-time.Minute)); err == nil || !strings.Contains(err.Error(), "000002.sst") {
+		t.Fatalf("a table written since the last verification was not checked: %v", err)
+	}
 }

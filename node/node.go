@@ -7,7 +7,6 @@ import (
 	"encoding/base32"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/url"
 	"sort"
