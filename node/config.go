@@ -68,6 +68,11 @@ type PackFetchConfig struct {
 	// AllowPrivate permits fetching from loopback and private addresses and
 	// over plain HTTP (for tests and closed deployments only).
 	AllowPrivate bool
+	// FailureTTL is how long a failed fetch of one URL and digest is
+	// remembered and answered without dialling again (default 60 s).
+	FailureTTL time.Duration
+
+	log *slog.Logger
 }
 
 // Defaults fills unset fields with the documented defaults.
@@ -105,6 +110,7 @@ func (c *Config) Defaults() {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
+	c.Packs.log = c.Log
 }
 
 // Origin validates and normalises a service origin: scheme and host with a
