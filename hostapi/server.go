@@ -51,6 +51,12 @@ type Options struct {
 	Mirror *mirror.Mirror
 	// Metrics, when set, is served at /metrics and fed by every request.
 	Metrics *metrics.Metrics
+	// HTTP are the edge's timeouts and caps (NewHTTPServer takes the
+	// same); the handler uses the write deadlines and the viewer cap.
+	HTTP HTTPOptions
+	// ViewerStreamsPerClient caps viewer streams per client IP
+	// (default 16).
+	ViewerStreamsPerClient int
 }
 
 // Server serves one node over HTTP.
@@ -59,6 +65,8 @@ type Server struct {
 	opts   Options
 	engine *gin.Engine
 	log    *slog.Logger
+	// viewers counts open viewer streams per client IP.
+	viewers *clientCounter
 }
 
 // New builds the HTTP API for n.
@@ -68,6 +76,10 @@ func New(n *node.Node, opts Options) *Server {
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
+	}
+	opts.HTTP = opts.HTTP.WithDefaults()
+	if opts.ViewerStreamsPerClient == 0 {
+		opts.ViewerStreamsPerClient = DefaultViewerStreamsPerClient
 	}
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
@@ -83,9 +95,23 @@ func New(n *node.Node, opts Options) *Server {
 		})
 	}
 	e.HandleMethodNotAllowed = true
-	s := &Server{n: n, opts: opts, engine: e, log: opts.Log}
+	s := &Server{n: n, opts: opts, engine: e, log: opts.Log, viewers: newClientCounter()}
+	e.Use(s.edge)
 	s.routes()
 	return s
+}
+
+// edge runs first on every request: an ordinary response gets a write
+// deadline (SSE handlers replace it per flush), and a declared body over
+// the cap is refused with 413 before a byte of it is read.
+func (s *Server) edge(c *gin.Context) {
+	_ = http.NewResponseController(unwrap(c.Writer)).SetWriteDeadline(time.Now().Add(s.opts.HTTP.WriteTimeout))
+	if limit := s.n.Config().MaxBodyBytes; c.Request.ContentLength > limit {
+		c.Header("Connection", "close")
+		s.fail(c, &adp.Error{Code: adp.CodePayloadTooLarge, Message: "request body exceeds the limit", Data: map[string]any{"limit": limit}})
+		return
+	}
+	c.Next()
 }
 
 // Handler returns the http.Handler.

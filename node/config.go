@@ -18,15 +18,25 @@ type Rates struct {
 	MessageCeiling, SignalCeiling, ControlCeiling int
 	AgentStatus                                   int // agent-status writes per agent per room per minute
 	// Create bounds room.create per agent per minute across the host (a
-	// host policy: rooms cost storage and index space).
+	// host policy: rooms cost storage and index space). External pack
+	// fetches count against it too.
 	Create int
+	// JoinRequests bounds join requests per agent per room per hour.
+	JoinRequests int
+
+	// explicit marks a Rates whose zeros were all spelled out (NoRates):
+	// Config.Defaults replaces only an unset, all-zero Rates.
+	explicit bool
 }
 
-// DefaultRates are the ADP §21 defaults.
+// DefaultRates are the ADP §21 defaults plus this host's policies.
 func DefaultRates() Rates {
 	return Rates{Message: 5, Signal: 60, Control: 10,
-		MessageCeiling: 60, SignalCeiling: 600, ControlCeiling: 120, AgentStatus: 60, Create: 30}
+		MessageCeiling: 60, SignalCeiling: 600, ControlCeiling: 120, AgentStatus: 60, Create: 30, JoinRequests: 10}
 }
+
+// NoRates disables every quota (every limit spelled out as 0).
+func NoRates() Rates { return Rates{explicit: true} }
 
 // Config configures a node.
 type Config struct {

@@ -34,12 +34,20 @@ type fileConfig struct {
 	PublicURL string `yaml:"public_url"`
 	Data      string `yaml:"data"`
 	LogLevel  string `yaml:"log_level"`
-	Rates     *struct {
-		Message int  `yaml:"message"`
-		Signal  int  `yaml:"signal"`
-		Control int  `yaml:"control"`
-		Create  *int `yaml:"room_create"`
+	// Rates: a name left out keeps its default; 0 must be written to
+	// disable that limit.
+	Rates *struct {
+		Message        *int `yaml:"message"`
+		Signal         *int `yaml:"signal"`
+		Control        *int `yaml:"control"`
+		MessageCeiling *int `yaml:"message_ceiling"`
+		SignalCeiling  *int `yaml:"signal_ceiling"`
+		ControlCeiling *int `yaml:"control_ceiling"`
+		AgentStatus    *int `yaml:"agent_status"`
+		Create         *int `yaml:"room_create"`
+		JoinRequests   *int `yaml:"join_requests_per_hour"`
 	} `yaml:"rates"`
+	MaxConnections int `yaml:"max_connections"`
 	MaxBodyBytes      int64 `yaml:"max_body_bytes"`
 	AllowPrivatePacks bool  `yaml:"allow_private_packs"`
 	Federation        *struct {
@@ -99,10 +107,30 @@ func serveCmd() *cobra.Command {
 			cfg.Packs.AllowPrivate = allowPrivatePacks || fc.AllowPrivatePacks
 			if fc.Rates != nil {
 				cfg.Rates = node.DefaultRates()
-				cfg.Rates.Message, cfg.Rates.Signal, cfg.Rates.Control = fc.Rates.Message, fc.Rates.Signal, fc.Rates.Control
-				if fc.Rates.Create != nil {
-					cfg.Rates.Create = *fc.Rates.Create
+				fr := fc.Rates
+				for _, f := range []struct {
+					from *int
+					to   *int
+				}{{fr.Message, &cfg.Rates.Message}, {fr.Signal, &cfg.Rates.Signal}, {fr.Control, &cfg.Rates.Control},
+					{fr.MessageCeiling, &cfg.Rates.MessageCeiling}, {fr.SignalCeiling, &cfg.Rates.SignalCeiling},
+					{fr.ControlCeiling, &cfg.Rates.ControlCeiling}, {fr.AgentStatus, &cfg.Rates.AgentStatus},
+					{fr.Create, &cfg.Rates.Create}, {fr.JoinRequests, &cfg.Rates.JoinRequests}} {
+					if f.from != nil {
+						if *f.from < 0 {
+							return fmt.Errorf("%s: rates: a limit is a count per period, not %d (0 disables it)", cfgPath, *f.from)
+						}
+						*f.to = *f.from
+					}
 				}
+				if cfg.Rates == (node.Rates{}) {
+					// Config.Defaults reads an all-zero Rates as "unset";
+					// everything spelled out as 0 means no limit at all.
+					cfg.Rates = node.NoRates()
+				}
+			}
+			httpOpts := hostapi.HTTPOptions{MaxConnections: fc.MaxConnections}
+			if v, _ := cmd.Flags().GetInt("max-connections"); cmd.Flags().Changed("max-connections") || fc.MaxConnections == 0 {
+				httpOpts.MaxConnections = v
 			}
 			fed := fedSettings{enabled: !noFederation, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second}
 			if fc.Federation != nil {
@@ -123,6 +151,7 @@ func serveCmd() *cobra.Command {
 					fed.interval = d
 				}
 			}
+			fed.http = httpOpts
 			return serve(cmd.Context(), cfg, listen, fed, log)
 		},
 	}
@@ -138,6 +167,7 @@ func serveCmd() *cobra.Command {
 		"libp2p listen multiaddr (repeatable)")
 	f.StringArrayVar(&peers, "peer", nil, "static peer multiaddr ending in /p2p/<peer id> (repeatable)")
 	f.BoolVar(&mdnsOn, "mdns", false, "discover peers on the local network with mDNS")
+	f.Int("max-connections", hostapi.DefaultMaxConnections, "cap on concurrently open HTTP client connections")
 	return cmd
 }
 
@@ -175,6 +205,9 @@ type fedSettings struct {
 	peers    []string
 	mdns     bool
 	interval time.Duration
+	// http are the HTTP edge's timeouts and caps (not federation, but
+	// carried with the other serve settings).
+	http hostapi.HTTPOptions
 }
 
 // stack is one running node with its federation peer, mirror and HTTP
@@ -200,7 +233,7 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	}
 	s := &stack{n: n, log: log, errc: make(chan error, 1)}
 	met := metrics.New(n)
-	opts := hostapi.Options{Log: log, Metrics: met}
+	opts := hostapi.Options{Log: log, Metrics: met, HTTP: fs.http}
 	if fs.enabled {
 		key, err := federation.LoadOrCreateKey(cfg.DataDir)
 		if err != nil {
@@ -236,7 +269,8 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 		return nil, err
 	}
 	s.addr = ln.Addr().String()
-	s.srv = &http.Server{Handler: hostapi.New(n, opts).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = hostapi.NewHTTPServer(hostapi.New(n, opts).Handler(), fs.http)
+	ln = hostapi.LimitListener(ln, fs.http.WithDefaults().MaxConnections)
 	go func() { s.errc <- s.srv.Serve(ln) }()
 	log.Info("adpnode serving", "listen", s.addr, "public_url", n.Origin(), "data", cfg.DataDir)
 	return s, nil
