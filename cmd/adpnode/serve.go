@@ -47,7 +47,7 @@ type fileConfig struct {
 		Create         *int `yaml:"room_create"`
 		JoinRequests   *int `yaml:"join_requests_per_hour"`
 	} `yaml:"rates"`
-	MaxConnections int `yaml:"max_connections"`
+	MaxConnections    int   `yaml:"max_connections"`
 	MaxBodyBytes      int64 `yaml:"max_body_bytes"`
 	AllowPrivatePacks bool  `yaml:"allow_private_packs"`
 	Federation        *struct {
