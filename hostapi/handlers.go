@@ -10,6 +10,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/node"
 )
@@ -361,6 +362,10 @@ func (s *Server) myRooms(c *gin.Context) {
 		return
 	}
 	f := node.MyRoomsFilter{Status: c.Query("status"), Membership: c.Query("membership"), Limit: limit, Cursor: c.Query("cursor")}
+	if f.Cursor != "" && !record.ValidRoomID(f.Cursor) {
+		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "cursor", "cursor is not one this host issued"))
+		return
+	}
 	switch f.Membership {
 	case "", "creator", "active", "former", "pending":
 	default:

@@ -199,8 +199,9 @@ func (s *Server) viewer(c *gin.Context) (identity.AgentID, error) {
 	if h == "" {
 		return "", nil
 	}
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
+	// The auth-scheme is case-insensitive (RFC 7235 §2.1).
+	scheme, tok, ok := strings.Cut(strings.TrimLeft(h, " "), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "", adp.Errorf(adp.CodeInvalidToken, "Authorization must be a Bearer request JWT")
 	}
 	return identity.VerifyJWT(strings.TrimSpace(tok), s.n.Origin(), s.n.NowMs()/1000)
@@ -237,22 +238,33 @@ func (s *Server) discovery(c *gin.Context) {
 		"profile":          gin.H{"mode": "none"},
 		"endpoints":        gin.H{"api": o + "/v1", "sse": o + "/v1"},
 		"limits": gin.H{
-			"rates_per_minute":         gin.H{"message": cfg.Rates.Message, "signal": cfg.Rates.Signal, "control": cfg.Rates.Control, "room_create": cfg.Rates.Create},
-			"rate_ceilings_per_minute": gin.H{"message": cfg.Rates.MessageCeiling, "signal": cfg.Rates.SignalCeiling, "control": cfg.Rates.ControlCeiling},
-			"payload_bytes":            lim.MaxPayloadBytes,
-			"payload_ceiling_bytes":    lim.MaxPayloadCeiling,
-			"mentions":                 lim.MaxMentions,
-			"schema_bytes":             lim.Types.MaxSchemaBytes,
-			"types_per_room":           lim.Types.MaxTypes,
-			"min_room_duration_ms":     lim.MinDuration,
-			"max_room_duration_ms":     lim.MaxDuration,
-			"speakers_per_room":        lim.MaxSpeakers,
-			"observers_per_room":       lim.MaxObservers,
-			"request_body_bytes":       cfg.MaxBodyBytes,
-			"time_window_ms":           cfg.Window.Milliseconds(),
-			"join_request_ttl_ms":      cfg.JoinRequestTTL.Milliseconds(),
-			"agent_status_ttl_ms":      cfg.StatusTTL.Milliseconds(),
-			"events_page":              gin.H{"default": 100, "max": 1000},
+			"rates_per_minute": gin.H{"message": cfg.Rates.Message, "signal": cfg.Rates.Signal, "control": cfg.Rates.Control,
+				"room_create": cfg.Rates.Create, "agent_status": cfg.Rates.AgentStatus},
+			"join_requests_per_hour":         cfg.Rates.JoinRequests,
+			"stored_join_requests_per_room":  node.MaxStoredJoinRequests,
+			"viewer_streams_per_client":      s.opts.ViewerStreamsPerClient,
+			"viewer_streams":                 MaxViewerStreams,
+			"connections":                    s.opts.HTTP.MaxConnections,
+			"request_header_bytes":           s.opts.HTTP.MaxHeaderBytes,
+			"request_read_timeout_ms":        s.opts.HTTP.ReadTimeout.Milliseconds(),
+			"idle_timeout_ms":                s.opts.HTTP.IdleTimeout.Milliseconds(),
+			"sse_write_timeout_ms":           s.opts.HTTP.SSEWriteTimeout.Milliseconds(),
+			"external_pack_failure_cache_ms": cfg.Packs.FailureTTL.Milliseconds(),
+			"rate_ceilings_per_minute":       gin.H{"message": cfg.Rates.MessageCeiling, "signal": cfg.Rates.SignalCeiling, "control": cfg.Rates.ControlCeiling},
+			"payload_bytes":                  lim.MaxPayloadBytes,
+			"payload_ceiling_bytes":          lim.MaxPayloadCeiling,
+			"mentions":                       lim.MaxMentions,
+			"schema_bytes":                   lim.Types.MaxSchemaBytes,
+			"types_per_room":                 lim.Types.MaxTypes,
+			"min_room_duration_ms":           lim.MinDuration,
+			"max_room_duration_ms":           lim.MaxDuration,
+			"speakers_per_room":              lim.MaxSpeakers,
+			"observers_per_room":             lim.MaxObservers,
+			"request_body_bytes":             cfg.MaxBodyBytes,
+			"time_window_ms":                 cfg.Window.Milliseconds(),
+			"join_request_ttl_ms":            cfg.JoinRequestTTL.Milliseconds(),
+			"agent_status_ttl_ms":            cfg.StatusTTL.Milliseconds(),
+			"events_page":                    gin.H{"default": 100, "max": 1000},
 		},
 	}
 	if f := s.opts.Federation; f != nil {
@@ -328,10 +340,24 @@ func limitParam(c *gin.Context, def, max int) (int, error) {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > max {
+	if !digits(v) || err != nil || n < 1 || n > max {
 		return 0, adp.Reason(adp.CodeInvalidRequest, "limit", "limit must be an integer from 1 to "+strconv.Itoa(max))
 	}
 	return n, nil
+}
+
+// digits reports whether v is plain decimal digits (no sign, no spaces):
+// query integers are written one way only.
+func digits(v string) bool {
+	if v == "" || len(v) > 19 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func intParam(c *gin.Context, name string) (int64, error) {
@@ -340,7 +366,7 @@ func intParam(c *gin.Context, name string) (int64, error) {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
+	if !digits(v) || err != nil || n < 0 {
 		return 0, adp.Reason(adp.CodeInvalidRequest, name, name+" must be a non-negative integer")
 	}
 	return n, nil

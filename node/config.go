@@ -108,6 +108,9 @@ func (c *Config) Defaults() {
 	if c.Packs.Timeout == 0 {
 		c.Packs.Timeout = 10 * time.Second
 	}
+	if c.Packs.FailureTTL == 0 {
+		c.Packs.FailureTTL = time.Minute
+	}
 	if c.Packs.MaxBytes == 0 {
 		c.Packs.MaxBytes = 1 << 20
 	}

@@ -36,20 +36,10 @@ type fileConfig struct {
 	LogLevel  string `yaml:"log_level"`
 	// Rates: a name left out keeps its default; 0 must be written to
 	// disable that limit.
-	Rates *struct {
-		Message        *int `yaml:"message"`
-		Signal         *int `yaml:"signal"`
-		Control        *int `yaml:"control"`
-		MessageCeiling *int `yaml:"message_ceiling"`
-		SignalCeiling  *int `yaml:"signal_ceiling"`
-		ControlCeiling *int `yaml:"control_ceiling"`
-		AgentStatus    *int `yaml:"agent_status"`
-		Create         *int `yaml:"room_create"`
-		JoinRequests   *int `yaml:"join_requests_per_hour"`
-	} `yaml:"rates"`
-	MaxConnections    int   `yaml:"max_connections"`
-	MaxBodyBytes      int64 `yaml:"max_body_bytes"`
-	AllowPrivatePacks bool  `yaml:"allow_private_packs"`
+	Rates             *fileRates `yaml:"rates"`
+	MaxConnections    int        `yaml:"max_connections"`
+	MaxBodyBytes      int64      `yaml:"max_body_bytes"`
+	AllowPrivatePacks bool       `yaml:"allow_private_packs"`
 	Federation        *struct {
 		Enabled  *bool    `yaml:"enabled"`
 		Listen   []string `yaml:"listen"`
@@ -57,6 +47,50 @@ type fileConfig struct {
 		MDNS     bool     `yaml:"mdns"`
 		Announce string   `yaml:"announce_interval"`
 	} `yaml:"federation"`
+}
+
+// fileRates is the rates: block. Every field is a pointer so that a name
+// left out keeps its default and only a written 0 disables a limit.
+type fileRates struct {
+	Message        *int `yaml:"message"`
+	Signal         *int `yaml:"signal"`
+	Control        *int `yaml:"control"`
+	MessageCeiling *int `yaml:"message_ceiling"`
+	SignalCeiling  *int `yaml:"signal_ceiling"`
+	ControlCeiling *int `yaml:"control_ceiling"`
+	AgentStatus    *int `yaml:"agent_status"`
+	Create         *int `yaml:"room_create"`
+	JoinRequests   *int `yaml:"join_requests_per_hour"`
+}
+
+// rates returns the defaults overridden by what the block names.
+func (fr *fileRates) rates() (node.Rates, error) {
+	r := node.DefaultRates()
+	if fr == nil {
+		return r, nil
+	}
+	for _, f := range []struct {
+		name string
+		from *int
+		to   *int
+	}{{"message", fr.Message, &r.Message}, {"signal", fr.Signal, &r.Signal}, {"control", fr.Control, &r.Control},
+		{"message_ceiling", fr.MessageCeiling, &r.MessageCeiling}, {"signal_ceiling", fr.SignalCeiling, &r.SignalCeiling},
+		{"control_ceiling", fr.ControlCeiling, &r.ControlCeiling}, {"agent_status", fr.AgentStatus, &r.AgentStatus},
+		{"room_create", fr.Create, &r.Create}, {"join_requests_per_hour", fr.JoinRequests, &r.JoinRequests}} {
+		if f.from == nil {
+			continue
+		}
+		if *f.from < 0 {
+			return r, fmt.Errorf("rates.%s: %d is not a limit (0 disables it)", f.name, *f.from)
+		}
+		*f.to = *f.from
+	}
+	if r == (node.Rates{}) {
+		// Config.Defaults reads an all-zero Rates as unset; every limit
+		// spelled out as 0 means no limit at all.
+		r = node.NoRates()
+	}
+	return r, nil
 }
 
 func serveCmd() *cobra.Command {
@@ -105,29 +139,11 @@ func serveCmd() *cobra.Command {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			cfg := node.Config{PublicURL: publicURL, DataDir: data, Log: log, MaxBodyBytes: fc.MaxBodyBytes}
 			cfg.Packs.AllowPrivate = allowPrivatePacks || fc.AllowPrivatePacks
-			if fc.Rates != nil {
-				cfg.Rates = node.DefaultRates()
-				fr := fc.Rates
-				for _, f := range []struct {
-					from *int
-					to   *int
-				}{{fr.Message, &cfg.Rates.Message}, {fr.Signal, &cfg.Rates.Signal}, {fr.Control, &cfg.Rates.Control},
-					{fr.MessageCeiling, &cfg.Rates.MessageCeiling}, {fr.SignalCeiling, &cfg.Rates.SignalCeiling},
-					{fr.ControlCeiling, &cfg.Rates.ControlCeiling}, {fr.AgentStatus, &cfg.Rates.AgentStatus},
-					{fr.Create, &cfg.Rates.Create}, {fr.JoinRequests, &cfg.Rates.JoinRequests}} {
-					if f.from != nil {
-						if *f.from < 0 {
-							return fmt.Errorf("%s: rates: a limit is a count per period, not %d (0 disables it)", cfgPath, *f.from)
-						}
-						*f.to = *f.from
-					}
-				}
-				if cfg.Rates == (node.Rates{}) {
-					// Config.Defaults reads an all-zero Rates as "unset";
-					// everything spelled out as 0 means no limit at all.
-					cfg.Rates = node.NoRates()
-				}
+			rates, err := fc.Rates.rates()
+			if err != nil {
+				return fmt.Errorf("%s: %w", cfgPath, err)
 			}
+			cfg.Rates = rates
 			httpOpts := hostapi.HTTPOptions{MaxConnections: fc.MaxConnections}
 			if v, _ := cmd.Flags().GetInt("max-connections"); cmd.Flags().Changed("max-connections") || fc.MaxConnections == 0 {
 				httpOpts.MaxConnections = v
