@@ -383,10 +383,11 @@ func (s *Server) myRooms(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	out := gin.H{"result": list}
-	if list == nil {
-		out["result"] = []node.RoomSummary{}
+	views := make([]any, len(list))
+	for i, m := range list {
+		views[i] = m.View()
 	}
+	out := gin.H{"result": views}
 	if next != "" {
 		out["next_cursor"] = next
 	}
