@@ -1,8 +1,8 @@
 package hostapi_test
 
 import (
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
