@@ -144,6 +144,9 @@ func serveCmd() *cobra.Command {
 				return fmt.Errorf("%s: %w", cfgPath, err)
 			}
 			cfg.Rates = rates
+			if fc.MaxConnections < 0 {
+				return fmt.Errorf("%s: max_connections must be positive (0 keeps the default %d)", cfgPath, hostapi.DefaultMaxConnections)
+			}
 			httpOpts := hostapi.HTTPOptions{MaxConnections: fc.MaxConnections}
 			if v, _ := cmd.Flags().GetInt("max-connections"); cmd.Flags().Changed("max-connections") || fc.MaxConnections == 0 {
 				httpOpts.MaxConnections = v
