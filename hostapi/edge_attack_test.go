@@ -50,9 +50,11 @@ func timed(t *testing.T, max time.Duration, what string, f func()) {
 	t.Helper()
 	start := time.Now()
 	f()
-	if d := time.Since(start); d > max {
+	d := time.Since(start)
+	if d > max {
 		t.Fatalf("%s took %v under attack (bound %v)", what, d, max)
 	}
+	t.Logf("%s took %v under attack", what, d)
 }
 
 // Row 4: 500 idle keep-alive connections and a client sending its body a
@@ -121,12 +123,14 @@ func TestAttackIdleConnsAndSlowBody(t *testing.T) {
 		if d > readTimeout+time.Second {
 			t.Fatalf("slow body held %v, read timeout %v", d, readTimeout)
 		}
+		t.Logf("slow body cut after %v (read timeout %v)", d, readTimeout)
 	case <-time.After(readTimeout + 3*time.Second):
 		t.Fatal("the slow body was not cut")
 	}
 	// Idle keep-alive connections are closed by the server.
 	eventuallyT(t, idle+5*time.Second, "idle connections closed", func() bool { return h.OpenConnections() <= 2 })
-	settleGoroutines(t, base+10, 5*time.Second, "after the idle timeout")
+	g := settleGoroutines(t, base+10, 5*time.Second, "after the idle timeout")
+	t.Logf("500 idle conns: goroutines back to %d (base %d) after the idle timeout", g, base)
 }
 
 func eventuallyT(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -261,10 +265,14 @@ func TestAttackSSENeverReads(t *testing.T) {
 	eventuallyT(t, 10*time.Second, "stalled streams dropped", func() bool { return h.Node.Subscribers() == 0 })
 	// Every handler goroutine is freed within the write deadline, though
 	// the clients still hold their connections open.
-	settleGoroutines(t, baseG+streams/4, 5*time.Second, "stalled stream handlers")
-	if hp := heapInUse(); hp > baseHeap+64<<20 {
+	freed := time.Now()
+	g := settleGoroutines(t, baseG+streams/4, 5*time.Second, "stalled stream handlers")
+	hp := heapInUse()
+	if hp > baseHeap+64<<20 {
 		t.Fatalf("heap in use %d MiB after the streams were dropped (base %d MiB)", hp>>20, baseHeap>>20)
 	}
+	t.Logf("%d stalled streams: worst honest write %v; goroutines %d -> %d (settled %v after the drop); heap in use %d -> %d MiB",
+		streams, worst, baseG, g, time.Since(freed), baseHeap>>20, hp>>20)
 }
 
 // Row 12: one client cannot take every viewer stream: the 17th from one
