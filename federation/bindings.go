@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"syscall"
 	"time"
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/safehttp"
 )
 
 // HostInfo is a remote host as this node knows it: the binding learned from
@@ -78,7 +77,7 @@ func (f *Federation) checkBinding(ctx context.Context, b index.Binding) error {
 	}
 	resp, err := f.httpClient().Do(req)
 	if err != nil {
-		return err
+		return errors.New("discovery document " + safehttp.Describe(f.log, "binding check", err))
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -97,26 +96,11 @@ func (f *Federation) checkBinding(ctx context.Context, b index.Binding) error {
 	return nil
 }
 
-// httpClient refuses non-public addresses unless the operator allows them:
-// announced origins come from peers, and must not make this node probe
-// its own network.
+// httpClient refuses non-public addresses (internal/safehttp) unless the
+// operator allows them: announced origins come from peers, and must not
+// make this node probe its own network.
 func (f *Federation) httpClient() *http.Client {
-	d := &net.Dialer{Timeout: 5 * time.Second}
-	if !f.cfg.AllowPrivateOrigins {
-		d.Control = func(_, address string, _ syscall.RawConn) error {
-			host, _, err := net.SplitHostPort(address)
-			if err != nil {
-				return err
-			}
-			ip := net.ParseIP(host)
-			if ip == nil || ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast() {
-				return fmt.Errorf("refusing non-public address %s", host)
-			}
-			return nil
-		}
-	}
-	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: d.DialContext, Proxy: nil},
-		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return safehttp.Client(safehttp.Options{Timeout: 5 * time.Second, AllowPrivate: f.cfg.AllowPrivateOrigins})
 }
 
 // bindingLoop cross-checks host bindings once per announce interval.

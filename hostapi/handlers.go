@@ -1,7 +1,6 @@
 package hostapi
 
 import (
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/node"
 )
@@ -35,15 +35,53 @@ func (s *Server) live(c *gin.Context) {
 
 // stream copies a subscription to the response as SSE.
 func (s *Server) stream(c *gin.Context, sub *node.Subscription) {
+	s.pump(c, "subscribed", sub.C, sub.Reason)
+}
+
+// pump serves ch as an SSE stream until it closes, the client goes away,
+// or a write fails. The request's read deadline is lifted (the request is
+// read; the stream is long-lived), and every burst of writes gets its own
+// write deadline of SSEWriteTimeout: a client that stops reading is cut
+// within it, so its handler goroutine and buffers are freed instead of
+// blocking in Write (issue 11, row 5). reason, if set, names why a closed
+// channel ended.
+func (s *Server) pump(c *gin.Context, hello string, ch <-chan node.Item, reason func() string) {
 	w := c.Writer
+	rc := http.NewResponseController(unwrap(w))
+	_ = rc.SetReadDeadline(time.Time{})
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("Connection", "keep-alive")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": subscribed\n\n")
-	w.Flush()
+	// A write or flush error means the client is gone or too slow.
+	var werr error
+	arm := func() { _ = rc.SetWriteDeadline(time.Now().Add(s.opts.HTTP.SSEWriteTimeout)) }
+	put := func(str string) {
+		if werr == nil {
+			_, werr = w.WriteString(str)
+		}
+	}
+	flush := func() bool {
+		if werr == nil {
+			werr = rc.Flush()
+		}
+		return werr == nil
+	}
+	closed := func() {
+		msg := "closed"
+		if reason != nil {
+			msg += " " + reason()
+		}
+		put(": " + msg + "\n\n")
+		flush()
+	}
+	arm()
+	put(": " + hello + "\n\n")
+	if !flush() {
+		return
+	}
 	beat := time.NewTicker(s.opts.Heartbeat)
 	defer beat.Stop()
 	ctx := c.Request.Context()
@@ -52,40 +90,56 @@ func (s *Server) stream(c *gin.Context, sub *node.Subscription) {
 		case <-ctx.Done():
 			return
 		case <-beat.C:
-			fmt.Fprint(w, ": heartbeat\n\n")
-			w.Flush()
-		case it, ok := <-sub.C:
+			arm()
+			put(": heartbeat\n\n")
+			if !flush() {
+				return
+			}
+		case it, ok := <-ch:
+			arm()
 			if !ok {
-				fmt.Fprintf(w, ": closed %s\n\n", sub.Reason())
-				w.Flush()
+				closed()
 				return
 			}
 			// Drain what is queued before flushing: one flush per burst.
-			writeItem(w, it)
-			for more := true; more; {
+			werr = writeItem(w, it, werr)
+			for more := true; more && werr == nil; {
 				select {
-				case it, ok := <-sub.C:
+				case it, ok := <-ch:
 					if !ok {
-						fmt.Fprintf(w, ": closed %s\n\n", sub.Reason())
-						w.Flush()
+						closed()
 						return
 					}
-					writeItem(w, it)
+					werr = writeItem(w, it, werr)
 				default:
 					more = false
 				}
 			}
-			w.Flush()
+			if !flush() {
+				return
+			}
 		}
 	}
 }
 
-func writeItem(w gin.ResponseWriter, it node.Item) {
-	w.WriteString("event: ")
-	w.WriteString(it.Event)
-	w.WriteString("\ndata: ")
-	w.Write(it.Data)
-	w.WriteString("\n\n")
+// unwrap returns the net/http writer under gin's, whose FlushError reports
+// a failed flush (gin's Flush drops the error).
+func unwrap(w gin.ResponseWriter) http.ResponseWriter {
+	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
+		return u.Unwrap()
+	}
+	return w
+}
+
+// writeItem writes one SSE item unless an earlier write failed.
+func writeItem(w gin.ResponseWriter, it node.Item, err error) error {
+	for _, part := range [][]byte{[]byte("event: "), []byte(it.Event), []byte("\ndata: "), it.Data, []byte("\n\n")} {
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(part)
+	}
+	return err
 }
 
 // agentBody authenticates the caller's request JWT and reads the body,
@@ -308,6 +362,10 @@ func (s *Server) myRooms(c *gin.Context) {
 		return
 	}
 	f := node.MyRoomsFilter{Status: c.Query("status"), Membership: c.Query("membership"), Limit: limit, Cursor: c.Query("cursor")}
+	if f.Cursor != "" && !record.ValidRoomID(f.Cursor) {
+		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "cursor", "cursor is not one this host issued"))
+		return
+	}
 	switch f.Membership {
 	case "", "creator", "active", "former", "pending":
 	default:
@@ -325,10 +383,11 @@ func (s *Server) myRooms(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	out := gin.H{"result": list}
-	if list == nil {
-		out["result"] = []node.RoomSummary{}
+	views := make([]any, len(list))
+	for i, m := range list {
+		views[i] = m.View()
 	}
+	out := gin.H{"result": views}
 	if next != "" {
 		out["next_cursor"] = next
 	}

@@ -3,11 +3,9 @@ package hostapi
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net"
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -174,31 +172,7 @@ func (s *Server) mirrorLive(c *gin.Context) {
 	}
 	ch, cancel := r.Subscribe()
 	defer cancel()
-	w := c.Writer
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": subscribed (mirror)\n\n")
-	w.Flush()
-	beat := time.NewTicker(s.opts.Heartbeat)
-	defer beat.Stop()
-	for {
-		select {
-		case <-c.Request.Context().Done():
-			return
-		case <-beat.C:
-			fmt.Fprint(w, ": heartbeat\n\n")
-			w.Flush()
-		case it, ok := <-ch:
-			if !ok {
-				fmt.Fprint(w, ": closed\n\n")
-				w.Flush()
-				return
-			}
-			writeItem(w, it)
-			w.Flush()
-		}
-	}
+	s.pump(c, "subscribed (mirror)", ch, nil)
 }
 
 func (s *Server) mirrorArchive(c *gin.Context) {

@@ -51,6 +51,12 @@ type Options struct {
 	Mirror *mirror.Mirror
 	// Metrics, when set, is served at /metrics and fed by every request.
 	Metrics *metrics.Metrics
+	// HTTP are the edge's timeouts and caps (NewHTTPServer takes the
+	// same); the handler uses the write deadlines and the viewer cap.
+	HTTP HTTPOptions
+	// ViewerStreamsPerClient caps viewer streams per client IP
+	// (default 16).
+	ViewerStreamsPerClient int
 }
 
 // Server serves one node over HTTP.
@@ -59,6 +65,8 @@ type Server struct {
 	opts   Options
 	engine *gin.Engine
 	log    *slog.Logger
+	// viewers counts open viewer streams per client IP.
+	viewers *clientCounter
 }
 
 // New builds the HTTP API for n.
@@ -68,6 +76,10 @@ func New(n *node.Node, opts Options) *Server {
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()
+	}
+	opts.HTTP = opts.HTTP.WithDefaults()
+	if opts.ViewerStreamsPerClient == 0 {
+		opts.ViewerStreamsPerClient = DefaultViewerStreamsPerClient
 	}
 	gin.SetMode(gin.ReleaseMode)
 	e := gin.New()
@@ -83,9 +95,23 @@ func New(n *node.Node, opts Options) *Server {
 		})
 	}
 	e.HandleMethodNotAllowed = true
-	s := &Server{n: n, opts: opts, engine: e, log: opts.Log}
+	s := &Server{n: n, opts: opts, engine: e, log: opts.Log, viewers: newClientCounter()}
+	e.Use(s.edge)
 	s.routes()
 	return s
+}
+
+// edge runs first on every request: an ordinary response gets a write
+// deadline (SSE handlers replace it per flush), and a declared body over
+// the cap is refused with 413 before a byte of it is read.
+func (s *Server) edge(c *gin.Context) {
+	_ = http.NewResponseController(unwrap(c.Writer)).SetWriteDeadline(time.Now().Add(s.opts.HTTP.WriteTimeout))
+	if limit := s.n.Config().MaxBodyBytes; c.Request.ContentLength > limit {
+		c.Header("Connection", "close")
+		s.fail(c, &adp.Error{Code: adp.CodePayloadTooLarge, Message: "request body exceeds the limit", Data: map[string]any{"limit": limit}})
+		return
+	}
+	c.Next()
 }
 
 // Handler returns the http.Handler.
@@ -174,8 +200,9 @@ func (s *Server) viewer(c *gin.Context) (identity.AgentID, error) {
 	if h == "" {
 		return "", nil
 	}
-	tok, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
+	// The auth-scheme is case-insensitive (RFC 7235 §2.1).
+	scheme, tok, ok := strings.Cut(strings.TrimLeft(h, " "), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return "", adp.Errorf(adp.CodeInvalidToken, "Authorization must be a Bearer request JWT")
 	}
 	return identity.VerifyJWT(strings.TrimSpace(tok), s.n.Origin(), s.n.NowMs()/1000)
@@ -212,22 +239,33 @@ func (s *Server) discovery(c *gin.Context) {
 		"profile":          gin.H{"mode": "none"},
 		"endpoints":        gin.H{"api": o + "/v1", "sse": o + "/v1"},
 		"limits": gin.H{
-			"rates_per_minute":         gin.H{"message": cfg.Rates.Message, "signal": cfg.Rates.Signal, "control": cfg.Rates.Control, "room_create": cfg.Rates.Create},
-			"rate_ceilings_per_minute": gin.H{"message": cfg.Rates.MessageCeiling, "signal": cfg.Rates.SignalCeiling, "control": cfg.Rates.ControlCeiling},
-			"payload_bytes":            lim.MaxPayloadBytes,
-			"payload_ceiling_bytes":    lim.MaxPayloadCeiling,
-			"mentions":                 lim.MaxMentions,
-			"schema_bytes":             lim.Types.MaxSchemaBytes,
-			"types_per_room":           lim.Types.MaxTypes,
-			"min_room_duration_ms":     lim.MinDuration,
-			"max_room_duration_ms":     lim.MaxDuration,
-			"speakers_per_room":        lim.MaxSpeakers,
-			"observers_per_room":       lim.MaxObservers,
-			"request_body_bytes":       cfg.MaxBodyBytes,
-			"time_window_ms":           cfg.Window.Milliseconds(),
-			"join_request_ttl_ms":      cfg.JoinRequestTTL.Milliseconds(),
-			"agent_status_ttl_ms":      cfg.StatusTTL.Milliseconds(),
-			"events_page":              gin.H{"default": 100, "max": 1000},
+			"rates_per_minute": gin.H{"message": cfg.Rates.Message, "signal": cfg.Rates.Signal, "control": cfg.Rates.Control,
+				"room_create": cfg.Rates.Create, "agent_status": cfg.Rates.AgentStatus},
+			"join_requests_per_hour":         cfg.Rates.JoinRequests,
+			"stored_join_requests_per_room":  node.MaxStoredJoinRequests,
+			"viewer_streams_per_client":      s.opts.ViewerStreamsPerClient,
+			"viewer_streams":                 MaxViewerStreams,
+			"connections":                    s.opts.HTTP.MaxConnections,
+			"request_header_bytes":           s.opts.HTTP.MaxHeaderBytes,
+			"request_read_timeout_ms":        s.opts.HTTP.ReadTimeout.Milliseconds(),
+			"idle_timeout_ms":                s.opts.HTTP.IdleTimeout.Milliseconds(),
+			"sse_write_timeout_ms":           s.opts.HTTP.SSEWriteTimeout.Milliseconds(),
+			"external_pack_failure_cache_ms": cfg.Packs.FailureTTL.Milliseconds(),
+			"rate_ceilings_per_minute":       gin.H{"message": cfg.Rates.MessageCeiling, "signal": cfg.Rates.SignalCeiling, "control": cfg.Rates.ControlCeiling},
+			"payload_bytes":                  lim.MaxPayloadBytes,
+			"payload_ceiling_bytes":          lim.MaxPayloadCeiling,
+			"mentions":                       lim.MaxMentions,
+			"schema_bytes":                   lim.Types.MaxSchemaBytes,
+			"types_per_room":                 lim.Types.MaxTypes,
+			"min_room_duration_ms":           lim.MinDuration,
+			"max_room_duration_ms":           lim.MaxDuration,
+			"speakers_per_room":              lim.MaxSpeakers,
+			"observers_per_room":             lim.MaxObservers,
+			"request_body_bytes":             cfg.MaxBodyBytes,
+			"time_window_ms":                 cfg.Window.Milliseconds(),
+			"join_request_ttl_ms":            cfg.JoinRequestTTL.Milliseconds(),
+			"agent_status_ttl_ms":            cfg.StatusTTL.Milliseconds(),
+			"events_page":                    gin.H{"default": 100, "max": 1000},
 		},
 	}
 	if f := s.opts.Federation; f != nil {
@@ -303,10 +341,24 @@ func limitParam(c *gin.Context, def, max int) (int, error) {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < 1 || n > max {
+	if !digits(v) || err != nil || n < 1 || n > max {
 		return 0, adp.Reason(adp.CodeInvalidRequest, "limit", "limit must be an integer from 1 to "+strconv.Itoa(max))
 	}
 	return n, nil
+}
+
+// digits reports whether v is plain decimal digits (no sign, no spaces):
+// query integers are written one way only.
+func digits(v string) bool {
+	if v == "" || len(v) > 19 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 func intParam(c *gin.Context, name string) (int64, error) {
@@ -315,7 +367,7 @@ func intParam(c *gin.Context, name string) (int64, error) {
 		return 0, nil
 	}
 	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < 0 {
+	if !digits(v) || err != nil || n < 0 {
 		return 0, adp.Reason(adp.CodeInvalidRequest, name, name+" must be a non-negative integer")
 	}
 	return n, nil

@@ -9,10 +9,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io/fs"
+	"net"
 	"net/http"
 	"path"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,7 +55,49 @@ var viewerKey = func() []byte {
 	return k
 }()
 
+// DefaultViewerStreamsPerClient caps the viewer streams one client (by
+// remote IP) may hold open, so that one client cannot spend the
+// process-wide MaxViewerStreams (issue 11, row 12).
+const DefaultViewerStreamsPerClient = 16
+
 var viewerStreams atomic.Int64
+
+// clientCounter counts open streams per client key.
+type clientCounter struct {
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func newClientCounter() *clientCounter { return &clientCounter{m: map[string]int{}} }
+
+// acquire takes one slot for key unless it already holds max.
+func (c *clientCounter) acquire(key string, max int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[key] >= max {
+		return false
+	}
+	c.m[key]++
+	return true
+}
+
+func (c *clientCounter) release(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m[key]--; c.m[key] <= 0 {
+		delete(c.m, key)
+	}
+}
+
+// clientKey is the client's IP address (no port): the unit the per-client
+// caps count. Behind a reverse proxy every client shares the proxy's IP.
+func clientKey(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
 
 type webAsset struct {
 	body  []byte
@@ -217,6 +261,13 @@ func (s *Server) viewerStream(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
+	client := clientKey(c.Request)
+	if !s.viewers.acquire(client, s.opts.ViewerStreamsPerClient) {
+		s.fail(c, &adp.Error{Code: adp.CodeRateLimited, Message: "too many viewer streams from this client",
+			Data: map[string]any{"limit": s.opts.ViewerStreamsPerClient, "retry_after_ms": int64(10_000)}})
+		return
+	}
+	defer s.viewers.release(client)
 	if viewerStreams.Add(1) > MaxViewerStreams {
 		viewerStreams.Add(-1)
 		s.fail(c, &adp.Error{Code: adp.CodeRateLimited, Message: "too many viewer streams on this host",

@@ -18,15 +18,25 @@ type Rates struct {
 	MessageCeiling, SignalCeiling, ControlCeiling int
 	AgentStatus                                   int // agent-status writes per agent per room per minute
 	// Create bounds room.create per agent per minute across the host (a
-	// host policy: rooms cost storage and index space).
+	// host policy: rooms cost storage and index space). External pack
+	// fetches count against it too.
 	Create int
+	// JoinRequests bounds join requests per agent per room per hour.
+	JoinRequests int
+
+	// explicit marks a Rates whose zeros were all spelled out (NoRates):
+	// Config.Defaults replaces only an unset, all-zero Rates.
+	explicit bool
 }
 
-// DefaultRates are the ADP §21 defaults.
+// DefaultRates are the ADP §21 defaults plus this host's policies.
 func DefaultRates() Rates {
 	return Rates{Message: 5, Signal: 60, Control: 10,
-		MessageCeiling: 60, SignalCeiling: 600, ControlCeiling: 120, AgentStatus: 60, Create: 30}
+		MessageCeiling: 60, SignalCeiling: 600, ControlCeiling: 120, AgentStatus: 60, Create: 30, JoinRequests: 10}
 }
+
+// NoRates disables every quota (every limit spelled out as 0).
+func NoRates() Rates { return Rates{explicit: true} }
 
 // Config configures a node.
 type Config struct {
@@ -75,6 +85,11 @@ type PackFetchConfig struct {
 	// AllowPrivate permits fetching from loopback and private addresses and
 	// over plain HTTP (for tests and closed deployments only).
 	AllowPrivate bool
+	// FailureTTL is how long a failed fetch of one URL and digest is
+	// remembered and answered without dialling again (default 60 s).
+	FailureTTL time.Duration
+
+	log *slog.Logger
 }
 
 // Defaults fills unset fields with the documented defaults.
@@ -100,6 +115,9 @@ func (c *Config) Defaults() {
 	if c.Packs.Timeout == 0 {
 		c.Packs.Timeout = 10 * time.Second
 	}
+	if c.Packs.FailureTTL == 0 {
+		c.Packs.FailureTTL = time.Minute
+	}
 	if c.Packs.MaxBytes == 0 {
 		c.Packs.MaxBytes = 1 << 20
 	}
@@ -115,6 +133,7 @@ func (c *Config) Defaults() {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
+	c.Packs.log = c.Log
 }
 
 // Origin validates and normalises a service origin: scheme and host with a

@@ -89,10 +89,68 @@ type joinRequests struct {
 	mu sync.RWMutex
 	m  map[string]*JoinRequest            // id -> request
 	by map[string]map[string]*JoinRequest // room -> id -> request
+	// created counts creations per "agent|room" in a sliding hour (the
+	// Rates.JoinRequests quota); it is not durable: a restart forgets it,
+	// the stored cap (MaxStoredJoinRequests) is what survives.
+	created *quotas
 }
 
+// MaxStoredJoinRequests caps the requests stored per agent per room. At the
+// cap, the applicant's terminal requests (rejected, expired, consumed) are
+// pruned oldest first; if none is terminal the new request is refused.
+const MaxStoredJoinRequests = 20
+
+// joinQuotaWindow is the window of the join request quota.
+const joinQuotaWindow = 3600_000
+
 func newJoinRequests(db *badger.DB) *joinRequests {
-	return &joinRequests{db: db, m: map[string]*JoinRequest{}, by: map[string]map[string]*JoinRequest{}}
+	return &joinRequests{db: db, m: map[string]*JoinRequest{}, by: map[string]map[string]*JoinRequest{},
+		created: &quotas{m: map[string][]int64{}, window: joinQuotaWindow}}
+}
+
+// terminal reports whether r can no longer change: rejected, consumed, or
+// expired unconsumed.
+func (r *JoinRequest) terminal(now int64) bool {
+	return r.Status == "rejected" || r.ConsumedSeq > 0 || now >= r.ExpiresAt
+}
+
+// makeRoom prunes applicant's terminal requests in roomID, oldest first,
+// until fewer than MaxStoredJoinRequests remain; false if it cannot.
+func (j *joinRequests) makeRoom(roomID string, applicant identity.AgentID, now int64) (bool, error) {
+	var mine []*JoinRequest
+	for _, r := range j.forRoom(roomID) { // oldest first
+		if r.Applicant == applicant {
+			mine = append(mine, r)
+		}
+	}
+	var drop []*JoinRequest
+	for _, r := range mine {
+		if len(mine)-len(drop) < MaxStoredJoinRequests {
+			break
+		}
+		if r.terminal(now) {
+			drop = append(drop, r)
+		}
+	}
+	if len(drop) > 0 {
+		if err := j.db.Update(func(txn *badger.Txn) error {
+			for _, r := range drop {
+				if err := txn.Delete(joinKey(r.RoomID, r.ID)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}); err != nil {
+			return false, err
+		}
+		j.mu.Lock()
+		for _, r := range drop {
+			delete(j.m, r.ID)
+			delete(j.by[r.RoomID], r.ID)
+		}
+		j.mu.Unlock()
+	}
+	return len(mine)-len(drop) < MaxStoredJoinRequests, nil
 }
 
 func joinKey(roomID, id string) []byte { return []byte(pfxJoinReq + roomID + "/" + id) }
@@ -283,6 +341,19 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 				Data: map[string]any{"reason": "pending_request", "request_id": r.ID}}
 		}
 	}
+	// Quota and stored cap (issue 11, row 11): an agent cannot fill a
+	// room's request store or its moderators' queue.
+	qkey, qlimit := string(applicant)+"|"+roomID, n.cfg.Rates.JoinRequests
+	if !n.joins.created.allow(qkey, qlimit, now) {
+		return nil, &adp.Error{Code: adp.CodeRateLimited, Message: fmt.Sprintf("rate limit of %d join requests per room per hour reached", qlimit),
+			Data: map[string]any{"limit_per_hour": qlimit, "retry_after_ms": n.joins.created.retryAfter(qkey, now)}}
+	}
+	if ok, err := n.joins.makeRoom(roomID, applicant, now); err != nil {
+		return nil, internal(err)
+	} else if !ok {
+		return nil, &adp.Error{Code: adp.CodeRateLimited, Message: fmt.Sprintf("this agent already has %d stored join requests for this room", MaxStoredJoinRequests),
+			Data: map[string]any{"limit": MaxStoredJoinRequests}}
+	}
 	expires := now + n.cfg.JoinRequestTTL.Milliseconds()
 	if st.EndTime < expires {
 		expires = st.EndTime
@@ -313,6 +384,7 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 	if err := n.joins.save(jr); err != nil {
 		return nil, n.storageWriteError(err)
 	}
+	n.joins.created.hit(qkey, qlimit, now)
 	n.hub.joinRequest(roomID, jr, st)
 	return jr, nil
 }

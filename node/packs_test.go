@@ -78,7 +78,7 @@ func TestExternalPacks(t *testing.T) {
 		defer tls.Close()
 		p["types"] = []any{map[string]any{"pack": tls.URL + "/triage.json", "digest": digest}}
 		r = adptest.Do(t, http.MethodPost, h.URL+"/v1/rooms", "", alice.Envelope(h.Clock.Ms(), "room.create", "", 0, "", p))
-		if r.ErrorCode() != "pack_unavailable" || !strings.Contains(r.String(), "non-public address") {
+		if r.ErrorCode() != "pack_unavailable" || !strings.Contains(r.String(), "not a public address") {
 			t.Fatalf("https loopback pack: %s", r)
 		}
 		if fetches.Load() != before {

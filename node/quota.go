@@ -13,9 +13,18 @@ import (
 type quotas struct {
 	mu sync.Mutex
 	m  map[string][]int64 // key -> acceptance times (ms), oldest first
+	// window is the sliding window in ms (0: one minute).
+	window int64
 }
 
 func newQuotas() *quotas { return &quotas{m: map[string][]int64{}} }
+
+func (q *quotas) span() int64 {
+	if q.window > 0 {
+		return q.window
+	}
+	return quotaWindow
+}
 
 const quotaWindow = 60_000
 
@@ -27,7 +36,7 @@ func (q *quotas) allow(key string, limit int, now int64) bool {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	ts := prune(q.m[key], now)
+	ts := prune(q.m[key], now, q.span())
 	q.m[key] = ts
 	return len(ts) < limit
 }
@@ -37,7 +46,10 @@ func (q *quotas) hit(key string, limit int, now int64) {
 		return // unlimited: nothing to count
 	}
 	q.mu.Lock()
-	q.m[key] = append(prune(q.m[key], now), now)
+	q.m[key] = append(prune(q.m[key], now, q.span()), now)
+	if len(q.m) > maxQuotaKeys {
+		q.sweepLocked(now)
+	}
 	q.mu.Unlock()
 }
 
@@ -49,12 +61,16 @@ func (q *quotas) retryAfter(key string, now int64) int64 {
 	if len(ts) == 0 {
 		return 0
 	}
-	return max(ts[0]+quotaWindow-now, 0)
+	return max(ts[0]+q.span()-now, 0)
 }
 
-func prune(ts []int64, now int64) []int64 {
+// maxQuotaKeys triggers a sweep from hit, so a window the scheduler does not
+// sweep stays bounded too.
+const maxQuotaKeys = 1 << 16
+
+func prune(ts []int64, now, window int64) []int64 {
 	i := 0
-	for i < len(ts) && now-ts[i] >= quotaWindow {
+	for i < len(ts) && now-ts[i] >= window {
 		i++
 	}
 	if i == 0 {
@@ -66,8 +82,12 @@ func prune(ts []int64, now int64) []int64 {
 func (q *quotas) sweep(now int64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	q.sweepLocked(now)
+}
+
+func (q *quotas) sweepLocked(now int64) {
 	for k, ts := range q.m {
-		if ts = prune(ts, now); len(ts) == 0 {
+		if ts = prune(ts, now, q.span()); len(ts) == 0 {
 			delete(q.m, k)
 		} else {
 			q.m[k] = ts

@@ -341,17 +341,54 @@ type MyRoomsFilter struct {
 	Cursor     string
 }
 
+// MyRoom is one entry of GET /v1/me/rooms: the room's summary when the
+// agent may read the room, or else (a pending applicant, a banned or former
+// member of a private room) only the agent's own standing in Withheld:
+// nothing of the room's contract or activity (issue 11, row 8).
+type MyRoom struct {
+	Summary  *RoomSummary
+	Withheld *WithheldRoom
+}
+
+// WithheldRoom is what /v1/me/rooms says of a private room the agent may
+// not read: the room ID, the agent's membership and its latest request.
+type WithheldRoom struct {
+	ID          string        `json:"id"`
+	Membership  string        `json:"membership"`
+	JoinRequest *RequestState `json:"join_request,omitempty"`
+}
+
+// RequestState is a join request's ID and status, without its room.
+type RequestState struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// View is the JSON value of the entry.
+func (m MyRoom) View() any {
+	if m.Withheld != nil {
+		return m.Withheld
+	}
+	return m.Summary
+}
+
 // MyRooms answers GET /v1/me/rooms for agent: rooms it created, is or was a
-// member of, or has a pending join request for (§16).
-func (n *Node) MyRooms(agent identity.AgentID, f MyRoomsFilter) ([]RoomSummary, string, error) {
+// member of, or has a pending join request for (§16). A private room the
+// agent may not read is listed by ID, membership and request status only,
+// and never by a status filter (which would reveal the room's status).
+func (n *Node) MyRooms(agent identity.AgentID, f MyRoomsFilter) ([]MyRoom, string, error) {
 	now := n.NowMs()
 	pending := map[string]bool{}
+	latest := map[string]*JoinRequest{}
 	for _, r := range n.joins.byApplicant(agent) {
 		if r.Status == "pending" && now < r.ExpiresAt {
 			pending[r.RoomID] = true
 		}
+		if l := latest[r.RoomID]; l == nil || r.ID > l.ID {
+			latest[r.RoomID] = r
+		}
 	}
-	var out []RoomSummary
+	var out []MyRoom
 	for _, hr := range n.roomList() {
 		hr.mu.RLock()
 		m, member := hr.st.Member(agent)
@@ -370,6 +407,20 @@ func (n *Node) MyRooms(agent identity.AgentID, f MyRoomsFilter) ([]RoomSummary, 
 		default:
 			continue
 		}
+		if f.Membership != "" && f.Membership != membership && !(f.Membership == "creator" && creator) {
+			continue
+		}
+		if !n.canReadRoom(hr, agent) {
+			if f.Status != "" || f.Membership == "creator" {
+				continue
+			}
+			w := &WithheldRoom{ID: hr.id, Membership: membership}
+			if r := latest[hr.id]; r != nil {
+				w.JoinRequest = &RequestState{ID: r.ID, Status: r.View(now)["status"].(string)}
+			}
+			out = append(out, MyRoom{Withheld: w})
+			continue
+		}
 		s := n.summary(hr, now)
 		s.Membership = membership
 		if member && m.Active {
@@ -378,19 +429,22 @@ func (n *Node) MyRooms(agent identity.AgentID, f MyRoomsFilter) ([]RoomSummary, 
 		if f.Status != "" && string(s.Status) != f.Status {
 			continue
 		}
-		if f.Membership != "" && f.Membership != membership && !(f.Membership == "creator" && creator) {
-			continue
+		out = append(out, MyRoom{Summary: &s})
+	}
+	id := func(m MyRoom) string {
+		if m.Withheld != nil {
+			return m.Withheld.ID
 		}
-		out = append(out, s)
+		return m.Summary.ID
 	}
 	// Newest rooms first; the room ID (time-prefixed) is the cursor.
-	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
+	sort.Slice(out, func(i, j int) bool { return id(out[i]) > id(out[j]) })
 	if f.Cursor != "" {
-		i := sort.Search(len(out), func(i int) bool { return out[i].ID < f.Cursor })
+		i := sort.Search(len(out), func(i int) bool { return id(out[i]) < f.Cursor })
 		out = out[i:]
 	}
 	if len(out) > f.Limit {
-		return out[:f.Limit], out[f.Limit-1].ID, nil
+		return out[:f.Limit], id(out[f.Limit-1]), nil
 	}
 	return out, "", nil
 }

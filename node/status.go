@@ -101,6 +101,9 @@ func (n *Node) SetAgentStatus(roomID string, agent identity.AgentID, body []byte
 	if len(body) > 8<<10 {
 		return nil, adp.Errorf(adp.CodePayloadTooLarge, "agent status body exceeds 8 KiB")
 	}
+	if t := strings.TrimSpace(string(body)); t == "" || t[0] != '{' {
+		return nil, adp.Reason(adp.CodeInvalidRequest, "shape", "agent status body must be a JSON object")
+	}
 	var in struct {
 		State     string          `json:"state"`
 		Summary   string          `json:"summary"`

@@ -70,6 +70,27 @@ func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Resul
 		return nil, err
 	}
 
+	// External packs are fetched before the actor lock: the stripe is
+	// shared with other agents, and a slow pack server must not stall them
+	// (issue 11, row 6). Stale or replayed envelopes are refused first so
+	// they cannot make this node dial, and every fetch that needs the
+	// network is charged to the actor's room.create quota before it dials
+	// (row 7); failures are cached per URL and digest by the fetcher.
+	if err := n.precheck(env, pathRoom); err != nil {
+		return nil, err
+	}
+	prepaid := false
+	src, fetched, err := n.packs.prefetch(ctx, ev.Type, ev.Payload, func() error {
+		if err := n.chargePackFetch(ev.Actor); err != nil {
+			return err
+		}
+		prepaid = ev.Type == "room.create"
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+
 	// Serialise this actor's writes: nonce check and acceptance are atomic.
 	lock := &n.actors[actorStripe(ev.Actor)]
 	lock.Lock()
@@ -106,12 +127,6 @@ func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Resul
 			Message: "nonce is not greater than the highest accepted nonce", Data: map[string]any{"max_seen_nonce": max}}, MaxSeenNonce: max}
 	}
 
-	// External packs are fetched before any room lock is taken.
-	src, fetched, err := n.packs.prefetch(ctx, ev.Type, ev.Payload)
-	if err != nil {
-		return nil, err
-	}
-
 	// Step 9: the room.
 	var hr *hostedRoom
 	if ev.Type == "room.create" {
@@ -123,13 +138,64 @@ func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Resul
 			return nil, n.noRoom(pathRoom)
 		}
 	}
-	res, err := n.sequence(hr, env, src, fetched)
+	res, err := n.sequence(hr, env, src, fetched, prepaid)
 	if err != nil {
 		return nil, err
 	}
 	n.nonces.accept(ev.Actor, ev.Nonce, res.Record.ReceivedAt)
 	res.MaxSeenNonce = n.nonces.max(ev.Actor, res.Record.ReceivedAt)
 	return res, nil
+}
+
+// precheck refuses, without any lock, an envelope that may fetch packs but
+// is outside the time window or whose nonce is already spent (unless it is
+// an exact resubmission, answered under the lock): the checks are repeated
+// under the actor lock, this only keeps stale envelopes from costing a
+// pack fetch.
+func (n *Node) precheck(env *identity.Envelope, pathRoom string) error {
+	ev := &env.Event
+	if ev.Type != "room.create" && ev.Type != "type.define" {
+		return nil
+	}
+	now := n.NowMs()
+	if d := now - ev.CreatedAt; d > n.cfg.Window.Milliseconds() || -d > n.cfg.Window.Milliseconds() {
+		return &adp.Error{Code: adp.CodeTimestampOutOfWindow, Message: "created_at is outside the live-write window",
+			Data: map[string]any{"window_ms": n.cfg.Window.Milliseconds(), "server_time": now}}
+	}
+	if max := n.nonces.max(ev.Actor, now); ev.Nonce <= max && !n.isResubmission(env, pathRoom) {
+		return &NonceError{Err: &adp.Error{Code: adp.CodeNonceNotGreater,
+			Message: "nonce is not greater than the highest accepted nonce", Data: map[string]any{"max_seen_nonce": max}}, MaxSeenNonce: max}
+	}
+	return nil
+}
+
+// isResubmission reports whether env was already accepted.
+func (n *Node) isResubmission(env *identity.Envelope, pathRoom string) bool {
+	if pathRoom != "" {
+		hr, ok := n.room(pathRoom)
+		if !ok {
+			return false
+		}
+		hr.mu.RLock()
+		defer hr.mu.RUnlock()
+		_, dup := hr.st.SeqOf(env.Hash)
+		return dup
+	}
+	_, _, ok, err := n.lookupEnvelope(env.Digest)
+	return ok || err != nil // on a read error, let the locked path answer
+}
+
+// chargePackFetch spends one unit of actor's room.create quota for an
+// external pack fetch, before it dials: a request that is then rejected
+// (digest mismatch, unreachable) has still paid.
+func (n *Node) chargePackFetch(actor identity.AgentID) error {
+	key, limit, now := "create|"+string(actor), n.cfg.Rates.Create, n.NowMs()
+	if !n.quotas.allow(key, limit, now) {
+		return &adp.Error{Code: adp.CodeRateLimited, Message: fmt.Sprintf("rate limit of %d rooms created (or external packs fetched) by this agent per minute reached", limit),
+			Data: map[string]any{"limit_per_minute": limit, "retry_after_ms": n.quotas.retryAfter(key, now)}}
+	}
+	n.quotas.hit(key, limit, now)
+	return nil
 }
 
 func actorStripe(a identity.AgentID) int {
@@ -142,7 +208,9 @@ func actorStripe(a identity.AgentID) int {
 
 // sequence admits env into the room under the sequencer lock, stores the
 // record durably, then applies it and fans it out.
-func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, fetched map[string][]byte) (*Result, error) {
+// prepaid is set when a pack fetch already charged this room.create to the
+// creator's quota.
+func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, fetched map[string][]byte, prepaid bool) (*Result, error) {
 	hr.seqMu.Lock()
 	defer hr.seqMu.Unlock()
 	st := hr.st
@@ -157,6 +225,9 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	qkey = qkey + "|" + string(env.Event.Actor) + "|" + hr.id
 	if a.Type == "room.create" {
 		qkey, limit = "create|"+string(env.Event.Actor), n.cfg.Rates.Create
+		if prepaid {
+			limit = 0 // counted when its pack fetch was charged
+		}
 	}
 	if !n.quotas.allow(qkey, limit, now) {
 		ra := n.quotas.retryAfter(qkey, now)

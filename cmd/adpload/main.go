@@ -209,8 +209,8 @@ func startInproc(o options) (*inprocHost, error) {
 		return nil, err
 	}
 	api := hostapi.New(n, hostapi.Options{Log: cfg.Log})
-	srv := &http.Server{Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: nil}
-	go srv.Serve(ln)
+	srv := hostapi.NewHTTPServer(api.Handler(), hostapi.HTTPOptions{})
+	go srv.Serve(hostapi.LimitListener(ln, hostapi.DefaultMaxConnections))
 	fmt.Printf("in-process node: %s, durable Badger (SyncWrites) in %s, rates %s\n", url, dir, o.rates)
 	return &inprocHost{url: url, n: n, srv: srv, dir: dir, owned: owned}, nil
 }

@@ -1,12 +1,18 @@
 package main
 
 import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/node"
 )
 
 // Every example config parses with the serve command's strict decoder.
@@ -52,5 +58,77 @@ func TestEnvOverrides(t *testing.T) {
 	}
 	if v, _ := cmd.Flags().GetStringArray("peer"); len(v) != 2 {
 		t.Errorf("peer = %q", v)
+	}
+}
+
+// Row 13: a partial rates: block keeps the defaults of what it does not
+// name, a written 0 disables, and discovery on the running node shows what
+// is in force.
+func TestPartialRatesKeepDefaults(t *testing.T) {
+	parse := func(doc string) fileConfig {
+		t.Helper()
+		var fc fileConfig
+		dec := yaml.NewDecoder(strings.NewReader(doc))
+		dec.KnownFields(true)
+		if err := dec.Decode(&fc); err != nil {
+			t.Fatal(err)
+		}
+		return fc
+	}
+	fc := parse("rates: {message: 10}\n")
+	rates, err := fc.Rates.rates()
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := node.DefaultRates()
+	want := def
+	want.Message = 10
+	if rates != want {
+		t.Fatalf("rates: {message: 10} gave %+v, want %+v", rates, want)
+	}
+	s, err := startStack(node.Config{PublicURL: "http://127.0.0.1:0", DataDir: t.TempDir(), Rates: rates, Log: slog.New(slog.DiscardHandler)},
+		"127.0.0.1:0", fedSettings{}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	resp, err := http.Get("http://" + s.addr + "/.well-known/agent-discourse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Limits struct {
+			Rates map[string]int `json:"rates_per_minute"`
+			Conns int            `json:"connections"`
+		} `json:"limits"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	got := doc.Limits.Rates
+	if got["message"] != 10 || got["signal"] != def.Signal || got["control"] != def.Control || got["room_create"] != def.Create {
+		t.Fatalf("discovery rates %v", got)
+	}
+	if doc.Limits.Conns != hostapi.DefaultMaxConnections {
+		t.Fatalf("discovery connections %d", doc.Limits.Conns)
+	}
+
+	// 0 spelled out disables that limit only; everything 0 disables all.
+	fc = parse("rates: {signal: 0}\n")
+	if r, _ := fc.Rates.rates(); r.Signal != 0 || r.Message != def.Message || r.Control != def.Control {
+		t.Fatalf("rates: {signal: 0} gave %+v", r)
+	}
+	fc = parse("rates: {message: 0, signal: 0, control: 0, message_ceiling: 0, signal_ceiling: 0, control_ceiling: 0, agent_status: 0, room_create: 0, join_requests_per_hour: 0}\n")
+	r, _ := fc.Rates.rates()
+	cfg := node.Config{Rates: r}
+	cfg.Defaults()
+	if cfg.Rates.Message != 0 || cfg.Rates.Create != 0 {
+		t.Fatalf("all-zero rates were replaced by defaults: %+v", cfg.Rates)
+	}
+	// Hostile values are refused with a clear error.
+	fc = parse("rates: {message: -1}\n")
+	if _, err := fc.Rates.rates(); err == nil || !strings.Contains(err.Error(), "rates.message") {
+		t.Fatalf("negative rate: %v", err)
 	}
 }

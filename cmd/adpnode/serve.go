@@ -34,15 +34,13 @@ type fileConfig struct {
 	PublicURL string `yaml:"public_url"`
 	Data      string `yaml:"data"`
 	LogLevel  string `yaml:"log_level"`
-	Rates     *struct {
-		Message int  `yaml:"message"`
-		Signal  int  `yaml:"signal"`
-		Control int  `yaml:"control"`
-		Create  *int `yaml:"room_create"`
-	} `yaml:"rates"`
-	MaxBodyBytes      int64  `yaml:"max_body_bytes"`
-	DiskReserve       string `yaml:"disk_reserve"`
-	AllowPrivatePacks bool   `yaml:"allow_private_packs"`
+	// Rates: a name left out keeps its default; 0 must be written to
+	// disable that limit.
+	Rates             *fileRates `yaml:"rates"`
+	MaxConnections    int        `yaml:"max_connections"`
+	MaxBodyBytes      int64      `yaml:"max_body_bytes"`
+	DiskReserve       string     `yaml:"disk_reserve"`
+	AllowPrivatePacks bool       `yaml:"allow_private_packs"`
 	Federation        *struct {
 		Enabled  *bool    `yaml:"enabled"`
 		Listen   []string `yaml:"listen"`
@@ -50,6 +48,50 @@ type fileConfig struct {
 		MDNS     bool     `yaml:"mdns"`
 		Announce string   `yaml:"announce_interval"`
 	} `yaml:"federation"`
+}
+
+// fileRates is the rates: block. Every field is a pointer so that a name
+// left out keeps its default and only a written 0 disables a limit.
+type fileRates struct {
+	Message        *int `yaml:"message"`
+	Signal         *int `yaml:"signal"`
+	Control        *int `yaml:"control"`
+	MessageCeiling *int `yaml:"message_ceiling"`
+	SignalCeiling  *int `yaml:"signal_ceiling"`
+	ControlCeiling *int `yaml:"control_ceiling"`
+	AgentStatus    *int `yaml:"agent_status"`
+	Create         *int `yaml:"room_create"`
+	JoinRequests   *int `yaml:"join_requests_per_hour"`
+}
+
+// rates returns the defaults overridden by what the block names.
+func (fr *fileRates) rates() (node.Rates, error) {
+	r := node.DefaultRates()
+	if fr == nil {
+		return r, nil
+	}
+	for _, f := range []struct {
+		name string
+		from *int
+		to   *int
+	}{{"message", fr.Message, &r.Message}, {"signal", fr.Signal, &r.Signal}, {"control", fr.Control, &r.Control},
+		{"message_ceiling", fr.MessageCeiling, &r.MessageCeiling}, {"signal_ceiling", fr.SignalCeiling, &r.SignalCeiling},
+		{"control_ceiling", fr.ControlCeiling, &r.ControlCeiling}, {"agent_status", fr.AgentStatus, &r.AgentStatus},
+		{"room_create", fr.Create, &r.Create}, {"join_requests_per_hour", fr.JoinRequests, &r.JoinRequests}} {
+		if f.from == nil {
+			continue
+		}
+		if *f.from < 0 {
+			return r, fmt.Errorf("rates.%s: %d is not a limit (0 disables it)", f.name, *f.from)
+		}
+		*f.to = *f.from
+	}
+	if r == (node.Rates{}) {
+		// Config.Defaults reads an all-zero Rates as unset; every limit
+		// spelled out as 0 means no limit at all.
+		r = node.NoRates()
+	}
+	return r, nil
 }
 
 func serveCmd() *cobra.Command {
@@ -102,12 +144,17 @@ func serveCmd() *cobra.Command {
 			if cfg.DiskReserveBytes, err = parseSize(pick("disk-reserve", fc.DiskReserve)); err != nil {
 				return fmt.Errorf("disk reserve: %w", err)
 			}
-			if fc.Rates != nil {
-				cfg.Rates = node.DefaultRates()
-				cfg.Rates.Message, cfg.Rates.Signal, cfg.Rates.Control = fc.Rates.Message, fc.Rates.Signal, fc.Rates.Control
-				if fc.Rates.Create != nil {
-					cfg.Rates.Create = *fc.Rates.Create
-				}
+			rates, err := fc.Rates.rates()
+			if err != nil {
+				return fmt.Errorf("%s: %w", cfgPath, err)
+			}
+			cfg.Rates = rates
+			if fc.MaxConnections < 0 {
+				return fmt.Errorf("%s: max_connections must be positive (0 keeps the default %d)", cfgPath, hostapi.DefaultMaxConnections)
+			}
+			httpOpts := hostapi.HTTPOptions{MaxConnections: fc.MaxConnections}
+			if v, _ := cmd.Flags().GetInt("max-connections"); cmd.Flags().Changed("max-connections") || fc.MaxConnections == 0 {
+				httpOpts.MaxConnections = v
 			}
 			fed := fedSettings{enabled: !noFederation, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second}
 			if fc.Federation != nil {
@@ -128,6 +175,7 @@ func serveCmd() *cobra.Command {
 					fed.interval = d
 				}
 			}
+			fed.http = httpOpts
 			return serve(cmd.Context(), cfg, listen, fed, log)
 		},
 	}
@@ -144,6 +192,7 @@ func serveCmd() *cobra.Command {
 		"libp2p listen multiaddr (repeatable)")
 	f.StringArrayVar(&peers, "peer", nil, "static peer multiaddr ending in /p2p/<peer id> (repeatable)")
 	f.BoolVar(&mdnsOn, "mdns", false, "discover peers on the local network with mDNS")
+	f.Int("max-connections", hostapi.DefaultMaxConnections, "cap on concurrently open HTTP client connections")
 	return cmd
 }
 
@@ -181,6 +230,9 @@ type fedSettings struct {
 	peers    []string
 	mdns     bool
 	interval time.Duration
+	// http are the HTTP edge's timeouts and caps (not federation, but
+	// carried with the other serve settings).
+	http hostapi.HTTPOptions
 }
 
 // stack is one running node with its federation peer, mirror and HTTP
@@ -206,7 +258,7 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	}
 	s := &stack{n: n, log: log, errc: make(chan error, 1)}
 	met := metrics.New(n)
-	opts := hostapi.Options{Log: log, Metrics: met}
+	opts := hostapi.Options{Log: log, Metrics: met, HTTP: fs.http}
 	if fs.enabled {
 		key, err := federation.LoadOrCreateKey(cfg.DataDir)
 		if err != nil {
@@ -242,7 +294,8 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 		return nil, err
 	}
 	s.addr = ln.Addr().String()
-	s.srv = &http.Server{Handler: hostapi.New(n, opts).Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.srv = hostapi.NewHTTPServer(hostapi.New(n, opts).Handler(), fs.http)
+	ln = hostapi.LimitListener(ln, fs.http.WithDefaults().MaxConnections)
 	go func() { s.errc <- s.srv.Serve(ln) }()
 	log.Info("adpnode serving", "listen", s.addr, "public_url", n.Origin(), "data", cfg.DataDir)
 	return s, nil

@@ -50,6 +50,7 @@ type Host struct {
 	Clock *Clock
 	srv   *httptest.Server
 	cfg   node.Config // as passed in, with Now set: what Restart reuses
+	http  hostapi.HTTPOptions
 	once  sync.Once
 }
 
@@ -58,7 +59,14 @@ type Host struct {
 // Everything is stopped in t.Cleanup.
 func StartHost(t testing.TB, cfg node.Config) *Host {
 	t.Helper()
-	return startHost(t, cfg, NewClock(), "")
+	return startHost(t, cfg, NewClock(), "", hostapi.HTTPOptions{})
+}
+
+// StartHostHTTP is StartHost with the HTTP edge's timeouts and caps set
+// (hostapi.NewHTTPServer, the same construction serve uses).
+func StartHostHTTP(t testing.TB, cfg node.Config, o hostapi.HTTPOptions) *Host {
+	t.Helper()
+	return startHost(t, cfg, NewClock(), "", o)
 }
 
 // StartHostAt is StartHost on a given clock: the node reads clock (cfg.Now
@@ -67,13 +75,14 @@ func StartHost(t testing.TB, cfg node.Config) *Host {
 func StartHostAt(t testing.TB, cfg node.Config, clock *Clock) *Host {
 	t.Helper()
 	cfg.Now = clock.Now
-	return startHost(t, cfg, clock, "")
+	return startHost(t, cfg, clock, "", hostapi.HTTPOptions{})
 }
 
-func startHost(t testing.TB, cfg node.Config, clock *Clock, addr string) *Host {
+func startHost(t testing.TB, cfg node.Config, clock *Clock, addr string, ho hostapi.HTTPOptions) *Host {
 	t.Helper()
 	cfg.Rates = TestRates(cfg.Rates)
 	srv := httptest.NewUnstartedServer(nil)
+	srv.Config = hostapi.NewHTTPServer(nil, ho)
 	if addr != "" {
 		// Serve on the previous address so the origin (JWT audience, Room
 		// URLs) survives the restart.
@@ -91,6 +100,7 @@ func startHost(t testing.TB, cfg node.Config, clock *Clock, addr string) *Host {
 		srv.Listener.Close()
 		srv.Listener = l
 	}
+	srv.Listener = hostapi.LimitListener(srv.Listener, ho.WithDefaults().MaxConnections)
 	srv.Start()
 	if cfg.Now == nil {
 		cfg.Now = clock.Now
@@ -105,9 +115,9 @@ func startHost(t testing.TB, cfg node.Config, clock *Clock, addr string) *Host {
 		srv.Close()
 		t.Fatal(err)
 	}
-	api := hostapi.New(n, hostapi.Options{Heartbeat: 200 * time.Millisecond})
+	api := hostapi.New(n, hostapi.Options{Heartbeat: 200 * time.Millisecond, HTTP: ho})
 	srv.Config.Handler = api.Handler()
-	h := &Host{Node: n, API: api, URL: srv.URL, Clock: clock, srv: srv, cfg: keep}
+	h := &Host{Node: n, API: api, URL: srv.URL, Clock: clock, srv: srv, cfg: keep, http: ho}
 	t.Cleanup(h.Close)
 	return h
 }
@@ -144,8 +154,12 @@ func (h *Host) RestartAfter(t testing.TB, between func(dataDir string)) *Host {
 	if between != nil {
 		between(h.cfg.DataDir)
 	}
-	return startHost(t, h.cfg, h.Clock, addr)
+	return startHost(t, h.cfg, h.Clock, addr, h.http)
 }
+
+// OpenConnections is the number of client connections the host's
+// listener holds now.
+func (h *Host) OpenConnections() int { return hostapi.OpenConnections(h.srv.Listener) }
 
 // Agent is a test agent with its own key and nonce sequence.
 type Agent struct {

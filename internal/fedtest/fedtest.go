@@ -103,8 +103,8 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 		apiOpts.Mirror = p.Mir
 		met.AttachMirror(p.Mir)
 	}
-	p.srv = &http.Server{Handler: hostapi.New(n, apiOpts).Handler()}
-	go p.srv.Serve(ln)
+	p.srv = hostapi.NewHTTPServer(hostapi.New(n, apiOpts).Handler(), hostapi.HTTPOptions{})
+	go p.srv.Serve(hostapi.LimitListener(ln, hostapi.DefaultMaxConnections))
 	t.Cleanup(p.Stop)
 	return p
 }
