@@ -131,6 +131,7 @@ func TestRecoveryProperty(t *testing.T) {
 	}
 	h.c = ch.start()
 	h.anchorRoom()
+	h.tour()
 
 	for round := 1; round <= rounds; round++ {
 		h.round = round
@@ -1247,4 +1248,184 @@ func (h *propHarness) verifyArchives() {
 		}
 		h.archives++
 	}
+}
+
+// ---- the tour: every flow once, each step required to succeed ----
+
+func (h *propHarness) must(a *adptest.Agent, pr *propRoom, typ string, payload any, mentions ...string) {
+	h.t.Helper()
+	if r, ok := h.post(a, pr, typ, payload, mentions); !ok {
+		h.t.Fatalf("tour: %s by %s in %s: %s", typ, a.Name, pr.id, r)
+	}
+}
+
+func (h *propHarness) mustRefuse(a *adptest.Agent, pr *propRoom, typ string, payload any, code string) {
+	h.t.Helper()
+	r, ok := h.post(a, pr, typ, payload, nil)
+	if got, _ := r.errCode(); ok || got != code {
+		h.t.Fatalf("tour: %s by %s in %s: want %s, got %s", typ, a.Name, pr.id, code, r)
+	}
+}
+
+func (h *propHarness) mustCreate(a *adptest.Agent, p map[string]any) *propRoom {
+	h.t.Helper()
+	pr := h.create(a, p)
+	if pr == nil {
+		h.t.Fatalf("tour: room.create %v refused", p)
+	}
+	return pr
+}
+
+// mustRequest creates a join request; status is the state it must start in.
+func (h *propHarness) mustRequest(a *adptest.Agent, pr *propRoom, role, status string) *propReq {
+	h.t.Helper()
+	body, _ := json.Marshal(map[string]any{"role": role, "perspective": "tour " + a.Name})
+	r := h.send(http.MethodPost, "/v1/rooms/"+pr.id+"/join-requests", a, body)
+	var v struct {
+		Request json.RawMessage `json:"request"`
+		Status  string          `json:"status"`
+	}
+	var f struct {
+		ID string `json:"id"`
+	}
+	if r.status != http.StatusCreated || json.Unmarshal(r.body, &v) != nil || json.Unmarshal(v.Request, &f) != nil || v.Status != status {
+		h.t.Fatalf("tour: join request by %s in %s: want %s, got %s", a.Name, pr.id, status, r)
+	}
+	jr := &propReq{id: f.ID, applicant: a, fact: v.Request, role: role}
+	pr.reqs = append(pr.reqs, jr)
+	h.count("join-request")
+	return jr
+}
+
+func (h *propHarness) review(a *adptest.Agent, pr *propRoom, jr *propReq, decision, role string) {
+	h.t.Helper()
+	p := map[string]any{"request": jr.fact, "decision": decision, "reason": "tour"}
+	if role != "" {
+		p["role"] = role
+	}
+	h.must(a, pr, "room.join.review", p)
+}
+
+// waitUntil polls cond (a time condition of the node's clock) for up to d.
+func (h *propHarness) waitUntil(d time.Duration, what string, cond func() bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			h.t.Fatalf("tour: %s did not happen within %v", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tour drives every flow of the spec once, deterministically, before the
+// first stop, so that every run covers all of them whatever the seed.
+func (h *propHarness) tour() {
+	ag := h.agents
+	c, mod, ok, no, wait, banned, obs := ag[0], ag[1], ag[2], ag[3], ag[4], ag[5], ag[6]
+	now := time.Now().UnixMilli()
+	hour := int64(3_600_000)
+
+	// Restricted room: listed moderator, speaker cap, no observers.
+	r := h.mustCreate(c, map[string]any{"topic": "tour restricted", "visibility": "restricted", "start_time": now, "end_time": now + hour,
+		"agenda": "every flow", "tags": []string{"tour"}, "language": "en",
+		"policy": map[string]any{"moderator_agent_ids": []string{string(mod.ID)}, "max_speakers": 6, "observer_allowed": false},
+		"types":  []any{map[string]any{"use": "adp:deliberation/1.0"}}})
+	// Approved and consumed.
+	jrOK := h.mustRequest(ok, r, "speaker", "pending")
+	h.review(c, r, jrOK, "approve", "speaker")
+	h.must(ok, r, "room.join", map[string]any{"role": "speaker", "request_id": jrOK.id})
+	h.mustRefuse(ok, r, "room.leave", map[string]any{"reason": "x", "extra": "not an object"}, "invalid_event")
+	// A listed moderator's moderator request is auto-approved, then consumed.
+	jrMod := h.mustRequest(mod, r, "moderator", "approved")
+	h.must(mod, r, "room.join", map[string]any{"role": "moderator", "request_id": jrMod.id})
+	h.mustRefuse(mod, r, "room.leave", map[string]any{"reason": 7}, "invalid_event")
+	// Rejected, by the moderator.
+	jrNo := h.mustRequest(no, r, "speaker", "pending")
+	h.review(mod, r, jrNo, "reject", "")
+	h.mustRefuse(no, r, "room.join", map[string]any{"role": "speaker", "request_id": jrNo.id}, "join_request_not_approved")
+	// Pending until it expires.
+	h.mustRequest(wait, r, "speaker", "pending")
+	// Observers are not allowed here.
+	body, _ := json.Marshal(map[string]any{"role": "observer"})
+	if rr := h.send(http.MethodPost, "/v1/rooms/"+r.id+"/join-requests", obs, body); rr.status == http.StatusCreated {
+		h.t.Fatalf("tour: an observer request in a room without observers was accepted: %s", rr)
+	}
+	// Pre-emptive ban, lifted by an approving review.
+	h.must(c, r, "room.member.remove", map[string]any{"member": string(banned.ID), "ban": true, "reason": "pre-emptive"})
+	jrBan := h.mustRequest(banned, r, "speaker", "pending")
+	h.review(c, r, jrBan, "approve", "speaker")
+	h.must(banned, r, "room.join", map[string]any{"role": "speaker", "request_id": jrBan.id})
+	// Roles, removal without ban, leave.
+	h.must(c, r, "room.member.role.update", map[string]any{"member": string(ok.ID), "role": "moderator", "reason": "trusted"})
+	h.must(ok, r, "room.member.role.update", map[string]any{"member": string(banned.ID), "role": "speaker"})
+	h.must(c, r, "room.member.remove", map[string]any{"member": string(ok.ID), "reason": "rotation", "references": []string{r.st.LastHash}})
+	h.mustRefuse(ok, r, "room.join", map[string]any{"role": "speaker"}, "approval_required")
+	h.must(banned, r, "room.leave", map[string]any{"reason": "done"})
+	// Types and content.
+	h.must(c, r, "type.define", map[string]any{"use": "adp:curation/1.0"})
+	h.must(c, r, "message.create", map[string]any{"content_type": "text/markdown", "content": "**hello**", "references": []string{r.st.LastHash}},
+		string(mod.ID), string(wait.ID))
+	h.must(c, r, "question.create", map[string]any{"question": "what survives a restart?"})
+	h.must(c, r, "poll.create", map[string]any{"poll_id": "p1", "question": "ok?", "options": []any{map[string]any{"id": "y", "label": "yes"}}})
+	h.must(c, r, "resource.add", map[string]any{"resource_type": "doc", "uri": "https://example.org/spec", "title": "spec"})
+	h.must(c, r, "room.update", map[string]any{"topic": "tour restricted (updated)", "guidance": "short answers",
+		"policy": map[string]any{"moderator_agent_ids": []string{string(mod.ID), string(no.ID)}, "max_speakers": 5}})
+	h.putStatus(c, r)
+
+	// Private room: an observer admitted by review; an approval left unused.
+	p := h.mustCreate(c, map[string]any{"topic": "tour private", "visibility": "private", "start_time": now, "end_time": now + hour})
+	jrObs := h.mustRequest(obs, p, "observer", "pending")
+	h.review(c, p, jrObs, "approve", "observer")
+	h.must(obs, p, "room.join", map[string]any{"role": "observer", "request_id": jrObs.id})
+	jrIdle := h.mustRequest(wait, p, "speaker", "pending")
+	h.review(c, p, jrIdle, "approve", "speaker") // expires unconsumed
+	h.must(c, p, "room.member.role.update", map[string]any{"member": string(obs.ID), "role": "speaker"})
+	h.putStatus(obs, p)
+
+	// Public room: direct joins, an auto-approved request, every pack.
+	q := h.rooms[0] // the anchor: reactions and the external pack
+	h.must(ok, q, "room.join", map[string]any{"role": "speaker", "perspective": "tour reviewer"})
+	h.must(ok, q, "reaction.create", map[string]any{"event_id": q.st.LastHash, "reaction": "agree"})
+	h.must(ok, q, "triage.label", map[string]any{"label": "bug"})
+	h.must(c, q, "type.define", map[string]any{"type": "note.flag", "kind": "signal", "title": "Flag", "schema": map[string]any{"type": "object"}})
+	h.must(ok, q, "note.flag", map[string]any{"why": "tour"})
+	h.must(obs, q, "room.join", map[string]any{"role": "observer"})
+	h.mustRefuse(obs, q, "message.create", map[string]any{"content_type": "text/plain", "content": "observer"}, "permission_denied")
+	jrPub := h.mustRequest(no, q, "speaker", "approved")
+	h.must(no, q, "room.join", map[string]any{"role": "speaker", "request_id": jrPub.id})
+	h.must(c, q, "room.member.remove", map[string]any{"member": string(no.ID), "ban": true, "reason": "spam"})
+	h.mustRefuse(no, q, "room.join", map[string]any{"role": "speaker"}, "member_banned")
+	h.putStatus(ok, q)
+
+	// Scheduled → active → ended by close; and a cancelled one.
+	s := h.mustCreate(c, map[string]any{"topic": "tour scheduled", "visibility": "public", "start_time": now + 1500, "end_time": now + 1500 + hour})
+	h.must(mod, s, "room.join", map[string]any{"role": "speaker"})
+	h.mustRefuse(mod, s, "message.create", map[string]any{"content_type": "text/plain", "content": "early"}, "room_not_active")
+	h.must(c, s, "room.update", map[string]any{"agenda": "starts soon"})
+	x := h.mustCreate(c, map[string]any{"topic": "tour cancelled", "visibility": "restricted", "start_time": now + hour, "end_time": now + 2*hour})
+	h.must(c, x, "room.cancel", map[string]any{"reason": "no quorum"})
+	h.waitUntil(5*time.Second, "the scheduled room starting", func() bool { return s.st.StatusAt(time.Now().UnixMilli()) == room.StatusActive })
+	h.must(mod, s, "message.create", map[string]any{"content_type": "text/plain", "content": "started"})
+	h.must(c, s, "room.close", map[string]any{"reason": "done", "references": []string{s.st.LastHash}})
+	h.mustRefuse(mod, s, "message.create", map[string]any{"content_type": "text/plain", "content": "late"}, "room_ended")
+
+	// Expiry: the pending and the unused approved request expire.
+	h.waitUntil(propJoinTTL+2*time.Second, "join requests expiring", func() bool {
+		var v struct {
+			Status string `json:"status"`
+		}
+		json.Unmarshal(h.get(wait, "/v1/rooms/"+p.id+"/join-requests/"+jrIdle.id), &v)
+		return v.Status == "expired"
+	})
+	h.mustRefuse(wait, p, "room.join", map[string]any{"role": "speaker", "request_id": jrIdle.id}, "join_request_expired")
+}
+
+func (h *propHarness) putStatus(a *adptest.Agent, pr *propRoom) {
+	h.t.Helper()
+	body, _ := json.Marshal(map[string]any{"state": "drafting", "summary": "tour", "seen_seq": pr.st.Seq, "seen_hash": pr.st.LastHash})
+	if r := h.send(http.MethodPut, "/v1/rooms/"+pr.id+"/agent-status", a, body); r.status != http.StatusOK {
+		h.t.Fatalf("tour: agent status of %s in %s: %s", a.Name, pr.id, r)
+	}
+	h.count("agent-status")
 }
