@@ -184,6 +184,9 @@ func TestRecoveryProperty(t *testing.T) {
 	}
 	t.Logf("%d rounds in %v; accepted %v; %d refused; external pack fetched %d times; %d in flight at kills (%d landed); %d archives verified",
 		rounds, time.Since(began).Round(time.Millisecond), kinds, h.refused, packFetches.Load(), h.inflightN, h.landed, h.archives)
+	if testing.Verbose() {
+		t.Logf("refusals by type and code: %v", h.refusals)
+	}
 	if h.gaps > 0 {
 		t.Logf("known bug tolerated %d times: perspective of members who joined with an auto-approved request is lost on restart (ADPNODE_KNOWN_BUGS=1 to fail on it)", h.gaps)
 	}
@@ -210,6 +213,7 @@ type propHarness struct {
 
 	accepted  map[string]int
 	gaps      int // members whose perspective knownGap dropped
+	refusals  map[string]int
 	refused   int
 	inflightN int
 	landed    int
@@ -230,6 +234,23 @@ type propReq struct {
 	applicant *adptest.Agent
 	fact      json.RawMessage
 	role      string
+	created   time.Time
+	pending   bool // created pending (not auto-approved)
+}
+
+// pickReq picks a join request of pr: mostly a live one (younger than the
+// TTL) that live(jr) accepts, else any.
+func (h *propHarness) pickReq(pr *propRoom, live func(*propReq) bool) *propReq {
+	var fresh []*propReq
+	for _, jr := range pr.reqs {
+		if time.Since(jr.created) < propJoinTTL && live(jr) {
+			fresh = append(fresh, jr)
+		}
+	}
+	if len(fresh) > 0 && h.rng.IntN(4) > 0 {
+		return fresh[h.rng.IntN(len(fresh))]
+	}
+	return pr.reqs[h.rng.IntN(len(pr.reqs))]
 }
 
 // propPacks serves the external pack to kernel replays.
@@ -387,6 +408,11 @@ func (h *propHarness) post(a *adptest.Agent, pr *propRoom, typ string, payload a
 			h.t.Errorf("round %d: %s by %s in %s: %s", h.round, typ, a.Name, pr.id, r)
 		}
 		h.refused++
+		if h.refusals == nil {
+			h.refusals = map[string]int{}
+		}
+		code, reason := r.errCode()
+		h.refusals[typ+":"+code+"/"+reason]++
 		return r, false
 	}
 	rec, renv, err := record.Parse(bytes.TrimSpace(r.body))
@@ -579,6 +605,7 @@ func (h *propHarness) step() {
 		}
 		var v struct {
 			Request json.RawMessage `json:"request"`
+			Status  string          `json:"status"`
 		}
 		var f struct {
 			ID   string `json:"id"`
@@ -587,13 +614,13 @@ func (h *propHarness) step() {
 		if json.Unmarshal(r.body, &v) != nil || json.Unmarshal(v.Request, &f) != nil || f.ID == "" {
 			h.t.Fatalf("join request answer: %s", r)
 		}
-		pr.reqs = append(pr.reqs, &propReq{id: f.ID, applicant: a, fact: v.Request, role: f.Role})
+		pr.reqs = append(pr.reqs, &propReq{id: f.ID, applicant: a, fact: v.Request, role: f.Role, created: time.Now(), pending: v.Status == "pending"})
 		h.count("join-request")
 	case x < 36: // review
 		if len(pr.reqs) == 0 {
 			return
 		}
-		jr := pr.reqs[h.rng.IntN(len(pr.reqs))]
+		jr := h.pickReq(pr, func(jr *propReq) bool { return jr.pending && !pr.reviewed(jr.id) })
 		p := map[string]any{"request": jr.fact, "decision": "reject", "reason": "review r" + fmt.Sprint(h.round)}
 		if h.rng.IntN(3) > 0 {
 			p["decision"], p["role"] = "approve", jr.role
@@ -606,7 +633,7 @@ func (h *propHarness) step() {
 		if len(pr.reqs) == 0 {
 			return
 		}
-		jr := pr.reqs[h.rng.IntN(len(pr.reqs))]
+		jr := h.pickReq(pr, func(jr *propReq) bool { return !pr.st.IsActiveMember(jr.applicant.ID) })
 		role := jr.role
 		if h.rng.IntN(5) == 0 {
 			role = h.role()
@@ -1291,7 +1318,7 @@ func (h *propHarness) mustRequest(a *adptest.Agent, pr *propRoom, role, status s
 	if r.status != http.StatusCreated || json.Unmarshal(r.body, &v) != nil || json.Unmarshal(v.Request, &f) != nil || v.Status != status {
 		h.t.Fatalf("tour: join request by %s in %s: want %s, got %s", a.Name, pr.id, status, r)
 	}
-	jr := &propReq{id: f.ID, applicant: a, fact: v.Request, role: role}
+	jr := &propReq{id: f.ID, applicant: a, fact: v.Request, role: role, created: time.Now(), pending: v.Status == "pending"}
 	pr.reqs = append(pr.reqs, jr)
 	h.count("join-request")
 	return jr
