@@ -204,6 +204,8 @@ type propHarness struct {
 	agents []*adptest.Agent
 	rooms  []*propRoom
 	fresh  int // agents created for "writes continue"
+	busy   []*propRoom
+	tokens map[*adptest.Agent]propToken
 
 	packURL, packDigest string
 
@@ -227,6 +229,9 @@ type propRoom struct {
 	st      *room.State
 	raws    [][]byte // record bytes as the events listing gives them
 	reqs    []*propReq
+
+	decided map[string]bool  // join request ids a room.join.review decided
+	joinReq map[int64]string // seq of a room.join -> its request_id
 }
 
 type propReq struct {
@@ -275,8 +280,24 @@ func (h *propHarness) records() int {
 	return n
 }
 
+type propToken struct {
+	tok    string
+	minted time.Time
+}
+
+// token returns a request JWT for a, reused for a minute (it is valid for
+// two).
 func (h *propHarness) token(a *adptest.Agent) string {
-	return a.Token(h.origin, time.Now().UnixMilli())
+	if t, ok := h.tokens[a]; ok && time.Since(t.minted) < time.Minute {
+		return t.tok
+	}
+	if h.tokens == nil {
+		h.tokens = map[*adptest.Agent]propToken{}
+	}
+	now := time.Now()
+	tok := a.Token(h.origin, now.UnixMilli())
+	h.tokens[a] = propToken{tok, now}
+	return tok
 }
 
 // get reads path as a (nil: anonymously) and fails the test unless 200.
@@ -390,6 +411,27 @@ func (h *propHarness) apply(pr *propRoom, raw []byte) {
 		h.t.Fatalf("round %d: room %s seq %d (%s) does not replay from the chain alone: %v", h.round, pr.id, rec.Seq, env.Event.Type, err)
 	}
 	pr.raws = append(pr.raws, bytes.Clone(raw))
+	var p struct {
+		RequestID string `json:"request_id"`
+		Request   struct {
+			ID string `json:"id"`
+		} `json:"request"`
+	}
+	json.Unmarshal(env.Event.Payload, &p)
+	switch env.Event.Type {
+	case "room.join.review":
+		if pr.decided == nil {
+			pr.decided = map[string]bool{}
+		}
+		pr.decided[p.Request.ID] = true
+	case "room.join":
+		if p.RequestID != "" {
+			if pr.joinReq == nil {
+				pr.joinReq = map[int64]string{}
+			}
+			pr.joinReq[rec.Seq] = p.RequestID
+		}
+	}
 }
 
 // post submits an event on the model's head. ok is a 201; the record then
@@ -886,17 +928,11 @@ func (h *propHarness) knownGap(pr *propRoom, members []any) []any {
 	out := make([]any, len(members))
 	for i, m := range members {
 		e := maps(m.(map[string]any))
-		if seq := jsonNumber(e["joined_seq"]); seq >= 1 && seq <= int64(len(pr.raws)) {
-			_, env, err := record.Parse(pr.raws[seq-1])
-			var p struct {
-				RequestID string `json:"request_id"`
+		if id, ok := pr.joinReq[jsonNumber(e["joined_seq"])]; ok && !pr.reviewed(id) {
+			if _, had := e["perspective"]; had {
+				h.gaps++
 			}
-			if err == nil && json.Unmarshal(env.Event.Payload, &p) == nil && p.RequestID != "" && !pr.reviewed(p.RequestID) {
-				if _, had := e["perspective"]; had {
-					h.gaps++
-				}
-				delete(e, "perspective")
-			}
+			delete(e, "perspective")
 		}
 		out[i] = e
 	}
@@ -904,23 +940,7 @@ func (h *propHarness) knownGap(pr *propRoom, members []any) []any {
 }
 
 // reviewed reports whether a room.join.review in the chain decided id.
-func (pr *propRoom) reviewed(id string) bool {
-	for _, raw := range pr.raws {
-		_, env, err := record.Parse(raw)
-		if err != nil || env.Event.Type != "room.join.review" {
-			continue
-		}
-		var p struct {
-			Request struct {
-				ID string `json:"id"`
-			} `json:"request"`
-		}
-		if json.Unmarshal(env.Event.Payload, &p) == nil && p.Request.ID == id {
-			return true
-		}
-	}
-	return false
-}
+func (pr *propRoom) reviewed(id string) bool { return pr.decided[id] }
 
 func jsonNumber(v any) int64 {
 	f, _ := v.(float64)
@@ -1109,11 +1129,15 @@ func (h *propHarness) stopGraceful() {
 	h.ch.checkLog(c)
 }
 
-// busyRooms creates the rooms of this round's busy writers, one each.
+// busyRooms returns the rooms of the busy writers, one each, created on
+// the first SIGKILL round.
 func (h *propHarness) busyRooms() []*propRoom {
+	if h.busy != nil {
+		return h.busy
+	}
 	var out []*propRoom
 	for i := range propBusyWriters {
-		a := adptest.NewAgent(fmt.Sprintf("recovery-busy-r%d-%d", h.round, i))
+		a := adptest.NewAgent(fmt.Sprintf("recovery-busy-%d", i))
 		now := time.Now().UnixMilli()
 		pr := h.create(a, map[string]any{"topic": "busy", "visibility": "public", "start_time": now, "end_time": now + 3_600_000,
 			"types": []any{map[string]any{"use": "adp:reactions/1.0"}}})
@@ -1123,6 +1147,7 @@ func (h *propHarness) busyRooms() []*propRoom {
 		pr.anchor = true
 		out = append(out, pr)
 	}
+	h.busy = out
 	return out
 }
 
