@@ -229,6 +229,7 @@ type propRoom struct {
 	id      string
 	creator *adptest.Agent
 	anchor  bool // never closed or cancelled: writes always continue here
+	busy    bool // written only by a busy writer
 	st      *room.State
 	raws    [][]byte // record bytes as the events listing gives them
 	reqs    []*propReq
@@ -479,7 +480,14 @@ func (h *propHarness) post(a *adptest.Agent, pr *propRoom, typ string, payload a
 
 func (h *propHarness) pick() *adptest.Agent { return h.agents[h.rng.IntN(len(h.agents))] }
 
-func (h *propHarness) pickRoom() *propRoom { return h.rooms[h.rng.IntN(len(h.rooms))] }
+// pickRoom picks a room for the random driver (not a busy writer's).
+func (h *propHarness) pickRoom() *propRoom {
+	for {
+		if pr := h.rooms[h.rng.IntN(len(h.rooms))]; !pr.busy {
+			return pr
+		}
+	}
+}
 
 func (h *propHarness) role() string {
 	return []string{"speaker", "speaker", "observer", "moderator"}[h.rng.IntN(4)]
@@ -1147,7 +1155,7 @@ func (h *propHarness) busyRooms() []*propRoom {
 		if pr == nil {
 			h.t.Fatal("busy room refused")
 		}
-		pr.anchor = true
+		pr.anchor, pr.busy = true, true
 		out = append(out, pr)
 	}
 	h.busy = out
@@ -1161,12 +1169,13 @@ func (h *propHarness) busyRooms() []*propRoom {
 func (h *propHarness) stopBusy(rooms []*propRoom, sig syscall.Signal) {
 	t := h.t
 	type busy struct {
-		pr *propRoom
-		a  *adptest.Agent
+		pr     *propRoom
+		a      *adptest.Agent
+		joiner *adptest.Agent // joins and leaves
 	}
 	var bs []busy
-	for _, pr := range rooms {
-		bs = append(bs, busy{pr, pr.creator})
+	for i, pr := range rooms {
+		bs = append(bs, busy{pr, pr.creator, adptest.NewAgent(fmt.Sprintf("recovery-busy-joiner-%d", i))})
 	}
 	h.inflight, h.acked = nil, nil
 	var mu sync.Mutex
@@ -1179,18 +1188,24 @@ func (h *propHarness) stopBusy(rooms []*propRoom, sig syscall.Signal) {
 		go func() {
 			defer wg.Done()
 			head := adptest.Head(b.pr.st.Head)
+			joined := b.pr.st.IsActiveMember(b.joiner.ID)
 			for n := 0; ; n++ {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				typ, payload := "message.create", any(map[string]any{"content_type": "text/plain", "content": fmt.Sprintf("busy %d", n)})
-				if n%3 == 2 {
+				a, typ, payload := b.a, "message.create", any(map[string]any{"content_type": "text/plain", "content": fmt.Sprintf("busy %d", n)})
+				switch {
+				case n%4 == 2:
 					typ, payload = "reaction.create", map[string]any{"event_id": head.Hash, "reaction": "+1"}
+				case n%4 == 3 && joined:
+					a, typ, payload = b.joiner, "room.leave", map[string]any{"reason": "busy"}
+				case n%4 == 3:
+					a, typ, payload = b.joiner, "room.join", map[string]any{"role": "speaker", "perspective": "busy joiner"}
 				}
-				ev := b.a.Event(time.Now().UnixMilli(), typ, b.pr.id, head.Seq, head.Hash, payload)
-				env, err := identity.Sign(b.a.Key, ev)
+				ev := a.Event(time.Now().UnixMilli(), typ, b.pr.id, head.Seq, head.Hash, payload)
+				env, err := identity.Sign(a.Key, ev)
 				if err != nil {
 					panic(err)
 				}
@@ -1221,8 +1236,11 @@ func (h *propHarness) stopBusy(rooms []*propRoom, sig syscall.Signal) {
 				mu.Lock()
 				h.acked = append(h.acked, env.Hash)
 				mu.Unlock()
-				if typ == "message.create" {
+				if typ == "message.create" { // membership events and signals do not move the head
 					head = adptest.Head{Seq: rec.Seq, Hash: rec.Hash}
+				}
+				if typ == "room.join" || typ == "room.leave" {
+					joined = typ == "room.join"
 				}
 			}
 		}()
