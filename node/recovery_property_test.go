@@ -813,6 +813,7 @@ type propView struct {
 	jrList   []map[string]any
 	jrOwn    map[string]map[string]any // request id -> the applicant's view
 	statuses map[string]map[string]any // agent -> status
+	archive  []byte                    // archive.jsonl of an ended room
 	readAt   [2]int64                  // ms bounds of the reads
 }
 
@@ -871,6 +872,9 @@ func (h *propHarness) view(pr *propRoom) *propView {
 	decodeJSON(t, h.get(pr.creator, "/v1/rooms/"+pr.id+"/agent-status"), &sl)
 	for _, s := range sl.Result {
 		v.statuses[s["agent_id"].(string)] = s
+	}
+	if v.status == "ended" {
+		v.archive = h.get(pr.creator, "/v1/rooms/"+pr.id+"/archive.jsonl")
 	}
 	v.readAt[1] = time.Now().UnixMilli()
 	return v
@@ -1044,6 +1048,9 @@ func (h *propHarness) compare(before map[string]*propView, busy bool) {
 		if !grew {
 			if !reflect.DeepEqual(after.resource, b.resource) {
 				t.Errorf("round %d: room %s resource changed across the restart:\nbefore %s\nafter  %s", h.round, pr.id, mustJSON(b.resource), mustJSON(after.resource))
+			}
+			if b.archive != nil && !bytes.Equal(after.archive, b.archive) {
+				t.Errorf("round %d: room %s (ended) has another archive after the restart:\nbefore %s\nafter  %s", h.round, pr.id, b.archive, after.archive)
 			}
 			if !reflect.DeepEqual(h.knownGap(pr, after.members), h.knownGap(pr, b.members)) {
 				t.Errorf("round %d: room %s members changed across the restart:\nbefore %s\nafter  %s", h.round, pr.id, mustJSON(b.members), mustJSON(after.members))
