@@ -814,6 +814,7 @@ type propView struct {
 	jrOwn    map[string]map[string]any // request id -> the applicant's view
 	statuses map[string]map[string]any // agent -> status
 	archive  []byte                    // archive.jsonl of an ended room
+	canRead  map[string]int            // request id -> the applicant's GET room status
 	readAt   [2]int64                  // ms bounds of the reads
 }
 
@@ -827,7 +828,7 @@ func decodeJSON(t *testing.T, b []byte, v any) {
 // view reads everything the node shows of pr.
 func (h *propHarness) view(pr *propRoom) *propView {
 	t := h.t
-	v := &propView{jrOwn: map[string]map[string]any{}, statuses: map[string]map[string]any{}}
+	v := &propView{jrOwn: map[string]map[string]any{}, statuses: map[string]map[string]any{}, canRead: map[string]int{}}
 	v.readAt[0] = time.Now().UnixMilli()
 	for cursor := ""; ; {
 		path := "/v1/rooms/" + pr.id + "/events?limit=250"
@@ -865,6 +866,8 @@ func (h *propHarness) view(pr *propRoom) *propView {
 		var own map[string]any
 		decodeJSON(t, h.get(jr.applicant, "/v1/rooms/"+pr.id+"/join-requests/"+jr.id), &own)
 		v.jrOwn[jr.id] = own
+		// An approved applicant may read even a private room (§16).
+		v.canRead[jr.id] = h.getAny(jr.applicant, "/v1/rooms/"+pr.id).status
 	}
 	var sl struct {
 		Result []map[string]any `json:"result"`
@@ -1065,6 +1068,14 @@ func (h *propHarness) compare(before map[string]*propView, busy bool) {
 		}
 		for id, was := range b.jrOwn {
 			h.sameRequest(pr, "applicant's view", was, after.jrOwn[id], after.readAt[1])
+			var fact struct {
+				ExpiresAt int64 `json:"expires_at"`
+			}
+			req, _ := json.Marshal(was["request"])
+			json.Unmarshal(req, &fact)
+			if fact.ExpiresAt > after.readAt[1] && !grew && after.canRead[id] != b.canRead[id] {
+				t.Errorf("round %d: room %s: the applicant of %s read the room with %d before the restart, %d after", h.round, pr.id, id, b.canRead[id], after.canRead[id])
+			}
 		}
 		for agent, s := range after.statuses {
 			if was, ok := b.statuses[agent]; !ok || !reflect.DeepEqual(was, s) {
