@@ -286,6 +286,11 @@ type crashHarness struct {
 	creator *adptest.Agent
 	writers []*adptest.Agent
 	main    []string // rooms the writers share
+	// publicURL, when set, is passed as --public-url so that the origin
+	// (JWT audience, Room URLs) survives restarts on new ports.
+	publicURL string
+	// extraArgs replace the default --p2p-listen arguments of serve.
+	extraArgs []string
 
 	// Verified state, touched only by the test goroutine.
 	chains map[string]*crashChain
@@ -332,7 +337,16 @@ func (h *crashHarness) start() *crashChild {
 		}
 		addr := ln.Addr().String()
 		ln.Close()
-		cmd := exec.Command(h.bin, "serve", "--config", h.cfg, "--listen", addr, "--data", h.data, "--p2p-listen", "/ip4/127.0.0.1/tcp/0")
+		args := []string{"serve", "--config", h.cfg, "--listen", addr, "--data", h.data}
+		if h.publicURL != "" {
+			args = append(args, "--public-url", h.publicURL)
+		}
+		if h.extraArgs != nil {
+			args = append(args, h.extraArgs...)
+		} else {
+			args = append(args, "--p2p-listen", "/ip4/127.0.0.1/tcp/0")
+		}
+		cmd := exec.Command(h.bin, args...)
 		c := &crashChild{cmd: cmd, base: "http://" + addr, done: make(chan struct{}), log: &crashLog{},
 			client: &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 		cmd.Stdout, cmd.Stderr = c.log, c.log

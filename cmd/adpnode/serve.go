@@ -41,7 +41,10 @@ type fileConfig struct {
 	MaxBodyBytes      int64      `yaml:"max_body_bytes"`
 	DiskReserve       string     `yaml:"disk_reserve"`
 	AllowPrivatePacks bool       `yaml:"allow_private_packs"`
-	Federation        *struct {
+	// JoinRequestTTL is how long a join request stays valid (Go duration;
+	// default 1h, and never past the room's end_time).
+	JoinRequestTTL string `yaml:"join_request_ttl"`
+	Federation     *struct {
 		Enabled  *bool    `yaml:"enabled"`
 		Listen   []string `yaml:"listen"`
 		Peers    []string `yaml:"peers"`
@@ -140,6 +143,13 @@ func serveCmd() *cobra.Command {
 			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
 			cfg := node.Config{PublicURL: publicURL, DataDir: data, Log: log, MaxBodyBytes: fc.MaxBodyBytes}
 			cfg.Packs.AllowPrivate = allowPrivatePacks || fc.AllowPrivatePacks
+			if fc.JoinRequestTTL != "" {
+				d, err := time.ParseDuration(fc.JoinRequestTTL)
+				if err != nil || d <= 0 {
+					return fmt.Errorf("join_request_ttl %q: need a positive duration such as 30m", fc.JoinRequestTTL)
+				}
+				cfg.JoinRequestTTL = d
+			}
 			var err error
 			if cfg.DiskReserveBytes, err = parseSize(pick("disk-reserve", fc.DiskReserve)); err != nil {
 				return fmt.Errorf("disk reserve: %w", err)
