@@ -835,7 +835,11 @@ func TestOpenAPIFederatedConformance(t *testing.T) {
 	alice := adptest.NewAgent("alice")
 	do := func(opID, method, url string, body []byte) *adptest.Response {
 		t.Helper()
-		r := oaDo(t, method, url, "", body)
+		tok := ""
+		if method != http.MethodGet { // operator endpoints: POST and DELETE /v1/mirrors…
+			tok = b.OperatorToken
+		}
+		r := oaDo(t, method, url, tok, body)
 		spec.check(t, opID, r)
 		return r
 	}
@@ -846,6 +850,7 @@ func TestOpenAPIFederatedConformance(t *testing.T) {
 		}
 	}
 
+	want(oaDo(t, "POST", b.URL+"/v1/mirrors", "", []byte(`{"kind":"all"}`)), 403, adp.CodePermissionDenied)
 	target := []byte(`{"kind":"all"}`)
 	spec.checkRequest(t, "addMirrorTarget", target)
 	want(do("addMirrorTarget", "POST", b.URL+"/v1/mirrors", target), 201, "")

@@ -51,6 +51,9 @@ type Options struct {
 	Mirror *mirror.Mirror
 	// Metrics, when set, is served at /metrics and fed by every request.
 	Metrics *metrics.Metrics
+	// OperatorToken is the operator credential (see internal/optoken);
+	// operator endpoints refuse every request when it is empty.
+	OperatorToken string
 }
 
 // Server serves one node over HTTP.

@@ -23,6 +23,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
@@ -199,8 +200,13 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 		return nil, err
 	}
 	s := &stack{n: n, log: log, errc: make(chan error, 1)}
+	tok, err := optoken.LoadOrCreate(cfg.DataDir)
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("operator token: %w", err)
+	}
 	met := metrics.New(n)
-	opts := hostapi.Options{Log: log, Metrics: met}
+	opts := hostapi.Options{Log: log, Metrics: met, OperatorToken: tok}
 	if fs.enabled {
 		key, err := federation.LoadOrCreateKey(cfg.DataDir)
 		if err != nil {
