@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"time"
 
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -26,68 +29,178 @@ const errPrivate = fedError("private rooms are never announced")
 // gossip author.
 const SyncProtocol = "/adp/index-sync/1.0.0"
 
-const maxSyncEntries = 100_000
+// Index-sync bounds: the answer is a snapshot, rebuilt at most every
+// snapshotEvery, of at most maxSyncEntries entries cut into pages of at
+// most syncPageBytes; each stream serves one page within syncDeadline.
+const (
+	maxSyncEntries = 20_000
+	maxSyncPages   = 64
+	syncPageBytes  = 1 << 20
+	snapshotEvery  = 5 * time.Second
+	syncDeadline   = 10 * time.Second
+)
 
-// serveSync answers an index sync request.
-func (f *Federation) serveSync(s network.Stream) {
-	defer s.Close()
-	s.SetDeadline(time.Now().Add(30 * time.Second))
-	now := f.n.NowMs()
-	var out []json.RawMessage
-	for _, sum := range f.n.Summaries() {
-		if raw, err := f.signAnnouncement(sum, now); err == nil {
-			out = append(out, raw)
-		}
-	}
-	for _, raw := range f.idx.Raw(now) {
-		out = append(out, raw)
-	}
-	b, _ := json.Marshal(out)
-	writeFrame(s, b)
+// syncPage is one page of an index-sync answer.
+type syncPage struct {
+	Entries []json.RawMessage `json:"entries"`
+	Page    int               `json:"page"`
+	Pages   int               `json:"pages"`
 }
 
-// syncFrom pulls a peer's index.
+// syncRequest asks for one page (an empty request means page 0).
+type syncRequest struct {
+	Page int `json:"page"`
+}
+
+// syncSnapshot is the cached, already serialised index-sync answer.
+type syncSnapshot struct {
+	at    time.Time
+	pages [][]byte
+}
+
+// snapshot returns the cached pages, rebuilding them when older than
+// snapshotEvery: fresh announcements of this node's rooms and the signed
+// entries of verified hosts, never unverified ones.
+func (f *Federation) snapshot() [][]byte {
+	f.snapMu.Lock()
+	defer f.snapMu.Unlock()
+	if f.snap.pages != nil && time.Since(f.snap.at) < snapshotEvery {
+		return f.snap.pages
+	}
+	now := f.n.NowMs()
+	var entries []json.RawMessage
+	for _, sum := range f.n.Summaries() {
+		if len(entries) >= maxSyncEntries {
+			break
+		}
+		if raw, err := f.signAnnouncement(sum, now); err == nil {
+			entries = append(entries, raw)
+		}
+	}
+	for _, raw := range f.idx.Raw(now, true) {
+		if len(entries) >= maxSyncEntries {
+			break
+		}
+		entries = append(entries, raw)
+	}
+	var groups [][]json.RawMessage
+	size := 0
+	for _, raw := range entries {
+		if len(groups) == 0 || size+len(raw) > syncPageBytes {
+			if len(groups) == maxSyncPages {
+				break
+			}
+			groups = append(groups, nil)
+			size = 0
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], raw)
+		size += len(raw) + 1
+	}
+	if len(groups) == 0 {
+		groups = [][]json.RawMessage{{}}
+	}
+	pages := make([][]byte, len(groups))
+	for i, g := range groups {
+		pages[i], _ = json.Marshal(syncPage{Entries: g, Page: i, Pages: len(groups)})
+	}
+	f.snap = syncSnapshot{at: time.Now(), pages: pages}
+	return pages
+}
+
+// serveSync answers one page of an index sync from the cached snapshot.
+// A peer may hold SyncPerPeer streams at once; more are reset. Every
+// stream has a deadline, so a peer that never reads holds nothing long.
+func (f *Federation) serveSync(s network.Stream) {
+	id := s.Conn().RemotePeer()
+	if !f.syncSlots.acquire(id) {
+		f.stats.SyncRefused.Add(1)
+		s.Reset()
+		return
+	}
+	defer f.syncSlots.release(id)
+	defer s.Close()
+	s.SetDeadline(time.Now().Add(syncDeadline))
+	var req syncRequest
+	b, err := readFrame(bufio.NewReader(s), 256)
+	if err == nil {
+		if json.Unmarshal(b, &req) != nil {
+			s.Reset()
+			return
+		}
+	} else if !errors.Is(err, io.EOF) { // EOF before a request: page 0
+		s.Reset()
+		return
+	}
+	pages := f.snapshot()
+	if req.Page < 0 || req.Page >= len(pages) {
+		b, _ := json.Marshal(syncPage{Entries: []json.RawMessage{}, Page: req.Page, Pages: len(pages)})
+		writeFrame(s, b)
+		return
+	}
+	if writeFrame(s, pages[req.Page]) != nil {
+		s.Reset()
+	}
+}
+
+// syncFrom pulls a peer's index, page by page.
 func (f *Federation) syncFrom(ctx context.Context, id peer.ID) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := f.h.NewStream(ctx, id, SyncProtocol)
-	if err != nil {
-		return
-	}
-	defer s.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		s.SetDeadline(dl)
-	}
-	s.CloseWrite()
-	b, err := readFrame(bufio.NewReader(s), maxFrame*4)
-	if err != nil {
-		return
-	}
-	var list []json.RawMessage
-	if json.Unmarshal(b, &list) != nil || len(list) > maxSyncEntries {
-		return
-	}
-	now := f.n.NowMs()
 	learned := 0
-	for _, raw := range list {
-		e, err := index.Parse(raw)
+	for page, pages := 0, 1; page < pages && page < maxSyncPages; page++ {
+		p, err := f.syncPageFrom(ctx, id, page)
 		if err != nil {
-			continue
+			f.log.Debug("index sync", "peer", id, "page", page, "err", err)
+			break
 		}
-		pid, err := peer.Decode(e.Host.PeerID)
-		if err != nil {
-			continue
-		}
-		if k, ok := HostKeyOf(pid); !ok || k != e.Host.Key {
-			continue
-		}
-		if ok, _ := f.idx.Put(e, now); ok {
-			learned++
+		pages = p.Pages
+		for _, raw := range p.Entries {
+			e, err := index.Parse(raw)
+			if err != nil {
+				continue
+			}
+			pid, err := peer.Decode(e.Host.PeerID)
+			if err != nil {
+				continue
+			}
+			if k, ok := HostKeyOf(pid); !ok || k != e.Host.Key || e.ExpiresAt <= f.n.NowMs() {
+				continue
+			}
+			if f.admit(ctx, e) != pubsub.ValidationReject {
+				learned++
+			}
 		}
 	}
 	if learned > 0 {
 		f.log.Debug("index sync", "peer", id, "learned", learned)
 	}
+}
+
+func (f *Federation) syncPageFrom(ctx context.Context, id peer.ID, page int) (*syncPage, error) {
+	s, err := f.h.NewStream(ctx, id, SyncProtocol)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	s.SetDeadline(time.Now().Add(syncDeadline))
+	req, _ := json.Marshal(syncRequest{Page: page})
+	if err := writeFrame(s, req); err != nil {
+		s.Reset()
+		return nil, err
+	}
+	s.CloseWrite()
+	b, err := readFrame(bufio.NewReader(s), 2*syncPageBytes)
+	if err != nil {
+		return nil, err
+	}
+	var p syncPage
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, err
+	}
+	if len(p.Entries) > maxSyncEntries {
+		return nil, errors.New("oversized sync page")
+	}
+	return &p, nil
 }
 
 // signAnnouncement signs the directory entry of a local room; private
