@@ -232,3 +232,13 @@ func (f *Federation) loadChecks() {
 		return nil
 	})
 }
+
+// Conflicts returns the signed announcements refused for claiming a room
+// ID that this node or a verified host holds (see index.AddConflict).
+func (f *Federation) Conflicts() []json.RawMessage {
+	list := f.idx.Conflicts()
+	if list == nil {
+		list = []json.RawMessage{}
+	}
+	return list
+}

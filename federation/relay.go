@@ -28,6 +28,11 @@ const (
 
 const maxFrame = 8 << 20
 
+// BackfillBytes is the byte budget of one backfill batch, well below the
+// reader's frame limit (maxFrame): a batch stops at whichever of its
+// record count and this budget comes first (always at least one record).
+const BackfillBytes = 4 << 20
+
 // writeFrame writes a 4-byte big-endian length and the bytes.
 func writeFrame(w io.Writer, b []byte) error {
 	var l [4]byte
@@ -220,6 +225,13 @@ func (f *Federation) serveBackfill(s network.Stream) {
 		recs, _, err := f.n.Events(req.RoomID, "", req.AfterSeq, limit)
 		switch {
 		case err == nil:
+			size := 0
+			for i, rec := range recs {
+				if size += len(rec); size > BackfillBytes && i > 0 {
+					recs = recs[:i]
+					break
+				}
+			}
 			resp.Records = recs
 			if len(recs) > 0 {
 				if cp, err := f.checkpointFor(recs[len(recs)-1]); err == nil {

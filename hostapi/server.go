@@ -37,6 +37,9 @@ type Federation interface {
 	Addrs() []string
 	Peers() []federation.PeerInfo
 	Hosts() []federation.HostInfo
+	// Conflicts returns the signed announcements refused for claiming a
+	// room ID another host holds.
+	Conflicts() []json.RawMessage
 }
 
 // Options tune the HTTP layer.
@@ -137,6 +140,7 @@ func (s *Server) routes() {
 	v1.GET("/rooms/:room_id/archive.md", s.archiveMD)
 	v1.GET("/federation/peers", s.fedPeers)
 	v1.GET("/federation/hosts", s.fedHosts)
+	v1.GET("/federation/conflicts", s.fedConflicts)
 	s.mirrorRoutes()
 	s.viewerRoutes()
 }

@@ -59,6 +59,7 @@ type Room struct {
 	bytes    int64
 	cosigned int64
 	subs     map[chan node.Item]struct{}
+	stallErr string // why the last catch-up made no progress ("" when it did)
 }
 
 // pendingRec is a verified stream record waiting for its predecessors.

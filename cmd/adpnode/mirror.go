@@ -97,9 +97,10 @@ Management requests carry the node's operator token, read from
 			for _, t := range out.Targets {
 				fmt.Fprintln(w, t.ID)
 			}
-			fmt.Fprintln(w, "\nROOM\tVERIFIED SEQ\tFAULTY\tBYTES\tURL")
+			fmt.Fprintln(w, "\nROOM\tVERIFIED SEQ\tFAULTY\tSTALLED\tBYTES\tURL\tERROR")
 			for _, r := range out.Rooms {
-				fmt.Fprintf(w, "%s\t%d\t%v\t%d\t%s\n", r.ID, r.Mirror.VerifiedSeq, r.Mirror.Faulty, r.Mirror.Bytes, r.Mirror.RoomURL)
+				fmt.Fprintf(w, "%s\t%d\t%v\t%v\t%d\t%s\t%s\n", r.ID, r.Mirror.VerifiedSeq, r.Mirror.Faulty, r.Mirror.Stalled, r.Mirror.Bytes,
+					r.Mirror.RoomURL, r.Mirror.Error)
 			}
 			return w.Flush()
 		},
