@@ -24,6 +24,9 @@ import (
 //     binding is queued for a check.
 //   - Accept (forwarded): a new entry of a verified host.
 func (f *Federation) admit(ctx context.Context, e *index.Entry) pubsub.ValidationResult {
+	if f.ctx.Err() != nil { // closing: the store may be gone
+		return pubsub.ValidationIgnore
+	}
 	now := f.n.NowMs()
 	if e.IssuedAt > now+f.idx.Limits().Skew.Milliseconds() {
 		f.stats.Future.Add(1)

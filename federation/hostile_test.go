@@ -60,7 +60,7 @@ func newRogue(t *testing.T, name string, connectTo *fedtest.Peer) *rogue {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); h.Close() })
-	ps, err := pubsub.NewGossipSub(ctx, h)
+	ps, err := pubsub.NewGossipSub(ctx, h, pubsub.WithPeerOutboundQueueSize(8192))
 	if err != nil {
 		t.Fatal(err)
 	}
