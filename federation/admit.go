@@ -64,6 +64,7 @@ func (f *Federation) admit(ctx context.Context, e *index.Entry) pubsub.Validatio
 		return pubsub.ValidationIgnore
 	}
 	if verified {
+		f.snapDirty.Store(true)
 		return pubsub.ValidationAccept
 	}
 	f.queueCheck(e.Host)

@@ -32,6 +32,7 @@ const (
 
 // onNodeEvent runs on the node's writer goroutine: it only queues work.
 func (f *Federation) onNodeEvent(e node.Event) {
+	f.snapDirty.Store(true)
 	urgent := e.Kind == node.EventStatus || e.Record != nil && (e.Record.Seq == 1 || e.Status != room.StatusActive)
 	if e.Record != nil && !urgent {
 		if env, err := identity.ParseEnvelope(e.Record.Envelope); err == nil {

@@ -79,11 +79,18 @@ func (f *Federation) CheckBinding(ctx context.Context, b index.Binding) error {
 	}
 	f.checkMu.Lock()
 	was := f.checks[b.Key]
+	var contra *contradiction
+	if err != nil && !errors.As(err, &contra) && was.verified && was.peerID == b.PeerID && was.origin == b.Origin {
+		// The origin did not answer (down, unreachable): a binding once
+		// verified stays verified until the origin contradicts it.
+		c.verified = true
+	}
 	f.checks[b.Key] = c
 	f.checkMu.Unlock()
 	f.saveCheck(b.Key, c)
 	if was.verified != c.verified || was.peerID != c.peerID || was.origin != c.origin {
 		f.idx.Reverify()
+		f.snapDirty.Store(true)
 	}
 	if c.verified {
 		if n := f.idx.DropConflicts(b.Key); n > 0 {
@@ -106,6 +113,9 @@ func (f *Federation) checkBinding(ctx context.Context, b index.Binding) error {
 		return err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 == 4 {
+		return &contradiction{fmt.Sprintf("discovery document: HTTP %d", resp.StatusCode)}
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("discovery document: HTTP %d", resp.StatusCode)
 	}
@@ -114,13 +124,19 @@ func (f *Federation) checkBinding(ctx context.Context, b index.Binding) error {
 		PeerID  string           `json:"peer_id"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<10)).Decode(&doc); err != nil {
-		return err
+		return &contradiction{"discovery document is not JSON"}
 	}
 	if doc.HostKey != b.Key || doc.PeerID != b.PeerID {
-		return errors.New("discovery document names a different host key or peer ID")
+		return &contradiction{"discovery document names a different host key or peer ID"}
 	}
 	return nil
 }
+
+// contradiction is a binding check failure in which the origin answered
+// and denied the binding (as opposed to not answering).
+type contradiction struct{ msg string }
+
+func (c *contradiction) Error() string { return c.msg }
 
 // httpClient refuses non-public addresses unless the operator allows them:
 // announced origins come from peers, and must not make this node probe

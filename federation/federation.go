@@ -129,6 +129,7 @@ type Federation struct {
 	syncSlots peerSlots
 	snapMu    sync.Mutex
 	snap      syncSnapshot
+	snapDirty atomic.Bool // the index or the local rooms changed since snap
 
 	stats Stats
 }

@@ -37,6 +37,9 @@ const (
 	maxSyncPages   = 64
 	syncPageBytes  = 1 << 20
 	snapshotEvery  = 5 * time.Second
+	// snapshotMinAge is how soon a snapshot is rebuilt after the index or
+	// the local rooms changed.
+	snapshotMinAge = time.Second
 	syncDeadline   = 10 * time.Second
 )
 
@@ -59,14 +62,17 @@ type syncSnapshot struct {
 }
 
 // snapshot returns the cached pages, rebuilding them when older than
-// snapshotEvery: fresh announcements of this node's rooms and the signed
+// snapshotEvery, or than snapshotMinAge once something changed (so at most
+// once a second however often peers ask): fresh announcements of this node's rooms and the signed
 // entries of verified hosts, never unverified ones.
 func (f *Federation) snapshot() [][]byte {
 	f.snapMu.Lock()
 	defer f.snapMu.Unlock()
-	if f.snap.pages != nil && time.Since(f.snap.at) < snapshotEvery {
+	age := time.Since(f.snap.at)
+	if f.snap.pages != nil && age < snapshotEvery && (age < snapshotMinAge || !f.snapDirty.Load()) {
 		return f.snap.pages
 	}
+	f.snapDirty.Store(false)
 	now := f.n.NowMs()
 	var entries []json.RawMessage
 	for _, sum := range f.n.Summaries() {

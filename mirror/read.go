@@ -42,7 +42,7 @@ func (r *Room) Info() Info {
 	defer r.mu.Unlock()
 	return Info{Host: r.host, HostPeer: r.hostPeer.String(), RoomURL: r.url, VerifiedSeq: r.st.Seq, VerifiedHash: r.st.LastHash,
 		Checkpoint: r.cp, Faulty: r.meta.Faulty, FrozenAt: r.meta.FrozenAt, Bytes: r.bytes, Pending: len(r.pending),
-		Stalled: r.stallErr != "", Error: r.stallErr}
+		Stalled: r.stallErr != "" && r.st.Seq < r.want.Load(), Error: r.stallErr}
 }
 
 // ID returns the room ID.
