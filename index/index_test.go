@@ -130,4 +130,3 @@ func TestIndexLimits(t *testing.T) {
 		t.Fatal("entry lost or unclamped after reopen")
 	}
 }
-
