@@ -49,6 +49,10 @@ type fileConfig struct {
 		Peers    []string `yaml:"peers"`
 		MDNS     bool     `yaml:"mdns"`
 		Announce string   `yaml:"announce_interval"`
+		// Limits against hostile peers (0: the defaults).
+		MaxEntriesPerHost int `yaml:"max_entries_per_host"`
+		MaxConns          int `yaml:"max_conns"`
+		MaxConnsPerPeer   int `yaml:"max_conns_per_peer"`
 	} `yaml:"federation"`
 }
 
@@ -116,6 +120,8 @@ func serveCmd() *cobra.Command {
 				}
 				fed.peers = append(fed.peers, ff.Peers...)
 				fed.mdns = fed.mdns || ff.MDNS
+				fed.index.MaxPerHost = ff.MaxEntriesPerHost
+				fed.limits.Conns, fed.limits.PeerConns = ff.MaxConns, ff.MaxConnsPerPeer
 				if ff.Announce != "" {
 					d, err := time.ParseDuration(ff.Announce)
 					if err != nil {
@@ -176,6 +182,8 @@ type fedSettings struct {
 	peers    []string
 	mdns     bool
 	interval time.Duration
+	limits   federation.Limits
+	index    index.Limits
 }
 
 // stack is one running node with its federation peer, mirror and HTTP
@@ -219,7 +227,7 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			return nil, err
 		}
 		s.fed, err = federation.Start(federation.Config{Key: key, ListenAddrs: fs.listen, Peers: fs.peers, MDNS: fs.mdns,
-			AnnounceInterval: fs.interval, AllowPrivateOrigins: cfg.Packs.AllowPrivate, Log: log}, n, idx)
+			AnnounceInterval: fs.interval, AllowPrivateOrigins: cfg.Packs.AllowPrivate, Limits: fs.limits, Index: fs.index, Log: log}, n, idx)
 		if err != nil {
 			s.close()
 			return nil, err
