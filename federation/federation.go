@@ -153,7 +153,7 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 	bw := metrics.NewBandwidthCounter()
 	h, err := libp2p.New(libp2p.Identity(sk), libp2p.ListenAddrStrings(cfg.ListenAddrs...), libp2p.ConnectionManager(cm),
 		libp2p.ResourceManager(rm), libp2p.BandwidthReporter(bw), libp2p.DisableRelay(), libp2p.Ping(true))
-	if err != nil {
+	if err != nil { // libp2p closes rm and cm itself
 		return nil, fmt.Errorf("libp2p host: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

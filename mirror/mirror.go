@@ -367,9 +367,8 @@ func (m *Mirror) reconcile() {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, s := range m.idx.Summaries(now) {
-		e, ok := m.idx.Room(s.ID, now)
-		if !ok || !m.wantedLocked(e) || m.faulty[e.Host.Key] {
+	for _, e := range m.idx.Entries(now, false) {
+		if !m.wantedLocked(e) || m.faulty[e.Host.Key] {
 			continue
 		}
 		rk := roomKey(e.Host.Key, e.Room.ID)
