@@ -135,6 +135,10 @@ func TestRoomHijack(t *testing.T) {
 	if len(v.Fed.Conflicts()) == 0 {
 		t.Fatal("no conflict evidence kept")
 	}
+	eventually(t, 5*time.Second, "gossipsub scoring penalises the hijacker", func() bool {
+		s, ok := v.Fed.PeerScore(r.id)
+		return ok && s < 0
+	})
 	if e, ok := v.Index.Room(orphan, v.Clock.Ms()); !ok || e.ExpiresAt > v.Clock.Ms()+v.Index.Limits().MaxTTL.Milliseconds() ||
 		e.Room.LastActive > v.Clock.Ms() {
 		t.Fatalf("orphan entry times not clamped: %+v", e)

@@ -132,6 +132,24 @@ type Federation struct {
 	snapDirty atomic.Bool // the index or the local rooms changed since snap
 
 	stats Stats
+
+	scoreMu sync.Mutex
+	scores  map[peer.ID]float64 // gossipsub scores, refreshed every second
+}
+
+func (f *Federation) keepScores(m map[peer.ID]float64) {
+	f.scoreMu.Lock()
+	f.scores = m
+	f.scoreMu.Unlock()
+}
+
+// PeerScore returns a peer's gossipsub score as last inspected (peers
+// whose messages validators reject go negative).
+func (f *Federation) PeerScore(id peer.ID) (float64, bool) {
+	f.scoreMu.Lock()
+	defer f.scoreMu.Unlock()
+	s, ok := f.scores[id]
+	return s, ok
 }
 
 // Start brings up the libp2p host, joins the topics, registers validators
@@ -370,6 +388,7 @@ func (f *Federation) startPubSub() error {
 		pubsub.WithMessageIdFn(msgID),
 		pubsub.WithMaxMessageSize(maxGossipBytes),
 		pubsub.WithPeerScore(params, thresholds),
+		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(f.keepScores), time.Second),
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithValidateQueueSize(4096),
 		// The default per-peer queue (32) silently drops bursts of
