@@ -113,9 +113,10 @@ func (f *Federation) snapshot() [][]byte {
 	return pages
 }
 
-// serveSync answers one page of an index sync from the cached snapshot.
-// A peer may hold SyncPerPeer streams at once; more are reset. Every
-// stream has a deadline, so a peer that never reads holds nothing long.
+// serveSync answers index-sync requests from the cached snapshot: one
+// page per request frame, up to maxSyncPages on one stream, each within
+// syncDeadline. A peer may hold SyncPerPeer streams at once; more are
+// reset, so a peer that never reads holds little for long.
 func (f *Federation) serveSync(s network.Stream) {
 	id := s.Conn().RemotePeer()
 	if !f.syncSlots.acquire(id) {
@@ -125,38 +126,58 @@ func (f *Federation) serveSync(s network.Stream) {
 	}
 	defer f.syncSlots.release(id)
 	defer s.Close()
-	s.SetDeadline(time.Now().Add(syncDeadline))
-	var req syncRequest
-	b, err := readFrame(bufio.NewReader(s), 256)
-	if err == nil {
-		if json.Unmarshal(b, &req) != nil {
+	r := bufio.NewReader(s)
+	for served := 0; served < maxSyncPages; served++ {
+		s.SetDeadline(time.Now().Add(syncDeadline))
+		var req syncRequest
+		b, err := readFrame(r, 256)
+		switch {
+		case err == nil:
+			if json.Unmarshal(b, &req) != nil {
+				s.Reset()
+				return
+			}
+		case errors.Is(err, io.EOF) && served == 0: // EOF before any request: page 0
+		case errors.Is(err, io.EOF):
+			return
+		default:
 			s.Reset()
 			return
 		}
-	} else if !errors.Is(err, io.EOF) { // EOF before a request: page 0
-		s.Reset()
-		return
-	}
-	pages := f.snapshot()
-	if req.Page < 0 || req.Page >= len(pages) {
-		b, _ := json.Marshal(syncPage{Entries: []json.RawMessage{}, Page: req.Page, Pages: len(pages)})
-		writeFrame(s, b)
-		return
-	}
-	if writeFrame(s, pages[req.Page]) != nil {
-		s.Reset()
+		pages := f.snapshot()
+		out := []byte(nil)
+		if req.Page < 0 || req.Page >= len(pages) {
+			out, _ = json.Marshal(syncPage{Entries: []json.RawMessage{}, Page: req.Page, Pages: len(pages)})
+		} else {
+			out = pages[req.Page]
+		}
+		if writeFrame(s, out) != nil {
+			s.Reset()
+			return
+		}
+		if err != nil { // answered the request-less form
+			return
+		}
 	}
 }
 
-// syncFrom pulls a peer's index, page by page.
+// syncFrom pulls a peer's index, page by page on one stream.
 func (f *Federation) syncFrom(ctx context.Context, id peer.ID) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	s, err := f.h.NewStream(ctx, id, SyncProtocol)
+	if err != nil {
+		f.log.Debug("index sync", "peer", id, "err", err)
+		return
+	}
+	defer s.Close()
+	r := bufio.NewReader(s)
 	learned := 0
 	for page, pages := 0, 1; page < pages && page < maxSyncPages; page++ {
-		p, err := f.syncPageFrom(ctx, id, page)
+		p, err := f.syncPage(s, r, page)
 		if err != nil {
 			f.log.Debug("index sync", "peer", id, "page", page, "err", err)
+			s.Reset()
 			break
 		}
 		pages = p.Pages
@@ -182,20 +203,14 @@ func (f *Federation) syncFrom(ctx context.Context, id peer.ID) {
 	}
 }
 
-func (f *Federation) syncPageFrom(ctx context.Context, id peer.ID, page int) (*syncPage, error) {
-	s, err := f.h.NewStream(ctx, id, SyncProtocol)
-	if err != nil {
-		return nil, err
-	}
-	defer s.Close()
+// syncPage asks for one page on an open sync stream and reads it.
+func (f *Federation) syncPage(s network.Stream, r *bufio.Reader, page int) (*syncPage, error) {
 	s.SetDeadline(time.Now().Add(syncDeadline))
 	req, _ := json.Marshal(syncRequest{Page: page})
 	if err := writeFrame(s, req); err != nil {
-		s.Reset()
 		return nil, err
 	}
-	s.CloseWrite()
-	b, err := readFrame(bufio.NewReader(s), 2*syncPageBytes)
+	b, err := readFrame(r, 2*syncPageBytes)
 	if err != nil {
 		return nil, err
 	}
