@@ -461,8 +461,9 @@ func (x *Index) RoomsOf(now int64) map[identity.AgentID]int {
 	return out
 }
 
-// DropConflicts removes every other host's entry for the room IDs that
-// the (now verified) host hostKey announces, and keeps them as evidence.
+// DropConflicts removes every unverified host's entry for the room IDs
+// that the (now verified) host hostKey announces, and keeps them as
+// evidence.
 // It returns how many it dropped.
 func (x *Index) DropConflicts(hostKey identity.AgentID) int {
 	x.mu.Lock()
@@ -472,7 +473,7 @@ func (x *Index) DropConflicts(hostKey identity.AgentID) int {
 			continue
 		}
 		for hk, e := range rm {
-			if hk != hostKey {
+			if hk != hostKey && !x.verified(e.Host) { // first verified claim wins
 				drop = append(drop, e)
 			}
 		}
