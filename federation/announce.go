@@ -32,6 +32,7 @@ const (
 
 // onNodeEvent runs on the node's writer goroutine: it only queues work.
 func (f *Federation) onNodeEvent(e node.Event) {
+	f.snapDirty.Store(true)
 	urgent := e.Kind == node.EventStatus || e.Record != nil && (e.Record.Seq == 1 || e.Status != room.StatusActive)
 	if e.Record != nil && !urgent {
 		if env, err := identity.ParseEnvelope(e.Record.Envelope); err == nil {
@@ -129,8 +130,12 @@ func (f *Federation) announce(ctx context.Context, s node.RoomSummary) {
 
 // validateAnnouncement is the index topic validator. Reject (the sender is
 // penalised): bad signature or shape, a key that is not the publishing
-// peer's, private rooms, oversize. Ignore: expired, duplicate or stale.
-func (f *Federation) validateAnnouncement(_ context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
+// peer's, private rooms, oversize, and whatever admit rejects (future
+// timestamps, room IDs another host holds). Ignore: expired, duplicate,
+// stale, over a limit, or from a host whose binding is not verified.
+// Entries are stored here, so that an ignored (not forwarded) entry of
+// an unverified host is still known locally.
+func (f *Federation) validateAnnouncement(ctx context.Context, _ peer.ID, m *pubsub.Message) pubsub.ValidationResult {
 	if m.ReceivedFrom == f.h.ID() { // our own publication
 		return pubsub.ValidationAccept
 	}
@@ -146,33 +151,41 @@ func (f *Federation) validateAnnouncement(_ context.Context, _ peer.ID, m *pubsu
 	if k, ok := HostKeyOf(author); !ok || k != e.Host.Key {
 		return f.count(pubsub.ValidationReject)
 	}
-	if e.ExpiresAt <= f.n.NowMs() || !f.idx.Fresh(e.Host.Key, e.Room.ID, e.Nonce) {
+	if e.ExpiresAt <= f.n.NowMs() {
 		return f.count(pubsub.ValidationIgnore)
 	}
-	m.ValidatorData = e
-	return f.count(pubsub.ValidationAccept)
+	return f.count(f.admit(ctx, e))
 }
 
-// consumeIndex stores validated remote announcements.
+// consumeIndex drains the index subscription (validateAnnouncement has
+// stored what it accepted).
 func (f *Federation) consumeIndex(ctx context.Context, sub *pubsub.Subscription) {
 	defer sub.Cancel()
 	for {
-		m, err := sub.Next(ctx)
-		if err != nil {
+		if _, err := sub.Next(ctx); err != nil {
 			return
-		}
-		e, ok := m.ValidatorData.(*index.Entry)
-		if !ok || m.ReceivedFrom == f.h.ID() {
-			continue
-		}
-		if _, err := f.idx.Put(e, f.n.NowMs()); err != nil {
-			f.log.Error("store index entry", "err", err)
 		}
 	}
 }
 
-// Directory returns the rooms of the federation this node knows: its own
-// public and restricted rooms plus unexpired remote entries.
+// Directory returns the rooms of the federation this node knows, each
+// room ID once: its own public and restricted rooms, then remote rooms
+// of hosts whose binding is verified (unverified hosts' rooms stay out).
 func (f *Federation) Directory() []node.RoomSummary {
-	return append(f.n.Summaries(), f.idx.Summaries(f.n.NowMs())...)
+	verified := true
+	out := f.n.Summaries()
+	seen := make(map[string]bool, len(out))
+	for i := range out {
+		out[i].Verified = &verified
+		seen[out[i].ID] = true
+	}
+	for _, e := range f.idx.Entries(f.n.NowMs(), true) {
+		if seen[e.Room.ID] {
+			continue
+		}
+		s := e.Room
+		s.Verified = &verified
+		out = append(out, s)
+	}
+	return out
 }

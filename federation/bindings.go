@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/safehttp"
@@ -26,27 +28,39 @@ type HostInfo struct {
 }
 
 type bindingCheck struct {
-	verified bool
-	at       int64
-	err      string
+	verified       bool
+	peerID, origin string    // the binding checked (with the key)
+	at             int64     // node clock (reported)
+	wall           time.Time // wall clock (for throttling re-checks)
+	err            string
+}
+
+// due reports whether binding b should be (re)checked: never checked as
+// it is now, failed more than an interval ago, or verified more than ten
+// intervals ago.
+func (c bindingCheck) due(b index.Binding, interval time.Duration) bool {
+	if c.peerID != b.PeerID || c.origin != b.Origin || c.wall.IsZero() {
+		return true
+	}
+	if c.verified {
+		return time.Since(c.wall) >= 10*interval
+	}
+	return time.Since(c.wall) >= interval
 }
 
 // Hosts lists remote hosts known from the index.
 func (f *Federation) Hosts() []HostInfo {
 	now := f.n.NowMs()
-	rooms := map[identity.AgentID]int{}
-	for _, s := range f.idx.Summaries(now) {
-		if e, ok := f.idx.Room(s.ID, now); ok {
-			rooms[e.Host.Key]++
-		}
-	}
+	rooms := f.idx.RoomsOf(now)
+	hosts := f.idx.Hosts(now) // before checkMu: the index's verifier takes it
 	out := []HostInfo{}
 	f.checkMu.Lock()
 	defer f.checkMu.Unlock()
-	for _, b := range f.idx.Hosts(now) {
+	for _, b := range hosts {
 		hi := HostInfo{Binding: b, Rooms: rooms[b.Key]}
 		if c, ok := f.checks[b.Key]; ok {
-			hi.Verified, hi.CheckedAt, hi.CheckErr = c.verified, c.at, c.err
+			hi.Verified = c.verified && c.peerID == b.PeerID && c.origin == b.Origin
+			hi.CheckedAt, hi.CheckErr = c.at, c.err
 		}
 		out = append(out, hi)
 	}
@@ -58,13 +72,31 @@ func (f *Federation) Hosts() []HostInfo {
 // and peer ID: an origin cannot be claimed by a key it does not serve.
 func (f *Federation) CheckBinding(ctx context.Context, b index.Binding) error {
 	err := f.checkBinding(ctx, b)
-	c := bindingCheck{verified: err == nil, at: f.n.NowMs()}
+	c := bindingCheck{verified: err == nil, peerID: b.PeerID, origin: b.Origin, at: f.n.NowMs(), wall: time.Now()}
 	if err != nil {
 		c.err = err.Error()
 	}
 	f.checkMu.Lock()
+	was := f.checks[b.Key]
+	var contra *contradiction
+	if err != nil && !errors.As(err, &contra) && was.verified && was.peerID == b.PeerID && was.origin == b.Origin {
+		// The origin did not answer (down, unreachable): a binding once
+		// verified stays verified until the origin contradicts it.
+		c.verified = true
+	}
 	f.checks[b.Key] = c
 	f.checkMu.Unlock()
+	f.saveCheck(b.Key, c)
+	if was.verified != c.verified || was.peerID != c.peerID || was.origin != c.origin {
+		f.idx.Reverify()
+		f.snapDirty.Store(true)
+	}
+	if c.verified {
+		if n := f.idx.DropConflicts(b.Key); n > 0 {
+			f.stats.Conflicts.Add(int64(n))
+			f.log.Warn("dropped other hosts' claims on a verified host's room IDs", "host_key", b.Key, "dropped", n)
+		}
+	}
 	return err
 }
 
@@ -80,6 +112,9 @@ func (f *Federation) checkBinding(ctx context.Context, b index.Binding) error {
 		return errors.New("discovery document " + safehttp.Describe(f.log, "binding check", err))
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode/100 == 4 {
+		return &contradiction{fmt.Sprintf("discovery document: HTTP %d", resp.StatusCode)}
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Errorf("discovery document: HTTP %d", resp.StatusCode)
 	}
@@ -88,13 +123,19 @@ func (f *Federation) checkBinding(ctx context.Context, b index.Binding) error {
 		PeerID  string           `json:"peer_id"`
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 256<<10)).Decode(&doc); err != nil {
-		return err
+		return &contradiction{"discovery document is not JSON"}
 	}
 	if doc.HostKey != b.Key || doc.PeerID != b.PeerID {
-		return errors.New("discovery document names a different host key or peer ID")
+		return &contradiction{"discovery document names a different host key or peer ID"}
 	}
 	return nil
 }
+
+// contradiction is a binding check failure in which the origin answered
+// and denied the binding (as opposed to not answering).
+type contradiction struct{ msg string }
+
+func (c *contradiction) Error() string { return c.msg }
 
 // httpClient refuses non-public addresses (internal/safehttp) unless the
 // operator allows them: announced origins come from peers, and must not
@@ -117,19 +158,87 @@ func (f *Federation) bindingLoop(ctx context.Context) {
 	}
 }
 
-// checkNewBindings cross-checks every host binding not checked in the last
-// interval (runs on the announce ticker).
+// checkNewBindings queues a cross-check of every host binding not
+// checked in the last ten intervals (runs on the announce ticker), and
+// forgets the checks of hosts the index no longer holds.
 func (f *Federation) checkNewBindings(ctx context.Context) {
 	now := f.n.NowMs()
-	for _, b := range f.idx.Hosts(now) {
+	hosts := f.idx.Hosts(now)
+	live := make(map[identity.AgentID]bool, len(hosts))
+	for _, b := range hosts {
+		live[b.Key] = true
 		f.checkMu.Lock()
 		c, ok := f.checks[b.Key]
 		f.checkMu.Unlock()
-		if ok && now-c.at < f.cfg.AnnounceInterval.Milliseconds()*10 {
+		if ok && !c.due(b, f.cfg.AnnounceInterval) {
 			continue
 		}
-		if err := f.CheckBinding(ctx, b); err != nil {
-			f.log.Warn("host binding not confirmed", "host_key", b.Key, "origin", b.Origin, "err", err)
+		f.queueCheck(b)
+	}
+	var gone []identity.AgentID
+	f.checkMu.Lock()
+	for k := range f.checks {
+		if !live[k] {
+			delete(f.checks, k)
+			gone = append(gone, k)
 		}
 	}
+	f.checkMu.Unlock()
+	for _, k := range gone {
+		f.saveCheck(k, bindingCheck{})
+	}
+}
+
+// pfxCheck keys verified bindings in the node's store, so that a
+// restarted node trusts what it verified until the next re-check.
+const pfxCheck = "fv/"
+
+type storedCheck struct {
+	PeerID string `json:"peer_id"`
+	Origin string `json:"origin"`
+	At     int64  `json:"at"`
+	Wall   int64  `json:"wall"`
+}
+
+// saveCheck stores a verified check, or deletes the stored one.
+func (f *Federation) saveCheck(key identity.AgentID, c bindingCheck) {
+	k := []byte(pfxCheck + string(key))
+	err := f.n.DB().Update(func(txn *badger.Txn) error {
+		if !c.verified {
+			return txn.Delete(k)
+		}
+		v, _ := json.Marshal(storedCheck{PeerID: c.peerID, Origin: c.origin, At: c.at, Wall: c.wall.UnixMilli()})
+		return txn.Set(k, v)
+	})
+	if err != nil {
+		f.log.Warn("store binding check", "host_key", key, "err", err)
+	}
+}
+
+// loadChecks restores stored verified bindings (at most 100,000).
+func (f *Federation) loadChecks() {
+	f.n.DB().View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxCheck)})
+		defer it.Close()
+		for it.Rewind(); it.Valid() && len(f.checks) < 100_000; it.Next() {
+			var sc storedCheck
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil || json.Unmarshal(v, &sc) != nil {
+				continue
+			}
+			key := identity.AgentID(it.Item().Key()[len(pfxCheck):])
+			f.checks[key] = bindingCheck{verified: true, peerID: sc.PeerID, origin: sc.Origin, at: sc.At, wall: time.UnixMilli(sc.Wall)}
+		}
+		return nil
+	})
+}
+
+// Conflicts returns the signed announcements refused for claiming a room
+// ID that this node or a verified host holds (see index.AddConflict).
+func (f *Federation) Conflicts() []json.RawMessage {
+	list := f.idx.Conflicts()
+	if list == nil {
+		list = []json.RawMessage{}
+	}
+	return list
 }

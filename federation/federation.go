@@ -58,7 +58,13 @@ type Config struct {
 	// AllowPrivateOrigins lets binding cross-checks reach loopback and
 	// private addresses (tests, closed networks).
 	AllowPrivateOrigins bool
-	Log                 *slog.Logger
+	// Limits bound what peers may cost this node (resource manager,
+	// connection manager, index-sync streams, announcement rate).
+	Limits Limits
+	// Index bounds what the index takes from any one host; MaxTTL
+	// defaults to four announce intervals (at least 2 min).
+	Index index.Limits
+	Log   *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -73,6 +79,10 @@ func (c *Config) defaults() {
 	}
 	if c.Log == nil {
 		c.Log = slog.Default()
+	}
+	c.Limits.defaults(c.AnnounceInterval)
+	if c.Index.MaxTTL == 0 {
+		c.Index.MaxTTL = max(4*c.AnnounceInterval, 2*time.Minute)
 	}
 	if len(c.ListenAddrs) == 0 {
 		c.ListenAddrs = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}
@@ -108,10 +118,38 @@ type Federation struct {
 	peersMu sync.Mutex
 	static  []peer.AddrInfo
 
-	checkMu sync.Mutex
-	checks  map[identity.AgentID]bindingCheck
+	checkMu  sync.Mutex
+	checks   map[identity.AgentID]bindingCheck
+	queued   map[identity.AgentID]bool
+	checkQ   chan index.Binding
+	inflight map[identity.AgentID]chan struct{}
+	inline   chan struct{}
+
+	rate      *hostRate
+	syncSlots peerSlots
+	snapMu    sync.Mutex
+	snap      syncSnapshot
+	snapDirty atomic.Bool // the index or the local rooms changed since snap
 
 	stats Stats
+
+	scoreMu sync.Mutex
+	scores  map[peer.ID]float64 // gossipsub scores, refreshed every second
+}
+
+func (f *Federation) keepScores(m map[peer.ID]float64) {
+	f.scoreMu.Lock()
+	f.scores = m
+	f.scoreMu.Unlock()
+}
+
+// PeerScore returns a peer's gossipsub score as last inspected (peers
+// whose messages validators reject go negative).
+func (f *Federation) PeerScore(id peer.ID) (float64, bool) {
+	f.scoreMu.Lock()
+	defer f.scoreMu.Unlock()
+	s, ok := f.scores[id]
+	return s, ok
 }
 
 // Start brings up the libp2p host, joins the topics, registers validators
@@ -122,20 +160,30 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 	if err != nil {
 		return nil, err
 	}
-	cm, err := connmgr.NewConnManager(32, 128, connmgr.WithGracePeriod(time.Minute))
+	cm, err := connmgr.NewConnManager(cfg.Limits.ConnLow, cfg.Limits.ConnHigh, connmgr.WithGracePeriod(time.Minute))
 	if err != nil {
 		return nil, err
 	}
+	rm, err := resourceManager(cfg.Limits)
+	if err != nil {
+		return nil, fmt.Errorf("resource manager: %w", err)
+	}
 	bw := metrics.NewBandwidthCounter()
 	h, err := libp2p.New(libp2p.Identity(sk), libp2p.ListenAddrStrings(cfg.ListenAddrs...), libp2p.ConnectionManager(cm),
-		libp2p.BandwidthReporter(bw), libp2p.DisableRelay(), libp2p.Ping(true))
-	if err != nil {
+		libp2p.ResourceManager(rm), libp2p.BandwidthReporter(bw), libp2p.DisableRelay(), libp2p.Ping(true))
+	if err != nil { // libp2p closes rm and cm itself
 		return nil, fmt.Errorf("libp2p host: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Federation{cfg: cfg, n: n, idx: idx, signer: assertion.NewSigner(cfg.Key), h: h, bw: bw, log: cfg.Log,
 		ctx: ctx, cancel: cancel, announceQ: make(chan announceReq, 16384), recordQ: make(chan node.Event, 16384),
-		recSubs: map[peer.ID]*recordSub{}, checks: map[identity.AgentID]bindingCheck{}}
+		recSubs: map[peer.ID]*recordSub{}, checks: map[identity.AgentID]bindingCheck{}, queued: map[identity.AgentID]bool{},
+		checkQ: make(chan index.Binding, 1024), inflight: map[identity.AgentID]chan struct{}{}, inline: make(chan struct{}, inlineWaiters), rate: newHostRate(cfg.Limits.AnnounceBurst, cfg.Limits.AnnounceRate),
+		syncSlots: peerSlots{max: cfg.Limits.SyncPerPeer}}
+	f.loadChecks()
+	idx.SetLimits(cfg.Index)
+	idx.SetVerifier(f.Verified)
+	idx.Reverify()
 	if err := f.startPubSub(); err != nil {
 		f.Close()
 		return nil, err
@@ -158,6 +206,9 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 	f.goLoop(f.announceLoop)
 	f.goLoop(f.publishLoop)
 	f.goLoop(f.bindingLoop)
+	for i := 0; i < bindingCheckers; i++ {
+		f.goLoop(f.checkWorker)
+	}
 	if cfg.MDNS {
 		svc := mdns.NewMdnsService(h, "adpnode", mdnsNotifee{f})
 		if err := svc.Start(); err != nil {
@@ -337,6 +388,7 @@ func (f *Federation) startPubSub() error {
 		pubsub.WithMessageIdFn(msgID),
 		pubsub.WithMaxMessageSize(maxGossipBytes),
 		pubsub.WithPeerScore(params, thresholds),
+		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(f.keepScores), time.Second),
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithValidateQueueSize(4096),
 		// The default per-peer queue (32) silently drops bursts of
@@ -347,7 +399,7 @@ func (f *Federation) startPubSub() error {
 		return fmt.Errorf("gossipsub: %w", err)
 	}
 	f.ps = ps
-	if err := ps.RegisterTopicValidator(IndexTopic, f.validateAnnouncement); err != nil {
+	if err := ps.RegisterTopicValidator(IndexTopic, f.validateAnnouncement, pubsub.WithValidatorTimeout(2*inlineTimeout)); err != nil {
 		return err
 	}
 	if f.idxTopic, err = ps.Join(IndexTopic); err != nil {
@@ -376,10 +428,19 @@ func topicScore() *pubsub.TopicScoreParams {
 		InvalidMessageDeliveriesWeight: -100, InvalidMessageDeliveriesDecay: 0.3}
 }
 
-// Stats counts gossip validation outcomes (for metrics and tests).
+// bindingCheckers is how many binding checks run at once.
+const bindingCheckers = 2
+
+// Stats counts gossip validation outcomes (for metrics and tests), and
+// why announcements were refused.
 type Stats struct {
 	Accepted, Rejected, Ignored atomic.Int64
 	Published                   atomic.Int64
+	// Announcements: issued in the future, claiming a room ID another
+	// host holds, over a host's rate, over a host's share of the index.
+	Future, Conflicts, RateLimited, OverCap atomic.Int64
+	// SyncRefused counts index-sync streams refused (per-peer limit).
+	SyncRefused atomic.Int64
 }
 
 // Stats returns the federation's counters.

@@ -3,8 +3,10 @@ package federation_test
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
 	"fmt"
-	"github.com/adpnode/adpnode/internal/fedtest"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/adpnode/adpnode/adp/identity"
@@ -19,6 +22,7 @@ import (
 	"github.com/adpnode/adpnode/assertion"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -29,6 +33,19 @@ type rogue struct {
 	signer *assertion.Signer
 	ps     *pubsub.PubSub
 	topics map[string]*pubsub.Topic
+	origin string // the origin its announcements claim
+	h      host.Host
+}
+
+// serveDiscovery makes the rogue a host with a real binding: an HTTP
+// server on 127.0.0.1 serving its own discovery document.
+func (r *rogue) serveDiscovery(t *testing.T) {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(map[string]string{"host_key": string(r.signer.HostKey()), "peer_id": r.id.String()})
+	}))
+	t.Cleanup(srv.Close)
+	r.origin = srv.URL
 }
 
 func newRogue(t *testing.T, name string, connectTo *fedtest.Peer) *rogue {
@@ -43,7 +60,7 @@ func newRogue(t *testing.T, name string, connectTo *fedtest.Peer) *rogue {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); h.Close() })
-	ps, err := pubsub.NewGossipSub(ctx, h)
+	ps, err := pubsub.NewGossipSub(ctx, h, pubsub.WithPeerOutboundQueueSize(8192))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +68,8 @@ func newRogue(t *testing.T, name string, connectTo *fedtest.Peer) *rogue {
 	if err := h.Connect(ctx, *ai); err != nil {
 		t.Fatal(err)
 	}
-	return &rogue{key: key, id: h.ID(), signer: assertion.NewSigner(key), ps: ps, topics: map[string]*pubsub.Topic{}}
+	return &rogue{key: key, id: h.ID(), signer: assertion.NewSigner(key), ps: ps, topics: map[string]*pubsub.Topic{},
+		origin: "http://127.0.0.1:9", h: h}
 }
 
 func (r *rogue) join(t *testing.T, topic string) *pubsub.Topic {
@@ -80,9 +98,9 @@ func (r *rogue) publish(t *testing.T, topic string, data []byte) {
 // announcement builds a signed announcement by signer for a made-up room.
 func (r *rogue) announcement(t *testing.T, signer *assertion.Signer, peerID string, id, vis, agenda string, nowMs int64) []byte {
 	t.Helper()
-	origin := "http://127.0.0.1:9"
+	origin := r.origin
 	a := index.Announcement{
-		Room: node.RoomSummary{ID: id, URL: origin + "/v1/rooms/" + id, Host: "127.0.0.1:9", Status: room.StatusActive,
+		Room: node.RoomSummary{ID: id, URL: origin + "/v1/rooms/" + id, Host: strings.TrimPrefix(origin, "http://"), Status: room.StatusActive,
 			Topic: "rogue room", Agenda: agenda, Visibility: vis, StartTime: nowMs, EndTime: nowMs + 3_600_000},
 		Host:      index.Binding{Key: signer.HostKey(), PeerID: peerID, Origin: origin},
 		ExpiresAt: nowMs + 60_000,
@@ -146,12 +164,29 @@ func TestHostilePeer(t *testing.T) {
 		eventually(t, 3*time.Second, "B rejects: "+f.name, func() bool { return b.Fed.Stats().Rejected.Load() > before })
 	}
 
-	// Control: an honest announcement by a fresh rogue gets through B to C.
+	// A well-formed announcement by a peer whose origin does not serve its
+	// binding is kept by B (unverified, out of the directory) but not
+	// forwarded to C.
+	u := newRogue(t, "unverified", b)
+	u.join(t, federation.IndexTopic)
+	time.Sleep(1200 * time.Millisecond)
+	u.publish(t, federation.IndexTopic, u.announcement(t, u.signer, u.id.String(), roomN(7), room.Public, "", b.Clock.Ms()))
+	eventually(t, 3*time.Second, "B stores the unverified host's entry", func() bool { _, ok := b.Index.Room(roomN(7), b.Clock.Ms()); return ok })
+	if _, ok := listed(b, roomN(7)); ok {
+		t.Error("B lists a room of an unverified host in its directory")
+	}
+
+	// Control: an honest announcement by a fresh rogue with a real binding
+	// gets through B to C.
 	r := newRogue(t, "honest", b)
+	r.serveDiscovery(t)
 	r.join(t, federation.IndexTopic)
 	time.Sleep(1200 * time.Millisecond)
 	r.publish(t, federation.IndexTopic, r.announcement(t, r.signer, r.id.String(), roomN(6), room.Public, "", b.Clock.Ms()))
 	eventually(t, 3*time.Second, "honest announcement reaches C through B", func() bool { _, ok := listed(c, roomN(6)); return ok })
+	if _, ok := c.Index.Room(roomN(7), c.Clock.Ms()); ok {
+		t.Error("B forwarded an unverified host's announcement to C")
+	}
 
 	if n := c.Fed.Stats().Rejected.Load(); n != 0 {
 		t.Errorf("C saw %d invalid messages: B forwarded forgeries", n)

@@ -16,6 +16,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/assertion"
 	"github.com/adpnode/adpnode/httpwire"
+	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -26,6 +27,11 @@ const (
 )
 
 const maxFrame = 8 << 20
+
+// BackfillBytes is the byte budget of one backfill batch, well below the
+// reader's frame limit (maxFrame): a batch stops at whichever of its
+// record count and this budget comes first (always at least one record).
+const BackfillBytes = 4 << 20
 
 // writeFrame writes a 4-byte big-endian length and the bytes.
 func writeFrame(w io.Writer, b []byte) error {
@@ -84,24 +90,62 @@ func (f *Federation) serveRelay(s network.Stream) {
 
 // Relay forwards an agent's write for a room this node does not host to
 // the room's authoritative host, found in the index, and returns that
-// host's answer unchanged. ok is false when the index does not know the
-// room (the caller answers room_not_found itself).
+// host's answer unchanged. Only a host whose binding (origin, host key,
+// peer ID) is verified is ever relayed to: when the index knows the room
+// only from unverified claims, the answer is relay_failed with
+// data.reason "unverified_host". ok is false when the index does not know
+// the room (the caller answers room_not_found itself).
 func (f *Federation) Relay(ctx context.Context, roomID string, body []byte) (httpwire.Answer, bool) {
-	e, ok := f.idx.Room(roomID, f.n.NowMs())
-	if !ok {
+	claims := f.idx.Claims(roomID, f.n.NowMs())
+	if len(claims) == 0 {
 		return httpwire.Answer{}, false
+	}
+	var e *index.Entry
+	for _, c := range claims {
+		if f.Verified(c.Host) {
+			e = c
+			break
+		}
+	}
+	if e == nil {
+		// A host just learned of may not be checked yet: check up to two
+		// claimants now, unless they were checked moments ago.
+		for _, c := range claims[:min(2, len(claims))] {
+			if f.recentlyChecked(c.Host) {
+				continue
+			}
+			if f.CheckBinding(ctx, c.Host) == nil {
+				e = c
+				break
+			}
+		}
+	}
+	if e == nil {
+		return httpwire.Error(&adp.Error{Code: httpwire.CodeBadGateway,
+			Message: "no host with a verified binding holds this room; the write was not relayed",
+			Data:    map[string]any{"reason": "unverified_host", "room_id": roomID}}), true
 	}
 	id, err := peer.Decode(e.Host.PeerID)
 	if err != nil {
-		return httpwire.Error(&adp.Error{Code: httpwire.CodeBadGateway, Message: "the room's host has a malformed peer ID"}), true
+		return httpwire.Error(&adp.Error{Code: httpwire.CodeBadGateway, Message: "the room's host has a malformed peer ID",
+			Data: map[string]any{"reason": "bad_peer_id"}}), true
 	}
 	ans, err := f.relayTo(ctx, id, roomID, body)
 	if err != nil {
 		f.log.Warn("relay failed", "room", roomID, "host", id, "err", err)
-		return httpwire.Error(&adp.Error{Code: httpwire.CodeBadGateway, Message: "could not reach the room's host: " + err.Error(),
-			Data: map[string]any{"host": e.Host.Origin, "room_url": e.Room.URL}}), true
+		return httpwire.Error(&adp.Error{Code: httpwire.CodeBadGateway, Message: "could not reach the room's host",
+			Data: map[string]any{"reason": "unreachable", "host": e.Host.Origin, "room_url": e.Room.URL}}), true
 	}
 	return ans, true
+}
+
+// recentlyChecked reports whether b's binding was checked in the last
+// few seconds (so a relay does not re-fetch a failing origin per write).
+func (f *Federation) recentlyChecked(b index.Binding) bool {
+	f.checkMu.Lock()
+	defer f.checkMu.Unlock()
+	c, ok := f.checks[b.Key]
+	return ok && c.peerID == b.PeerID && c.origin == b.Origin && time.Since(c.wall) < 5*time.Second
 }
 
 func (f *Federation) relayTo(ctx context.Context, id peer.ID, roomID string, body []byte) (httpwire.Answer, error) {
@@ -181,6 +225,13 @@ func (f *Federation) serveBackfill(s network.Stream) {
 		recs, _, err := f.n.Events(req.RoomID, "", req.AfterSeq, limit)
 		switch {
 		case err == nil:
+			size := 0
+			for i, rec := range recs {
+				if size += len(rec); size > BackfillBytes && i > 0 {
+					recs = recs[:i]
+					break
+				}
+			}
 			resp.Records = recs
 			if len(recs) > 0 {
 				if cp, err := f.checkpointFor(recs[len(recs)-1]); err == nil {

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"time"
 
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -26,68 +29,199 @@ const errPrivate = fedError("private rooms are never announced")
 // gossip author.
 const SyncProtocol = "/adp/index-sync/1.0.0"
 
-const maxSyncEntries = 100_000
+// Index-sync bounds: the answer is a snapshot, rebuilt at most every
+// snapshotEvery, of at most maxSyncEntries entries cut into pages of at
+// most syncPageBytes; each stream serves one page within syncDeadline.
+const (
+	maxSyncEntries = 20_000
+	maxSyncPages   = 64
+	syncPageBytes  = 1 << 20
+	snapshotEvery  = 5 * time.Second
+	// snapshotMinAge is how soon a snapshot is rebuilt after the index or
+	// the local rooms changed.
+	snapshotMinAge = time.Second
+	syncDeadline   = 10 * time.Second
+)
 
-// serveSync answers an index sync request.
-func (f *Federation) serveSync(s network.Stream) {
-	defer s.Close()
-	s.SetDeadline(time.Now().Add(30 * time.Second))
-	now := f.n.NowMs()
-	var out []json.RawMessage
-	for _, sum := range f.n.Summaries() {
-		if raw, err := f.signAnnouncement(sum, now); err == nil {
-			out = append(out, raw)
-		}
-	}
-	for _, raw := range f.idx.Raw(now) {
-		out = append(out, raw)
-	}
-	b, _ := json.Marshal(out)
-	writeFrame(s, b)
+// syncPage is one page of an index-sync answer.
+type syncPage struct {
+	Entries []json.RawMessage `json:"entries"`
+	Page    int               `json:"page"`
+	Pages   int               `json:"pages"`
 }
 
-// syncFrom pulls a peer's index.
+// syncRequest asks for one page (an empty request means page 0).
+type syncRequest struct {
+	Page int `json:"page"`
+}
+
+// syncSnapshot is the cached, already serialised index-sync answer.
+type syncSnapshot struct {
+	at    time.Time
+	pages [][]byte
+}
+
+// snapshot returns the cached pages, rebuilding them when older than
+// snapshotEvery, or than snapshotMinAge once something changed (so at most
+// once a second however often peers ask): fresh announcements of this node's rooms and the signed
+// entries of verified hosts, never unverified ones.
+func (f *Federation) snapshot() [][]byte {
+	f.snapMu.Lock()
+	defer f.snapMu.Unlock()
+	age := time.Since(f.snap.at)
+	if f.snap.pages != nil && age < snapshotEvery && (age < snapshotMinAge || !f.snapDirty.Load()) {
+		return f.snap.pages
+	}
+	f.snapDirty.Store(false)
+	now := f.n.NowMs()
+	var entries []json.RawMessage
+	for _, sum := range f.n.Summaries() {
+		if len(entries) >= maxSyncEntries {
+			break
+		}
+		if raw, err := f.signAnnouncement(sum, now); err == nil {
+			entries = append(entries, raw)
+		}
+	}
+	for _, raw := range f.idx.Raw(now, true) {
+		if len(entries) >= maxSyncEntries {
+			break
+		}
+		entries = append(entries, raw)
+	}
+	var groups [][]json.RawMessage
+	size := 0
+	for _, raw := range entries {
+		if len(groups) == 0 || size+len(raw) > syncPageBytes {
+			if len(groups) == maxSyncPages {
+				break
+			}
+			groups = append(groups, nil)
+			size = 0
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], raw)
+		size += len(raw) + 1
+	}
+	if len(groups) == 0 {
+		groups = [][]json.RawMessage{{}}
+	}
+	pages := make([][]byte, len(groups))
+	for i, g := range groups {
+		pages[i], _ = json.Marshal(syncPage{Entries: g, Page: i, Pages: len(groups)})
+	}
+	f.snap = syncSnapshot{at: time.Now(), pages: pages}
+	return pages
+}
+
+// serveSync answers index-sync requests from the cached snapshot: one
+// page per request frame, up to maxSyncPages on one stream, each within
+// syncDeadline. A peer may hold SyncPerPeer streams at once; more are
+// reset, so a peer that never reads holds little for long.
+func (f *Federation) serveSync(s network.Stream) {
+	id := s.Conn().RemotePeer()
+	if !f.syncSlots.acquire(id) {
+		f.stats.SyncRefused.Add(1)
+		s.Reset()
+		return
+	}
+	defer f.syncSlots.release(id)
+	defer s.Close()
+	r := bufio.NewReader(s)
+	for served := 0; served < maxSyncPages; served++ {
+		s.SetDeadline(time.Now().Add(syncDeadline))
+		var req syncRequest
+		b, err := readFrame(r, 256)
+		switch {
+		case err == nil:
+			if json.Unmarshal(b, &req) != nil {
+				s.Reset()
+				return
+			}
+		case errors.Is(err, io.EOF) && served == 0: // EOF before any request: page 0
+		case errors.Is(err, io.EOF):
+			return
+		default:
+			s.Reset()
+			return
+		}
+		pages := f.snapshot()
+		out := []byte(nil)
+		if req.Page < 0 || req.Page >= len(pages) {
+			out, _ = json.Marshal(syncPage{Entries: []json.RawMessage{}, Page: req.Page, Pages: len(pages)})
+		} else {
+			out = pages[req.Page]
+		}
+		if writeFrame(s, out) != nil {
+			s.Reset()
+			return
+		}
+		if err != nil { // answered the request-less form
+			return
+		}
+	}
+}
+
+// syncFrom pulls a peer's index, page by page on one stream.
 func (f *Federation) syncFrom(ctx context.Context, id peer.ID) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	s, err := f.h.NewStream(ctx, id, SyncProtocol)
 	if err != nil {
+		f.log.Debug("index sync", "peer", id, "err", err)
 		return
 	}
 	defer s.Close()
-	if dl, ok := ctx.Deadline(); ok {
-		s.SetDeadline(dl)
-	}
-	s.CloseWrite()
-	b, err := readFrame(bufio.NewReader(s), maxFrame*4)
-	if err != nil {
-		return
-	}
-	var list []json.RawMessage
-	if json.Unmarshal(b, &list) != nil || len(list) > maxSyncEntries {
-		return
-	}
-	now := f.n.NowMs()
+	r := bufio.NewReader(s)
 	learned := 0
-	for _, raw := range list {
-		e, err := index.Parse(raw)
+	for page, pages := 0, 1; page < pages && page < maxSyncPages; page++ {
+		p, err := f.syncPage(s, r, page)
 		if err != nil {
-			continue
+			f.log.Debug("index sync", "peer", id, "page", page, "err", err)
+			s.Reset()
+			break
 		}
-		pid, err := peer.Decode(e.Host.PeerID)
-		if err != nil {
-			continue
-		}
-		if k, ok := HostKeyOf(pid); !ok || k != e.Host.Key {
-			continue
-		}
-		if ok, _ := f.idx.Put(e, now); ok {
-			learned++
+		pages = p.Pages
+		for _, raw := range p.Entries {
+			e, err := index.Parse(raw)
+			if err != nil {
+				continue
+			}
+			pid, err := peer.Decode(e.Host.PeerID)
+			if err != nil {
+				continue
+			}
+			if k, ok := HostKeyOf(pid); !ok || k != e.Host.Key || e.ExpiresAt <= f.n.NowMs() {
+				continue
+			}
+			if f.admit(ctx, e) != pubsub.ValidationReject {
+				learned++
+			}
 		}
 	}
 	if learned > 0 {
 		f.log.Debug("index sync", "peer", id, "learned", learned)
 	}
+}
+
+// syncPage asks for one page on an open sync stream and reads it.
+func (f *Federation) syncPage(s network.Stream, r *bufio.Reader, page int) (*syncPage, error) {
+	s.SetDeadline(time.Now().Add(syncDeadline))
+	req, _ := json.Marshal(syncRequest{Page: page})
+	if err := writeFrame(s, req); err != nil {
+		return nil, err
+	}
+	b, err := readFrame(r, 2*syncPageBytes)
+	if err != nil {
+		return nil, err
+	}
+	var p syncPage
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, err
+	}
+	if len(p.Entries) > maxSyncEntries {
+		return nil, errors.New("oversized sync page")
+	}
+	return &p, nil
 }
 
 // signAnnouncement signs the directory entry of a local room; private

@@ -8,7 +8,7 @@ import (
 )
 
 // adminRoutes are the operator endpoints on the node's storage, behind the
-// one operator guard (localOnly).
+// one operator guard (operator: the operator token).
 func (s *Server) adminRoutes() {
 	s.engine.GET("/v1/admin/backup", s.adminBackup)
 }
@@ -18,7 +18,7 @@ func (s *Server) adminRoutes() {
 // byte can only cut the stream: the file then has no trailer and restore
 // refuses it.
 func (s *Server) adminBackup(c *gin.Context) {
-	if !s.localOnly(c) {
+	if !s.operator(c) {
 		return
 	}
 	c.Header("Content-Type", "application/octet-stream")

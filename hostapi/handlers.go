@@ -412,3 +412,13 @@ func (s *Server) fedHosts(c *gin.Context) {
 	}
 	writeJSON(c, http.StatusOK, gin.H{"result": s.opts.Federation.Hosts()})
 }
+
+// fedConflicts lists the signed announcements refused for claiming a room
+// ID that this node or a verified host holds (kept as evidence).
+func (s *Server) fedConflicts(c *gin.Context) {
+	if s.opts.Federation == nil {
+		s.fail(c, adp.Errorf(adp.CodeNotFound, "federation is not enabled on this node"))
+		return
+	}
+	writeJSON(c, http.StatusOK, gin.H{"result": s.opts.Federation.Conflicts()})
+}

@@ -3,14 +3,15 @@ package hostapi
 import (
 	"bytes"
 	"encoding/json"
-	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -35,14 +36,18 @@ func (s *Server) mirrorOrFail(c *gin.Context) *mirror.Mirror {
 	return s.opts.Mirror
 }
 
-// localOnly guards operator endpoints: they answer only requests from the
-// node's own machine.
-func (s *Server) localOnly(c *gin.Context) bool {
-	host, _, _ := net.SplitHostPort(c.Request.RemoteAddr)
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+// operator is the one guard of every operator endpoint: the request must
+// carry Authorization: Bearer <operator token> (the token in the data
+// directory's operator.token). The peer address is never trusted: a
+// reverse proxy on the node's machine makes every client look local.
+func (s *Server) operator(c *gin.Context) bool {
+	h := c.GetHeader("Authorization")
+	scheme, tok, _ := strings.Cut(h, " ")
+	if strings.EqualFold(scheme, "Bearer") && optoken.Equal(strings.TrimSpace(tok), s.opts.OperatorToken) {
 		return true
 	}
-	s.fail(c, adp.Reason(adp.CodePermissionDenied, "operator_only", "mirror management is only available from the node's own machine"))
+	s.fail(c, adp.Reason(adp.CodePermissionDenied, "operator_token_required",
+		"this endpoint needs Authorization: Bearer <operator token> (the token in the node's data directory, operator.token)"))
 	return false
 }
 
@@ -84,7 +89,7 @@ func (s *Server) mirrorList(c *gin.Context) {
 
 func (s *Server) mirrorAdd(c *gin.Context) {
 	m := s.mirrorOrFail(c)
-	if m == nil || !s.localOnly(c) {
+	if m == nil || !s.operator(c) {
 		return
 	}
 	b, err := s.body(c)
@@ -110,7 +115,7 @@ func (s *Server) mirrorAdd(c *gin.Context) {
 
 func (s *Server) mirrorRemove(c *gin.Context) {
 	m := s.mirrorOrFail(c)
-	if m == nil || !s.localOnly(c) {
+	if m == nil || !s.operator(c) {
 		return
 	}
 	id := c.Param("id")

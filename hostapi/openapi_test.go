@@ -784,6 +784,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	// Operator components that are off on this host.
 	want(do("listFederationPeers", "GET", "/v1/federation/peers", nil, nil), 404, adp.CodeNotFound)
 	want(do("listFederationHosts", "GET", "/v1/federation/hosts", nil, nil), 404, adp.CodeNotFound)
+	want(do("listFederationConflicts", "GET", "/v1/federation/conflicts", nil, nil), 404, adp.CodeNotFound)
 	want(do("getMirrors", "GET", "/v1/mirrors", nil, nil), 404, adp.CodeNotFound)
 	want(do("getMirroredRoom", "GET", "/v1/mirrors/rooms/"+id, nil, nil), 404, adp.CodeNotFound)
 
@@ -835,7 +836,11 @@ func TestOpenAPIFederatedConformance(t *testing.T) {
 	alice := adptest.NewAgent("alice")
 	do := func(opID, method, url string, body []byte) *adptest.Response {
 		t.Helper()
-		r := oaDo(t, method, url, "", body)
+		tok := ""
+		if method != http.MethodGet { // operator endpoints: POST and DELETE /v1/mirrors…
+			tok = b.OperatorToken
+		}
+		r := oaDo(t, method, url, tok, body)
 		spec.check(t, opID, r)
 		return r
 	}
@@ -846,6 +851,7 @@ func TestOpenAPIFederatedConformance(t *testing.T) {
 		}
 	}
 
+	want(oaDo(t, "POST", b.URL+"/v1/mirrors", "", []byte(`{"kind":"all"}`)), 403, adp.CodePermissionDenied)
 	target := []byte(`{"kind":"all"}`)
 	spec.checkRequest(t, "addMirrorTarget", target)
 	want(do("addMirrorTarget", "POST", b.URL+"/v1/mirrors", target), 201, "")
@@ -896,6 +902,7 @@ func TestOpenAPIFederatedConformance(t *testing.T) {
 	want(do("listFederationPeers", "GET", b.URL+"/v1/federation/peers", nil), 200, "")
 	fedtest.Eventually(t, 10*time.Second, "B knows A as a host", func() bool { return len(b.Fed.Hosts()) > 0 })
 	want(do("listFederationHosts", "GET", b.URL+"/v1/federation/hosts", nil), 200, "")
+	want(do("listFederationConflicts", "GET", b.URL+"/v1/federation/conflicts", nil), 200, "")
 	r = do("getMetrics", "GET", a.URL+"/metrics", nil)
 	want(r, 200, "")
 

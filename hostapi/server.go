@@ -37,6 +37,9 @@ type Federation interface {
 	Addrs() []string
 	Peers() []federation.PeerInfo
 	Hosts() []federation.HostInfo
+	// Conflicts returns the signed announcements refused for claiming a
+	// room ID another host holds.
+	Conflicts() []json.RawMessage
 }
 
 // Options tune the HTTP layer.
@@ -57,6 +60,9 @@ type Options struct {
 	// ViewerStreamsPerClient caps viewer streams per client IP
 	// (default 16).
 	ViewerStreamsPerClient int
+	// OperatorToken is the operator credential (see internal/optoken);
+	// operator endpoints refuse every request when it is empty.
+	OperatorToken string
 }
 
 // Server serves one node over HTTP.
@@ -160,6 +166,7 @@ func (s *Server) routes() {
 	v1.GET("/rooms/:room_id/archive.md", s.archiveMD)
 	v1.GET("/federation/peers", s.fedPeers)
 	v1.GET("/federation/hosts", s.fedHosts)
+	v1.GET("/federation/conflicts", s.fedConflicts)
 	s.mirrorRoutes()
 	s.adminRoutes()
 	s.viewerRoutes()

@@ -6,12 +6,15 @@
 package index
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
-	"strings"
 	"sync"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -95,20 +98,76 @@ func (e *Entry) newer(old *Entry) bool {
 	return e.Nonce > old.Nonce
 }
 
-// Index holds remote entries, keyed by host key and room ID.
-type Index struct {
-	db   *badger.DB
-	self identity.AgentID
-	mu   sync.RWMutex
-	m    map[string]*Entry // hostKey/roomID
+// Limits bound what the index takes from any one host.
+type Limits struct {
+	// MaxPerHost caps the entries of one verified host (default 10,000);
+	// MaxPerUnverified those of a host whose binding is not verified
+	// (default 1,000), and MaxUnverified all unverified hosts' entries
+	// together (default 20,000).
+	MaxPerHost, MaxPerUnverified, MaxUnverified int
+	// MaxTTL bounds how far ahead of its receipt a live entry may expire
+	// (default 2 min, a few announce intervals); MaxTombstoneTTL the same
+	// for ended and cancelled rooms (default 25 h).
+	MaxTTL, MaxTombstoneTTL time.Duration
+	// Skew is how far in the future an announcement's created_at may be
+	// (default 1 min); last_active is clamped to the time of receipt.
+	Skew time.Duration
 }
 
-const pfxIndex = "i/"
+func (l *Limits) defaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.MaxPerHost, 10_000)
+	def(&l.MaxPerUnverified, 1_000)
+	def(&l.MaxUnverified, 20_000)
+	if l.MaxTTL <= 0 {
+		l.MaxTTL = 2 * time.Minute
+	}
+	if l.MaxTombstoneTTL <= 0 {
+		l.MaxTombstoneTTL = 25 * time.Hour
+	}
+	if l.Skew <= 0 {
+		l.Skew = time.Minute
+	}
+}
 
-// Open loads stored entries that have not expired at now. self is this
-// node's host key; its own rooms are never stored.
+// Refusals of Put (as data: callers count and log them).
+var (
+	ErrFuture   = errors.New("announcement issued in the future")
+	ErrHostFull = errors.New("the host's share of the index is full")
+	ErrConflict = errors.New("the room ID belongs to another, verified host")
+)
+
+// Index holds remote entries, keyed by host key and room ID.
+type Index struct {
+	db       *badger.DB
+	self     identity.AgentID
+	mu       sync.RWMutex
+	lim      Limits
+	verified func(Binding) bool
+	m        map[string]*Entry                      // hostKey/roomID
+	byRoom   map[string]map[identity.AgentID]*Entry // roomID -> host key -> entry
+	perHost  map[identity.AgentID]int               // entries per host key
+	unver    int                                    // entries of unverified hosts (as of their Put)
+	conflict map[string][]byte                      // evidence: signed conflicting claims, by digest
+}
+
+const (
+	pfxIndex    = "i/"
+	pfxConflict = "ic/"
+	// MaxConflicts bounds the stored conflict evidence.
+	MaxConflicts = 1000
+)
+
+// Open loads stored entries that have not expired at now, with default
+// limits. self is this node's host key; its own rooms are never stored.
 func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
-	x := &Index{db: db, self: self, m: map[string]*Entry{}}
+	x := &Index{db: db, self: self, m: map[string]*Entry{}, byRoom: map[string]map[identity.AgentID]*Entry{},
+		perHost: map[identity.AgentID]int{}, conflict: map[string][]byte{}, verified: func(Binding) bool { return false }}
+	x.lim.defaults()
 	var expired [][]byte
 	err := db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxIndex)})
@@ -119,11 +178,23 @@ func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
 				return err
 			}
 			e, err := Parse(raw)
-			if err != nil || e.ExpiresAt <= now {
+			if err == nil {
+				x.clamp(e, now)
+			}
+			if err != nil || e.ExpiresAt <= now || x.perHost[e.Host.Key] >= x.lim.MaxPerHost {
 				expired = append(expired, it.Item().KeyCopy(nil))
 				continue
 			}
-			x.m[key(e)] = e
+			x.insertLocked(e)
+		}
+		it2 := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxConflict)})
+		defer it2.Close()
+		for it2.Rewind(); it2.Valid() && len(x.conflict) < MaxConflicts; it2.Next() {
+			raw, err := it2.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			x.conflict[string(it2.Item().Key()[len(pfxConflict):])] = raw
 		}
 		return nil
 	})
@@ -143,25 +214,145 @@ func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
 	return x, err
 }
 
+// SetLimits replaces the limits (before use; entries already held stay).
+func (x *Index) SetLimits(l Limits) {
+	l.defaults()
+	x.mu.Lock()
+	x.lim = l
+	x.mu.Unlock()
+}
+
+// Reverify recounts the unverified hosts' entries; call it when a
+// binding's verification changes.
+func (x *Index) Reverify() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.unver = 0
+	seen := map[identity.AgentID]bool{}
+	for _, e := range x.m {
+		v, ok := seen[e.Host.Key]
+		if !ok {
+			v = x.verified(e.Host)
+			seen[e.Host.Key] = v
+		}
+		if !v {
+			x.unver++
+		}
+	}
+}
+
+// Limits returns the limits in force.
+func (x *Index) Limits() Limits {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return x.lim
+}
+
+// SetVerifier tells the index which bindings are verified. fn is called
+// with the index locked and must not call back into it.
+func (x *Index) SetVerifier(fn func(Binding) bool) {
+	x.mu.Lock()
+	x.verified = fn
+	x.mu.Unlock()
+}
+
 func key(e *Entry) string { return string(e.Host.Key) + "/" + e.Room.ID }
+
+// clamp bounds an entry's times by when it was received: no expiry beyond
+// the TTL limits, no last_active in the future, and a verified flag only
+// this node sets.
+func (x *Index) clamp(e *Entry, now int64) {
+	ttl := x.lim.MaxTTL
+	if e.Room.Status == room.StatusEnded || e.Room.Status == room.StatusCancelled {
+		ttl = x.lim.MaxTombstoneTTL
+	}
+	e.ExpiresAt = min(e.ExpiresAt, now+ttl.Milliseconds())
+	e.Room.LastActive = min(e.Room.LastActive, now)
+	e.Room.Verified = nil
+}
+
+func (x *Index) insertLocked(e *Entry) {
+	k := key(e)
+	if _, ok := x.m[k]; !ok {
+		x.perHost[e.Host.Key]++
+		if !x.verified(e.Host) {
+			x.unver++
+		}
+	}
+	x.m[k] = e
+	rm := x.byRoom[e.Room.ID]
+	if rm == nil {
+		rm = map[identity.AgentID]*Entry{}
+		x.byRoom[e.Room.ID] = rm
+	}
+	rm[e.Host.Key] = e
+}
+
+func (x *Index) deleteLocked(e *Entry) {
+	k := key(e)
+	if _, ok := x.m[k]; !ok {
+		return
+	}
+	delete(x.m, k)
+	if x.perHost[e.Host.Key]--; x.perHost[e.Host.Key] <= 0 {
+		delete(x.perHost, e.Host.Key)
+	}
+	if !x.verified(e.Host) && x.unver > 0 {
+		x.unver--
+	}
+	if rm := x.byRoom[e.Room.ID]; rm != nil {
+		delete(rm, e.Host.Key)
+		if len(rm) == 0 {
+			delete(x.byRoom, e.Room.ID)
+		}
+	}
+}
 
 // Put stores e if it is newer than what the index has for that host and
 // room, and reports whether it did. Entries by this node's own key and
-// expired entries are ignored.
+// expired entries are ignored; an entry issued in the future (ErrFuture),
+// beyond its host's share (ErrHostFull), or for a room ID a different,
+// verified host holds (ErrConflict) is refused. Times are clamped first
+// (see Limits).
 func (x *Index) Put(e *Entry, now int64) (bool, error) {
-	if e.Host.Key == x.self || e.ExpiresAt <= now {
+	if e.Host.Key == x.self {
+		return false, nil
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if e.IssuedAt > now+x.lim.Skew.Milliseconds() {
+		return false, ErrFuture
+	}
+	x.clamp(e, now)
+	if e.ExpiresAt <= now {
 		return false, nil
 	}
 	k := key(e)
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if old, ok := x.m[k]; ok && !e.newer(old) {
+	old, have := x.m[k]
+	if have && !e.newer(old) {
 		return false, nil
+	}
+	for hk, other := range x.byRoom[e.Room.ID] {
+		if hk != e.Host.Key && other.ExpiresAt > now && x.verified(other.Host) {
+			return false, ErrConflict
+		}
+	}
+	if !have {
+		verified := x.verified(e.Host)
+		switch {
+		case verified && x.perHost[e.Host.Key] >= x.lim.MaxPerHost:
+			return false, ErrHostFull
+		case !verified && (x.perHost[e.Host.Key] >= x.lim.MaxPerUnverified || x.unver >= x.lim.MaxUnverified):
+			return false, ErrHostFull
+		}
 	}
 	if err := x.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(pfxIndex+k), e.Raw) }); err != nil {
 		return false, err
 	}
-	x.m[k] = e
+	if have {
+		x.deleteLocked(old)
+	}
+	x.insertLocked(e)
 	return true, nil
 }
 
@@ -174,30 +365,69 @@ func (x *Index) Fresh(hostKey identity.AgentID, roomID string, nonce int64) bool
 	return !ok || nonce > old.Nonce
 }
 
-// Summaries returns every unexpired remote room.
-func (x *Index) Summaries(now int64) []node.RoomSummary {
+// Claims returns every unexpired entry for a room ID, verified hosts
+// first, then newest first.
+func (x *Index) Claims(roomID string, now int64) []*Entry {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	out := make([]node.RoomSummary, 0, len(x.m))
-	for _, e := range x.m {
+	return x.claimsLocked(roomID, now)
+}
+
+func (x *Index) claimsLocked(roomID string, now int64) []*Entry {
+	var out []*Entry
+	ver := map[*Entry]bool{}
+	for _, e := range x.byRoom[roomID] {
 		if e.ExpiresAt > now {
-			out = append(out, e.Room)
+			out = append(out, e)
+			ver[e] = x.verified(e.Host)
 		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if ver[out[i]] != ver[out[j]] {
+			return ver[out[i]]
+		}
+		if out[i].IssuedAt != out[j].IssuedAt {
+			return out[i].IssuedAt > out[j].IssuedAt
+		}
+		return out[i].Host.Key < out[j].Host.Key
+	})
+	return out
+}
+
+// Room returns the preferred unexpired entry for a room ID: a verified
+// host's over an unverified one's, then the newest.
+func (x *Index) Room(roomID string, now int64) (*Entry, bool) {
+	c := x.Claims(roomID, now)
+	if len(c) == 0 {
+		return nil, false
+	}
+	return c[0], true
+}
+
+// Entries returns one entry per room ID (the preferred one, see Room),
+// and with verifiedOnly only rooms of verified hosts.
+func (x *Index) Entries(now int64, verifiedOnly bool) []*Entry {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]*Entry, 0, len(x.byRoom))
+	for id := range x.byRoom {
+		c := x.claimsLocked(id, now)
+		if len(c) == 0 || verifiedOnly && !x.verified(c[0].Host) {
+			continue
+		}
+		out = append(out, c[0])
 	}
 	return out
 }
 
-// Room returns the newest unexpired entry for a room ID.
-func (x *Index) Room(roomID string, now int64) (*Entry, bool) {
-	x.mu.RLock()
-	defer x.mu.RUnlock()
-	var best *Entry
-	for k, e := range x.m {
-		if strings.HasSuffix(k, "/"+roomID) && e.ExpiresAt > now && (best == nil || e.IssuedAt > best.IssuedAt) {
-			best = e
-		}
+// Summaries returns every unexpired remote room, once per room ID.
+func (x *Index) Summaries(now int64) []node.RoomSummary {
+	es := x.Entries(now, false)
+	out := make([]node.RoomSummary, 0, len(es))
+	for _, e := range es {
+		out = append(out, e.Room)
 	}
-	return best, best != nil
+	return out
 }
 
 // Hosts returns the bindings learned from unexpired announcements.
@@ -218,6 +448,79 @@ func (x *Index) Hosts(now int64) []Binding {
 	return out
 }
 
+// RoomsOf counts unexpired entries per host key.
+func (x *Index) RoomsOf(now int64) map[identity.AgentID]int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := map[identity.AgentID]int{}
+	for _, e := range x.m {
+		if e.ExpiresAt > now {
+			out[e.Host.Key]++
+		}
+	}
+	return out
+}
+
+// DropConflicts removes every unverified host's entry for the room IDs
+// that the (now verified) host hostKey announces, and keeps them as
+// evidence.
+// It returns how many it dropped.
+func (x *Index) DropConflicts(hostKey identity.AgentID) int {
+	x.mu.Lock()
+	var drop []*Entry
+	for _, rm := range x.byRoom {
+		if _, ok := rm[hostKey]; !ok {
+			continue
+		}
+		for hk, e := range rm {
+			if hk != hostKey && !x.verified(e.Host) { // first verified claim wins
+				drop = append(drop, e)
+			}
+		}
+	}
+	for _, e := range drop {
+		x.deleteLocked(e)
+	}
+	x.mu.Unlock()
+	for _, e := range drop {
+		x.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(pfxIndex + key(e))) })
+		x.AddConflict(e.Raw)
+	}
+	return len(drop)
+}
+
+// AddConflict keeps a signed announcement that claimed a room ID another
+// host holds (at most MaxConflicts, deduplicated, across restarts).
+func (x *Index) AddConflict(raw []byte) {
+	d := sha256.Sum256(raw)
+	id := hex.EncodeToString(d[:16])
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if _, ok := x.conflict[id]; ok || len(x.conflict) >= MaxConflicts {
+		return
+	}
+	if err := x.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(pfxConflict+id), raw) }); err != nil {
+		return
+	}
+	x.conflict[id] = raw
+}
+
+// Conflicts returns the kept conflict evidence, in a stable order.
+func (x *Index) Conflicts() []json.RawMessage {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	ids := make([]string, 0, len(x.conflict))
+	for id := range x.conflict {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := make([]json.RawMessage, len(ids))
+	for i, id := range ids {
+		out[i] = x.conflict[id]
+	}
+	return out
+}
+
 // Len returns the number of stored entries (expired ones included until
 // they are replaced or the node restarts).
 func (x *Index) Len() int {
@@ -226,13 +529,14 @@ func (x *Index) Len() int {
 	return len(x.m)
 }
 
-// Raw returns the signed bytes of every unexpired entry.
-func (x *Index) Raw(now int64) [][]byte {
+// Raw returns the signed bytes of every unexpired entry (of verified hosts
+// only, with verifiedOnly).
+func (x *Index) Raw(now int64, verifiedOnly bool) [][]byte {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	out := make([][]byte, 0, len(x.m))
 	for _, e := range x.m {
-		if e.ExpiresAt > now {
+		if e.ExpiresAt > now && (!verifiedOnly || x.verified(e.Host)) {
 			out = append(out, e.Raw)
 		}
 	}

@@ -73,6 +73,16 @@ func (m *Metrics) AttachFederation(f *federation.Federation) {
 			func() float64 { return float64(st.Ignored.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_gossip_published_total", Help: "Record stream messages this host published."},
 			func() float64 { return float64(st.Published.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_index_refused_future_total", Help: "Announcements refused for a created_at in the future."},
+			func() float64 { return float64(st.Future.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_index_conflicts_total", Help: "Announcements refused for claiming a room ID another host holds (kept as evidence)."},
+			func() float64 { return float64(st.Conflicts.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_index_rate_limited_total", Help: "Announcements dropped over their host's announcement rate."},
+			func() float64 { return float64(st.RateLimited.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_index_over_cap_total", Help: "Announcements dropped over their host's share of the index."},
+			func() float64 { return float64(st.OverCap.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_index_sync_refused_total", Help: "Index-sync streams refused over the per-peer limit."},
+			func() float64 { return float64(st.SyncRefused.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_p2p_bytes_in_total", Help: "libp2p bytes received."},
 			func() float64 { in, _ := f.Bandwidth(); return float64(in) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_p2p_bytes_out_total", Help: "libp2p bytes sent."},
@@ -92,6 +102,10 @@ func (m *Metrics) AttachMirror(mir *mirror.Mirror) {
 			func() float64 { return float64(st.Refused.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_mirror_evidence_total", Help: "Pieces of host misbehaviour evidence stored."},
 			func() float64 { return float64(st.Evidence.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_mirror_stalls_total", Help: "Catch-ups that found records past the verified tip that no peer could serve."},
+			func() float64 { return float64(st.Stalls.Load()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "adp_mirror_stalled_rooms", Help: "Mirrored rooms whose catch-up is stuck."},
+			func() float64 { return float64(mir.StalledRooms()) }),
 	)
 }
 

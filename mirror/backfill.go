@@ -15,6 +15,34 @@ import (
 
 const backfillBatch = 1000
 
+// setStalled records whether the room's catch-up is stuck ("" clears it);
+// a new stall is logged at warn and counted.
+func (m *Mirror) setStalled(r *Room, why string) {
+	r.mu.Lock()
+	was := r.stallErr
+	r.stallErr = why
+	r.mu.Unlock()
+	switch {
+	case why != "" && was == "":
+		m.stats.Stalls.Add(1)
+		m.log.Warn("mirror stalled: records exist past the verified tip and no peer serves them", "room", r.url,
+			"verified_seq", r.Tip(), "want_seq", r.want.Load(), "err", why)
+	case why == "" && was != "":
+		m.log.Info("mirror catching up again", "room", r.url, "verified_seq", r.Tip())
+	}
+}
+
+// StalledRooms counts rooms whose catch-up is stuck.
+func (m *Mirror) StalledRooms() int {
+	n := 0
+	for _, r := range m.Rooms() {
+		if r.Info().Stalled {
+			n++
+		}
+	}
+	return n
+}
+
 // gapLoop catches queued rooms up to the highest seq known to exist, from
 // the host first and then from any other peer: records verify against the
 // host's checkpoints wherever they come from.
@@ -46,9 +74,10 @@ func (m *Mirror) catchUp(ctx context.Context, r *Room) {
 		if frozen {
 			return
 		}
-		got, ok := m.fetchFromAny(ctx, r, tip)
+		got, ok, why := m.fetchFromAny(ctx, r, tip)
 		if !ok {
-			if tip < r.want.Load() {
+			if tip < r.want.Load() && ctx.Err() == nil {
+				m.setStalled(r, why)
 				// Records are known to exist but nobody could serve them
 				// now: retry later.
 				m.goLoop(func(ctx context.Context) {
@@ -61,6 +90,7 @@ func (m *Mirror) catchUp(ctx context.Context, r *Room) {
 			}
 			return
 		}
+		m.setStalled(r, "")
 		if got == 0 {
 			return // the peer has nothing newer
 		}
@@ -72,31 +102,35 @@ func (m *Mirror) catchUp(ctx context.Context, r *Room) {
 
 // fetchFromAny tries the host, then every other connected peer, until one
 // serves a batch that verifies. A refused batch is logged against its
-// sender. It returns how many records the batch used held.
-func (m *Mirror) fetchFromAny(ctx context.Context, r *Room, tip int64) (int, bool) {
+// sender. It returns how many records the batch used held, or why no
+// peer served one.
+func (m *Mirror) fetchFromAny(ctx context.Context, r *Room, tip int64) (int, bool, string) {
 	candidates := []peer.ID{r.hostPeer}
 	for _, p := range m.fed.Peers() {
 		if id, err := peer.Decode(p.PeerID); err == nil && id != r.hostPeer && p.Connected {
 			candidates = append(candidates, id)
 		}
 	}
+	why := "no connected peer serves the room"
 	for _, id := range candidates {
 		b, err := m.fed.Backfill(ctx, id, r.id, tip, backfillBatch)
 		if err != nil {
+			why = "backfill from " + id.String() + ": " + err.Error()
 			continue
 		}
 		n, err := r.ingestBatch(b)
 		if err != nil {
 			m.stats.Refused.Add(1)
 			m.log.Warn("refused backfill batch", "room", r.url, "from", id, "err", err)
+			why = "refused batch from " + id.String() + ": " + err.Error()
 			continue
 		}
 		m.stats.Backfilled.Add(int64(n))
 		if n > 0 || len(b.Records) == 0 {
-			return len(b.Records), true
+			return len(b.Records), true, ""
 		}
 	}
-	return 0, false
+	return 0, false, why
 }
 
 // serveBackfill lets peers backfill mirrored rooms from this node: records
@@ -126,18 +160,64 @@ func (m *Mirror) serveBackfill(roomID string, after int64, limit int) (federatio
 		if err != nil {
 			return err
 		}
-		out.Checkpoints = []json.RawMessage{cp}
-		for s := after + 1; s <= cpSeq; s++ {
+		// Records up to the checkpoint, within the byte budget: when the
+		// budget cuts the batch short, it ends at the highest stored
+		// checkpoint the cut still covers (or, when there is none, at
+		// the first checkpoint: records are bounded by the body limit, so
+		// the frame limit still holds).
+		size := 0
+		read := func(s int64) (bool, error) {
 			item, err := txn.Get(seqKey(pfxRec, r.rk, s))
 			if err != nil {
-				return err
+				return false, err
+			}
+			if size+int(item.ValueSize()) > federation.BackfillBytes && len(out.Records) > 0 {
+				return false, nil
 			}
 			v, err := item.ValueCopy(nil)
 			if err != nil {
+				return false, err
+			}
+			size += len(v)
+			out.Records = append(out.Records, v)
+			return true, nil
+		}
+		for s := after + 1; s <= cpSeq; s++ {
+			more, err := read(s)
+			if err != nil {
 				return err
 			}
-			out.Records = append(out.Records, v)
+			if !more {
+				break
+			}
 		}
+		if cut := after + int64(len(out.Records)); cut < cpSeq {
+			it.Seek(seqKey(pfxCp, r.rk, cut))
+			var s int64
+			if it.Valid() {
+				k := it.Item().Key()
+				s = int64(binary.BigEndian.Uint64(k[len(k)-8:]))
+			}
+			if s > after {
+				if cp, err = it.Item().ValueCopy(nil); err != nil {
+					return err
+				}
+				out.Records = out.Records[:s-after]
+			} else {
+				for s := cut + 1; s <= cpSeq; s++ {
+					item, err := txn.Get(seqKey(pfxRec, r.rk, s))
+					if err != nil {
+						return err
+					}
+					v, err := item.ValueCopy(nil)
+					if err != nil {
+						return err
+					}
+					out.Records = append(out.Records, v)
+				}
+			}
+		}
+		out.Checkpoints = []json.RawMessage{cp}
 		return nil
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,6 +129,7 @@ type rawPeer struct {
 	ps     *pubsub.PubSub
 	topics map[string]*pubsub.Topic
 	asked  atomic.Int64 // backfill requests served
+	origin string       // its HTTP origin (a discovery document only)
 }
 
 // gossipMsgID is federation's message ID: the first 16 bytes of the
@@ -164,6 +166,14 @@ func newRawPeer(t *testing.T, key ed25519.PrivateKey, gossip bool) *rawPeer {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); h.Close() })
 	p := &rawPeer{key: key, h: h, id: h.ID(), signer: assertion.NewSigner(key), topics: map[string]*pubsub.Topic{}}
+	// A Byzantine host lies about its records, not about its binding: it
+	// serves its discovery document, so nodes verify the binding (only
+	// verified hosts' announcements are forwarded and mirrored by "all").
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		json.NewEncoder(w).Encode(map[string]string{"host_key": string(p.signer.HostKey()), "peer_id": p.id.String()})
+	}))
+	t.Cleanup(srv.Close)
+	p.origin = srv.URL
 	if gossip {
 		p.ps, err = pubsub.NewGossipSub(ctx, h, pubsub.WithMessageIdFn(gossipMsgID), pubsub.WithMessageSignaturePolicy(pubsub.StrictSign))
 		if err != nil {
@@ -241,12 +251,12 @@ func (p *rawPeer) publishRecord(t *testing.T, rec *record.Record, nowMs int64) {
 }
 
 // announce publishes a signed index announcement of public room id at seq,
-// at http://127.0.0.1:9 (nothing listens there).
+// at the peer's origin (which serves only its discovery document).
 func (p *rawPeer) announce(t *testing.T, id string, seq int64, creator identity.AgentID, nowMs int64) {
 	t.Helper()
-	const origin = "http://127.0.0.1:9"
+	origin := p.origin
 	a := index.Announcement{
-		Room: node.RoomSummary{ID: id, URL: origin + "/v1/rooms/" + id, Host: "127.0.0.1:9", Status: room.StatusActive,
+		Room: node.RoomSummary{ID: id, URL: origin + "/v1/rooms/" + id, Host: strings.TrimPrefix(origin, "http://"), Status: room.StatusActive,
 			Topic: "byzantine", Visibility: room.Public, Creator: creator, StartTime: nowMs, EndTime: nowMs + 3_600_000,
 			Tags: []string{"byzantine"}, Seq: seq},
 		Host:      index.Binding{Key: p.signer.HostKey(), PeerID: p.id.String(), Origin: origin},
@@ -904,7 +914,9 @@ func TestTamperedBackfill(t *testing.T) {
 				ps := l.Fed.Peers()
 				return len(ps) >= 2 && ps[0].PeerID == rogue.id.String() && ps[0].Connected
 			})
-			if _, err := l.Mir.AddTarget(mirror.TargetAll, ""); err != nil {
+			// The host is down, so L cannot verify its binding: "all" would
+			// not take its rooms; the operator names the host.
+			if _, err := l.Mir.AddTarget(mirror.TargetHost, string(hostKey)); err != nil {
 				t.Fatal(err)
 			}
 			lr := func() *mirror.Room { r, _ := l.Mir.Room(id, ""); return r }

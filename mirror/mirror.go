@@ -105,6 +105,9 @@ type Config struct {
 // Stats are the mirror's counters.
 type Stats struct {
 	Verified, Refused, Backfilled, Evidence atomic.Int64
+	// Stalls counts catch-ups that found records past the tip that no
+	// peer could serve (see Info.Stalled).
+	Stalls atomic.Int64
 }
 
 // Mirror replicates remote public rooms.
@@ -321,12 +324,29 @@ func (m *Mirror) Targets() []Target {
 	return out
 }
 
+// wantedLocked reports whether a target wants e. Broad targets (all, tag)
+// take only rooms of hosts whose binding is verified, so that a peer
+// announcing thousands of fake rooms fills no mirror slots; room and
+// host targets name what the operator chose.
 func (m *Mirror) wantedLocked(e *index.Entry) bool {
 	if e.Room.Visibility != room.Public {
 		return false
 	}
+	verified := -1
 	for _, t := range m.targets {
-		if t.matches(e) {
+		if !t.matches(e) {
+			continue
+		}
+		if t.Kind == TargetRoom || t.Kind == TargetHost {
+			return true
+		}
+		if verified < 0 {
+			verified = 0
+			if m.fed.Verified(e.Host) {
+				verified = 1
+			}
+		}
+		if verified == 1 {
 			return true
 		}
 	}
@@ -354,9 +374,8 @@ func (m *Mirror) reconcile() {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, s := range m.idx.Summaries(now) {
-		e, ok := m.idx.Room(s.ID, now)
-		if !ok || !m.wantedLocked(e) || m.faulty[e.Host.Key] {
+	for _, e := range m.idx.Entries(now, false) {
+		if !m.wantedLocked(e) || m.faulty[e.Host.Key] {
 			continue
 		}
 		rk := roomKey(e.Host.Key, e.Room.ID)

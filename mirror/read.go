@@ -30,6 +30,10 @@ type Info struct {
 	FrozenAt   int64           `json:"frozen_at,omitempty"`
 	Bytes      int64           `json:"bytes"`
 	Pending    int             `json:"pending"`
+	// Stalled is set while records are known to exist past the verified
+	// tip and no peer could serve them; Error says why.
+	Stalled bool   `json:"stalled"`
+	Error   string `json:"error,omitempty"`
 }
 
 // Info returns the room's mirror status.
@@ -37,7 +41,8 @@ func (r *Room) Info() Info {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return Info{Host: r.host, HostPeer: r.hostPeer.String(), RoomURL: r.url, VerifiedSeq: r.st.Seq, VerifiedHash: r.st.LastHash,
-		Checkpoint: r.cp, Faulty: r.meta.Faulty, FrozenAt: r.meta.FrozenAt, Bytes: r.bytes, Pending: len(r.pending)}
+		Checkpoint: r.cp, Faulty: r.meta.Faulty, FrozenAt: r.meta.FrozenAt, Bytes: r.bytes, Pending: len(r.pending),
+		Stalled: r.stallErr != "" && r.st.Seq < r.want.Load(), Error: r.stallErr}
 }
 
 // ID returns the room ID.

@@ -61,6 +61,7 @@ type Room struct {
 	cosigned int64
 	subs     map[chan node.Item]struct{}
 	diskWait atomic.Bool // a retry is queued because the disk was full
+	stallErr string      // why the last catch-up made no progress ("" when it did)
 }
 
 // pendingRec is a verified stream record waiting for its predecessors.

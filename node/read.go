@@ -166,6 +166,9 @@ type RoomSummary struct {
 	Head       room.Head        `json:"head"`
 	Members    int              `json:"members"`
 	LastActive int64            `json:"last_active"`
+	// Verified is set in the federated directory: whether the binding of
+	// the room's host (origin, host key, peer ID) is verified.
+	Verified *bool `json:"verified,omitempty"`
 	// For /v1/me/rooms.
 	Role       adp.Role `json:"role,omitempty"`
 	Membership string   `json:"membership,omitempty"`

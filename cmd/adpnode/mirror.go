@@ -8,24 +8,29 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/mirror"
 )
 
 func mirrorCmd() *cobra.Command {
 	var nodeURL string
+	var op operatorFlags
 	cmd := &cobra.Command{
 		Use:   "mirror",
 		Short: "Manage what a node mirrors (add, list, remove)",
 		Long: `mirror manages a node's verified replicas of other hosts' public rooms.
-Management requests are accepted only from the node's own machine.`,
+Management requests carry the node's operator token, read from
+--data DIR/operator.token (or --operator-token-file).`,
 	}
 	cmd.PersistentFlags().StringVar(&nodeURL, "node", "http://127.0.0.1:8080", "the node's HTTP origin")
+	op.register(cmd)
 
 	var kind string
 	var wait bool
@@ -49,7 +54,11 @@ Management requests are accepted only from the node's own machine.`,
 				}
 			}
 			body, _ := json.Marshal(map[string]string{"kind": kind, "value": value})
-			b, err := call(http.MethodPost, nodeURL+"/v1/mirrors", body)
+			tok, err := op.token()
+			if err != nil {
+				return err
+			}
+			b, err := callAs(http.MethodPost, nodeURL+"/v1/mirrors", tok, body)
 			if err != nil {
 				return err
 			}
@@ -88,9 +97,10 @@ Management requests are accepted only from the node's own machine.`,
 			for _, t := range out.Targets {
 				fmt.Fprintln(w, t.ID)
 			}
-			fmt.Fprintln(w, "\nROOM\tVERIFIED SEQ\tFAULTY\tBYTES\tURL")
+			fmt.Fprintln(w, "\nROOM\tVERIFIED SEQ\tFAULTY\tSTALLED\tBYTES\tURL\tERROR")
 			for _, r := range out.Rooms {
-				fmt.Fprintf(w, "%s\t%d\t%v\t%d\t%s\n", r.ID, r.Mirror.VerifiedSeq, r.Mirror.Faulty, r.Mirror.Bytes, r.Mirror.RoomURL)
+				fmt.Fprintf(w, "%s\t%d\t%v\t%v\t%d\t%s\t%s\n", r.ID, r.Mirror.VerifiedSeq, r.Mirror.Faulty, r.Mirror.Stalled, r.Mirror.Bytes,
+					r.Mirror.RoomURL, r.Mirror.Error)
 			}
 			return w.Flush()
 		},
@@ -106,7 +116,11 @@ Management requests are accepted only from the node's own machine.`,
 			if purge {
 				q = "?purge=true"
 			}
-			_, err := call(http.MethodDelete, nodeURL+"/v1/mirrors/targets/"+args[0]+q, nil)
+			tok, err := op.token()
+			if err != nil {
+				return err
+			}
+			_, err = callAs(http.MethodDelete, nodeURL+"/v1/mirrors/targets/"+args[0]+q, tok, nil)
 			if err == nil {
 				fmt.Println("removed", args[0])
 			}
@@ -148,13 +162,39 @@ func waitRoom(nodeURL, roomURL string) error {
 	return nil
 }
 
+// operatorFlags locate the operator token a management command sends.
+type operatorFlags struct{ data, file string }
+
+func (o *operatorFlags) register(cmd *cobra.Command) {
+	cmd.PersistentFlags().StringVar(&o.data, "data", "./data", "the node's data directory (its operator.token authorises management requests)")
+	cmd.PersistentFlags().StringVar(&o.file, "operator-token-file", "", "read the operator token from this file instead of --data DIR/operator.token")
+}
+
+func (o *operatorFlags) token() (string, error) {
+	path := o.file
+	if path == "" {
+		path = filepath.Join(o.data, optoken.FileName)
+	}
+	tok, err := optoken.Read(path)
+	if err != nil {
+		return "", fmt.Errorf("operator token: %w (pass --data DIR or --operator-token-file)", err)
+	}
+	return tok, nil
+}
+
 // call sends a request to a node and returns the body of a 2xx answer.
-func call(method, u string, body []byte) ([]byte, error) {
+func call(method, u string, body []byte) ([]byte, error) { return callAs(method, u, "", body) }
+
+// callAs is call with an operator token (none when empty).
+func callAs(method, u, token string, body []byte) ([]byte, error) {
 	req, err := http.NewRequest(method, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err

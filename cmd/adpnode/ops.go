@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -112,7 +113,8 @@ func backupCmd() *cobra.Command {
 		Long: `backup writes a consistent snapshot of the node's database to a file. When no
 node is running on the data dir it is read directly; when a node holds the
 dir, the running node streams the backup (GET /v1/admin/backup, an operator
-endpoint answered only on the node's own machine) while it keeps serving.`,
+endpoint: the request carries the operator token from DIR/operator.token)
+while it keeps serving.`,
 		Example: `  adpnode backup --data ./data -o adpnode.backup
   adpnode backup --data ./data --node http://127.0.0.1:8080 -o adpnode.backup`,
 		Args: cobra.NoArgs,
@@ -133,7 +135,7 @@ endpoint answered only on the node's own machine) while it keeps serving.`,
 					return serr
 				}
 				tmp.Truncate(0)
-				err = onlineBackup(nodeURL, tmp)
+				err = onlineBackup(nodeURL, data, tmp)
 			}
 			if err == nil {
 				err = tmp.Sync()
@@ -158,8 +160,17 @@ endpoint answered only on the node's own machine) while it keeps serving.`,
 	return cmd
 }
 
-func onlineBackup(nodeURL string, w io.Writer) error {
-	resp, err := http.Get(strings.TrimSuffix(nodeURL, "/") + "/v1/admin/backup")
+func onlineBackup(nodeURL, data string, w io.Writer) error {
+	tok, err := optoken.Read(filepath.Join(data, optoken.FileName))
+	if err != nil {
+		return fmt.Errorf("the data dir is locked by a running node, and its operator token is unreadable: %w", err)
+	}
+	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(nodeURL, "/")+"/v1/admin/backup", nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return fmt.Errorf("the data dir is locked by a running node, and asking it failed: %w", err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -17,19 +16,16 @@ import (
 func peersCmd() *cobra.Command {
 	var nodeURL string
 	var asJSON bool
+	var op operatorFlags
 	cmd := &cobra.Command{
 		Use:     "peers",
 		Short:   "List a node's libp2p peers (connected and configured)",
 		Example: "  adpnode peers --node http://127.0.0.1:8080",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			resp, err := http.Get(strings.TrimSuffix(nodeURL, "/") + "/v1/federation/peers")
+			tok, _ := op.token() // listing peers is public; the token is sent when there is one
+			b, err := callAs(http.MethodGet, strings.TrimSuffix(nodeURL, "/")+"/v1/federation/peers", tok, nil)
 			if err != nil {
 				return err
-			}
-			defer resp.Body.Close()
-			b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-			if resp.StatusCode != http.StatusOK {
-				return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(b)))
 			}
 			if asJSON {
 				os.Stdout.Write(b)
@@ -51,5 +47,6 @@ func peersCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&nodeURL, "node", "http://127.0.0.1:8080", "the node's HTTP origin")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the raw JSON")
+	op.register(cmd)
 	return cmd
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
@@ -50,6 +51,10 @@ type fileConfig struct {
 		Peers    []string `yaml:"peers"`
 		MDNS     bool     `yaml:"mdns"`
 		Announce string   `yaml:"announce_interval"`
+		// Limits against hostile peers (0: the defaults).
+		MaxEntriesPerHost int `yaml:"max_entries_per_host"`
+		MaxConns          int `yaml:"max_conns"`
+		MaxConnsPerPeer   int `yaml:"max_conns_per_peer"`
 	} `yaml:"federation"`
 }
 
@@ -177,6 +182,8 @@ func serveCmd() *cobra.Command {
 				}
 				fed.peers = append(fed.peers, ff.Peers...)
 				fed.mdns = fed.mdns || ff.MDNS
+				fed.index.MaxPerHost = ff.MaxEntriesPerHost
+				fed.limits.Conns, fed.limits.PeerConns = ff.MaxConns, ff.MaxConnsPerPeer
 				if ff.Announce != "" {
 					d, err := time.ParseDuration(ff.Announce)
 					if err != nil {
@@ -242,7 +249,9 @@ type fedSettings struct {
 	interval time.Duration
 	// http are the HTTP edge's timeouts and caps (not federation, but
 	// carried with the other serve settings).
-	http hostapi.HTTPOptions
+	http   hostapi.HTTPOptions
+	limits federation.Limits
+	index  index.Limits
 }
 
 // stack is one running node with its federation peer, mirror and HTTP
@@ -267,8 +276,13 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 		return nil, err
 	}
 	s := &stack{n: n, log: log, errc: make(chan error, 1)}
+	tok, err := optoken.LoadOrCreate(cfg.DataDir)
+	if err != nil {
+		s.close()
+		return nil, fmt.Errorf("operator token: %w", err)
+	}
 	met := metrics.New(n)
-	opts := hostapi.Options{Log: log, Metrics: met, HTTP: fs.http}
+	opts := hostapi.Options{Log: log, Metrics: met, HTTP: fs.http, OperatorToken: tok}
 	if fs.enabled {
 		key, err := federation.LoadOrCreateKey(cfg.DataDir)
 		if err != nil {
@@ -281,7 +295,7 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			return nil, err
 		}
 		s.fed, err = federation.Start(federation.Config{Key: key, ListenAddrs: fs.listen, Peers: fs.peers, MDNS: fs.mdns,
-			AnnounceInterval: fs.interval, AllowPrivateOrigins: cfg.Packs.AllowPrivate, Log: log}, n, idx)
+			AnnounceInterval: fs.interval, AllowPrivateOrigins: cfg.Packs.AllowPrivate, Limits: fs.limits, Index: fs.index, Log: log}, n, idx)
 		if err != nil {
 			s.close()
 			return nil, err

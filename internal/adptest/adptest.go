@@ -20,6 +20,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -115,7 +116,16 @@ func startHost(t testing.TB, cfg node.Config, clock *Clock, addr string, ho host
 		srv.Close()
 		t.Fatal(err)
 	}
-	api := hostapi.New(n, hostapi.Options{Heartbeat: 200 * time.Millisecond, HTTP: ho})
+	// A durable host has an operator token in its data dir, as serve makes.
+	var tok string
+	if cfg.DataDir != "" {
+		if tok, err = optoken.LoadOrCreate(cfg.DataDir); err != nil {
+			n.Close()
+			srv.Close()
+			t.Fatal(err)
+		}
+	}
+	api := hostapi.New(n, hostapi.Options{Heartbeat: 200 * time.Millisecond, HTTP: ho, OperatorToken: tok})
 	srv.Config.Handler = api.Handler()
 	h := &Host{Node: n, API: api, URL: srv.URL, Clock: clock, srv: srv, cfg: keep, http: ho}
 	t.Cleanup(h.Close)

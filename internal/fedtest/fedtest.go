@@ -20,6 +20,7 @@ import (
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
@@ -46,8 +47,10 @@ type Peer struct {
 	Fed   *federation.Federation
 	Mir   *mirror.Mirror
 	Met   *metrics.Metrics
-	opts  Options
-	srv   *http.Server
+	// OperatorToken is the peer's operator credential (dir/operator.token).
+	OperatorToken string
+	opts          Options
+	srv           *http.Server
 }
 
 // Start starts a peer with a durable store in dir and its HTTP API on
@@ -80,10 +83,14 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 	if err != nil {
 		t.Fatal(err)
 	}
+	tok, err := optoken.LoadOrCreate(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	met := metrics.New(n)
 	met.AttachFederation(fed)
-	p := &Peer{Name: name, Dir: dir, Port: port, URL: origin, Clock: clock, Node: n, Index: idx, Fed: fed, Met: met, opts: o}
-	apiOpts := hostapi.Options{Federation: fed, Metrics: met}
+	p := &Peer{Name: name, Dir: dir, Port: port, URL: origin, Clock: clock, Node: n, Index: idx, Fed: fed, Met: met, OperatorToken: tok, opts: o}
+	apiOpts := hostapi.Options{Federation: fed, Metrics: met, OperatorToken: tok}
 	if o.Mirror {
 		mc := o.MirrorConfig
 		if mc.Log == nil {

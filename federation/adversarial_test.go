@@ -1,0 +1,319 @@
+package federation_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	lp2pnet "github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/assertion"
+	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/node"
+)
+
+// hijack signs an announcement of roomID by the rogue's own key and peer
+// ID that claims the real host's origin, with created_at issuedAt,
+// last_active lastActive and expires_at expiresAt.
+func (r *rogue) hijack(t *testing.T, real *fedtest.Peer, roomID string, issuedAt, lastActive, expiresAt int64) []byte {
+	t.Helper()
+	sum, ok := real.Node.Summary(roomID)
+	if !ok {
+		sum = node.RoomSummary{ID: roomID, URL: real.URL + "/v1/rooms/" + roomID, Host: real.URL[len("http://"):],
+			Status: room.StatusActive, Topic: "made up", Visibility: room.Public, StartTime: issuedAt, EndTime: issuedAt + 3_600_000}
+	}
+	sum.LastActive = lastActive
+	a := index.Announcement{Room: sum, Host: index.Binding{Key: r.signer.HostKey(), PeerID: r.id.String(), Origin: real.URL},
+		ExpiresAt: expiresAt}
+	raw, err := r.signer.Sign(assertion.TypeAnnounce, a, issuedAt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// captureRelay makes the rogue answer relayed writes with a made-up 201
+// and count what it captured.
+func (r *rogue) captureRelay() *atomic.Int64 {
+	var n atomic.Int64
+	r.h.SetStreamHandler(federation.RelayProtocol, func(s lp2pnet.Stream) {
+		n.Add(1)
+		io.Copy(io.Discard, io.LimitReader(s, 1<<20))
+		ans, _ := json.Marshal(map[string]any{"status": 201, "body": []byte(`{"seq":1}`)})
+		var l [4]byte
+		l[0], l[1], l[2], l[3] = byte(len(ans)>>24), byte(len(ans)>>16), byte(len(ans)>>8), byte(len(ans))
+		s.Write(l[:])
+		s.Write(ans)
+		s.Close()
+	})
+	return &n
+}
+
+func postJSON(t *testing.T, url string, body []byte) (int, map[string]any) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
+}
+
+// Row 1 of issue 11: a peer announces another host's room ID with its own
+// key and peer ID, claiming the real host's origin, created_at a year
+// ahead, expires_at ten years ahead — and, a second time, with a current
+// created_at but last_active a year ahead. The victim refuses both (the
+// room ID belongs to a verified host), keeps the signed claim as
+// evidence, lists the room once, and relays the agent's write to the real
+// host: the rogue captures nothing. A room ID only the rogue claims is
+// answered relay_failed (unverified_host), never relayed. After a restart
+// the evidence and the verified binding are still there. Cost: the
+// honest relayed write stays fast.
+func TestRoomHijack(t *testing.T) {
+	peers := network(t, 2, nil)
+	h, v := peers[0], peers[1]
+	alice := adptest.NewAgent("alice")
+	id := createRoom(t, h, alice, room.Public, "the real room")
+	eventually(t, 5*time.Second, "V lists H's room, verified", func() bool {
+		s, ok := listed(v, id)
+		return ok && s.Verified != nil && *s.Verified
+	})
+
+	r := newRogue(t, "hijacker", v)
+	captured := r.captureRelay()
+	r.join(t, federation.IndexTopic)
+	time.Sleep(1200 * time.Millisecond) // one heartbeat grafts the mesh
+	now := v.Clock.Ms()
+	const year = 365 * 24 * 3_600_000
+	before := v.Fed.Stats().Rejected.Load()
+	r.publish(t, federation.IndexTopic, r.hijack(t, h, id, now+year, now+year, now+10*year))
+	r.publish(t, federation.IndexTopic, r.hijack(t, h, id, now, now+year, now+10*year))
+	orphan := "d8ftedhpqhsusbg0orph"
+	r.publish(t, federation.IndexTopic, r.hijack(t, h, orphan, now, now+year, now+10*year))
+	eventually(t, 5*time.Second, "V rejects both hijacks", func() bool { return v.Fed.Stats().Rejected.Load() >= before+2 })
+	eventually(t, 5*time.Second, "V stores the orphan claim (unverified)", func() bool {
+		_, ok := v.Index.Room(orphan, v.Clock.Ms())
+		return ok
+	})
+
+	// The directory lists the room once, as H's; the orphan not at all.
+	n := 0
+	for _, s := range v.Fed.Directory() {
+		if s.ID == id {
+			n++
+			if s.URL != h.URL+"/v1/rooms/"+id || s.LastActive > v.Clock.Ms() {
+				t.Errorf("directory entry %+v", s)
+			}
+		}
+		if s.ID == orphan {
+			t.Error("an unverified host's room is listed")
+		}
+	}
+	if n != 1 {
+		t.Fatalf("room listed %d times", n)
+	}
+	for _, c := range v.Index.Claims(id, v.Clock.Ms()) {
+		if c.Host.Key != h.Fed.HostKey() {
+			t.Fatalf("V's index holds the hijacker's claim: %+v", c.Host)
+		}
+	}
+	if len(v.Fed.Conflicts()) == 0 {
+		t.Fatal("no conflict evidence kept")
+	}
+	eventually(t, 5*time.Second, "gossipsub scoring penalises the hijacker", func() bool {
+		s, ok := v.Fed.PeerScore(r.id)
+		return ok && s < 0
+	})
+	if e, ok := v.Index.Room(orphan, v.Clock.Ms()); !ok || e.ExpiresAt > v.Clock.Ms()+v.Index.Limits().MaxTTL.Milliseconds() ||
+		e.Room.LastActive > v.Clock.Ms() {
+		t.Fatalf("orphan entry times not clamped: %+v", e)
+	}
+	for _, hi := range v.Fed.Hosts() {
+		if hi.Key == r.signer.HostKey() && hi.Verified {
+			t.Fatal("the hijacker's binding shows verified")
+		}
+	}
+
+	// The agent's write through V reaches H.
+	head, _ := h.Node.Room(id, "")
+	write := alice.Envelope(v.Clock.Ms(), "message.create", id, head.Head.Seq, head.Head.Hash, map[string]any{"content_type": "text/plain", "content": "hello"})
+	start := time.Now()
+	status, _ := postJSON(t, v.URL+"/v1/rooms/"+id, write)
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("relayed write took %v", took)
+	}
+	if status != http.StatusCreated {
+		t.Fatalf("relayed write: %d", status)
+	}
+	if got, _ := h.Node.Room(id, ""); got.Head.Seq != head.Head.Seq+1 {
+		t.Fatal("the real host did not get the write")
+	}
+	// The orphan room: relay_failed, nothing relayed.
+	status, out := postJSON(t, v.URL+"/v1/rooms/"+orphan, alice.Envelope(v.Clock.Ms(), "message.create", orphan, 1, strings.Repeat("A", 43), map[string]any{"content_type": "text/plain", "content": "x"}))
+	e, _ := out["error"].(map[string]any)
+	data, _ := e["data"].(map[string]any)
+	if status != http.StatusBadGateway || e["code"] != "relay_failed" || data["reason"] != "unverified_host" {
+		t.Fatalf("orphan write: %d %v", status, out)
+	}
+	if n := captured.Load(); n != 0 {
+		t.Fatalf("the hijacker captured %d writes", n)
+	}
+
+	// Restart V: evidence and binding survive.
+	v = v.Restart(t)
+	if len(v.Fed.Conflicts()) == 0 {
+		t.Fatal("conflict evidence lost across restart")
+	}
+	if s, ok := listed(v, id); !ok || s.Verified == nil || !*s.Verified {
+		t.Fatal("verified binding lost across restart")
+	}
+}
+
+// Row 2: one peer announces 5,000 fake rooms. The victim's default
+// directory shows none, its "all" mirror takes none, the victim stores at
+// most its cap for an unverified host, and none reach a third node. An
+// honest room created during the flood still arrives. Cost: heap and
+// goroutines of the victim stay within small bounds.
+func TestAnnouncementFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("5,000 announcements")
+	}
+	peers := fedtest.Network(t, 3, [][2]int{{0, 1}, {1, 2}}, fedtest.Options{Mirror: true})
+	a, b, c := peers[0], peers[1], peers[2]
+	if _, err := b.Mir.AddTarget("all", ""); err != nil {
+		t.Fatal(err)
+	}
+	r := newRogue(t, "flooder", b)
+	r.join(t, federation.IndexTopic)
+	time.Sleep(1200 * time.Millisecond)
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	g0 := runtime.NumGoroutine()
+
+	now := b.Clock.Ms()
+	const fakes = 5000
+	for i := 0; i < fakes; i++ {
+		raw := r.announcement(t, r.signer, r.id.String(), fmt.Sprintf("d8ftedhpqhsusbg%05d", i), room.Public, "", now)
+		r.publish(t, federation.IndexTopic, raw)
+	}
+	alice := adptest.NewAgent("alice")
+	honest := createRoom(t, a, alice, room.Public, "honest during the flood")
+	eventually(t, 10*time.Second, "the honest room reaches C", func() bool { _, ok := listed(c, honest); return ok })
+	eventually(t, 20*time.Second, "B has processed the flood", func() bool {
+		st := b.Fed.Stats()
+		return st.OverCap.Load()+st.RateLimited.Load() > 0 && b.Index.Len() > lim(b).MaxPerUnverified/2
+	})
+	t.Logf("B: index %d, ignored %d, over cap %d, rate limited %d", b.Index.Len(), b.Fed.Stats().Ignored.Load(),
+		b.Fed.Stats().OverCap.Load(), b.Fed.Stats().RateLimited.Load())
+	time.Sleep(time.Second) // what B forwards would have reached C by now
+
+	if n, max := b.Index.Len(), lim(b).MaxPerUnverified; n > max+1 {
+		t.Errorf("B stores %d entries; the unverified cap is %d", n, max)
+	}
+	for _, s := range b.Fed.Directory() {
+		if s.Host != a.URL[len("http://"):] {
+			t.Fatalf("B lists a fake room: %+v", s)
+		}
+	}
+	if n := len(b.Mir.Rooms()); n > 1 {
+		t.Errorf("B's all-target mirrors %d rooms (only the honest one may be mirrored)", n)
+	}
+	if n := c.Index.Len(); n > 1 {
+		t.Errorf("C holds %d entries: the flood spread", n)
+	}
+	runtime.GC()
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	if grew := int64(m1.HeapInuse) - int64(m0.HeapInuse); grew > 64<<20 {
+		t.Errorf("heap grew by %d MiB", grew>>20)
+	}
+	if g := runtime.NumGoroutine(); g > g0+200 {
+		t.Errorf("goroutines %d → %d", g0, g)
+	}
+	// Restart B: the stored unverified entries stay within the cap and out
+	// of the directory.
+	b = b.Restart(t)
+	for _, s := range b.Fed.Directory() {
+		if s.Host != a.URL[len("http://"):] {
+			t.Fatalf("after restart B lists a fake room: %+v", s)
+		}
+	}
+}
+
+// Row 3: a rogue peer (three peer IDs) opens 150 index-sync streams each
+// and never reads. The victim answers from one cached snapshot, refuses
+// streams beyond the per-peer limit, and its heap grows by a small bound;
+// an honest node's sync still works meanwhile.
+func TestIndexSyncFlood(t *testing.T) {
+	if testing.Short() {
+		t.Skip("450 streams")
+	}
+	clock := adptest.NewClock()
+	v := fedtest.Start(t, "V", t.TempDir(), clock, 0, fedtest.Options{})
+	alice := adptest.NewAgent("alice")
+	agenda := make([]byte, 8000)
+	for i := range agenda {
+		agenda[i] = 'a' + byte(i%26)
+	}
+	for i := 0; i < 300; i++ {
+		now := clock.Ms()
+		fedtest.MustSubmit(t, v, alice, "room.create", "", map[string]any{"topic": fmt.Sprint("room ", i), "agenda": string(agenda),
+			"visibility": room.Public, "start_time": now, "end_time": now + 3_600_000, "tags": []string{}})
+	}
+	runtime.GC()
+	var m0 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+
+	var opened atomic.Int64
+	for k := 0; k < 3; k++ {
+		r := newRogue(t, fmt.Sprint("syncer", k), v)
+		ai, _ := peer.AddrInfoFromString(v.Fed.Addrs()[0])
+		for i := 0; i < 150; i++ {
+			s, err := r.h.NewStream(context.Background(), ai.ID, federation.SyncProtocol)
+			if err != nil {
+				continue
+			}
+			opened.Add(1)
+			s.Write([]byte{0, 0, 0, 2, '{', '}'}) // a request, then never read
+			t.Cleanup(func() { s.Reset() })
+		}
+	}
+	eventually(t, 10*time.Second, "V refuses the streams over the per-peer limit", func() bool {
+		// Streams beyond the per-peer limit are reset by V, or by the
+		// resource manager's per-protocol limits before V sees them.
+		return v.Fed.Stats().SyncRefused.Load() >= opened.Load()/2
+	})
+	runtime.GC()
+	var m1 runtime.MemStats
+	runtime.ReadMemStats(&m1)
+	if grew := int64(m1.HeapInuse) - int64(m0.HeapInuse); grew > 64<<20 {
+		t.Errorf("heap grew by %d MiB under 450 unread sync streams", grew>>20)
+	}
+	t.Logf("heap %d → %d MiB under %d unread sync streams (%d refused)", m0.HeapInuse>>20, m1.HeapInuse>>20, opened.Load(),
+		v.Fed.Stats().SyncRefused.Load())
+
+	// An honest node syncs meanwhile and learns V's rooms.
+	c := fedtest.Start(t, "C", t.TempDir(), clock, 0, fedtest.Options{})
+	start := time.Now()
+	fedtest.Connect(t, c, v)
+	eventually(t, 60*time.Second, "C learns V's 300 rooms by sync", func() bool { return c.Index.Len() == 300 })
+	t.Logf("honest sync under attack: %v", time.Since(start))
+}
+
+func lim(p *fedtest.Peer) index.Limits { return p.Index.Limits() }

@@ -1,0 +1,132 @@
+package index_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/assertion"
+	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/node"
+)
+
+type host struct {
+	signer *assertion.Signer
+	origin string
+}
+
+func newHost(t *testing.T, name string, port int) host {
+	seed := make([]byte, 32)
+	copy(seed, name)
+	k, _ := identity.KeyFromSeed(seed)
+	return host{signer: assertion.NewSigner(k), origin: fmt.Sprintf("http://127.0.0.1:%d", port)}
+}
+
+func (h host) binding() index.Binding {
+	return index.Binding{Key: h.signer.HostKey(), PeerID: "p-" + string(h.signer.HostKey())[10:20], Origin: h.origin}
+}
+
+func (h host) entry(t *testing.T, id string, issued, lastActive, expires int64) *index.Entry {
+	t.Helper()
+	a := index.Announcement{Room: node.RoomSummary{ID: id, URL: h.origin + "/v1/rooms/" + id, Host: h.origin[len("http://"):],
+		Status: room.StatusActive, Visibility: room.Public, LastActive: lastActive}, Host: h.binding(), ExpiresAt: expires}
+	raw, err := h.signer.Sign(assertion.TypeAnnounce, a, issued)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := index.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func openDB(t *testing.T, dir string) *badger.DB {
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func roomID(i int) string { return fmt.Sprintf("d8ftedhpqhsusbg%05d", i) }
+
+// Hostile entries: issued in the future (refused), last_active in the
+// future and expiry ten years ahead (clamped), beyond an unverified
+// host's cap (refused), and a claim on a verified host's room ID
+// (refused; earlier claims dropped into evidence when the host is
+// verified). The evidence and the clamped entries survive a reopen, and
+// the index never holds more than its caps.
+func TestIndexLimits(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	self := newHost(t, "self", 1)
+	x, err := index.Open(db, self.signer.HostKey(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.SetLimits(index.Limits{MaxPerUnverified: 10, MaxUnverified: 15, MaxTTL: time.Minute})
+	real, rogue := newHost(t, "real", 2), newHost(t, "rogue", 3)
+	verified := map[identity.AgentID]bool{}
+	x.SetVerifier(func(b index.Binding) bool { return verified[b.Key] })
+	now := time.Now().UnixMilli()
+	const year = 365 * 24 * 3600_000
+
+	if _, err := x.Put(rogue.entry(t, roomID(0), now+year, now, now+year+1), now); !errors.Is(err, index.ErrFuture) {
+		t.Fatalf("future created_at: %v", err)
+	}
+	if ok, err := x.Put(rogue.entry(t, roomID(1), now, now+year, now+10*year), now); !ok || err != nil {
+		t.Fatalf("put: %v %v", ok, err)
+	}
+	e, _ := x.Room(roomID(1), now)
+	if e.ExpiresAt > now+time.Minute.Milliseconds() || e.Room.LastActive > now {
+		t.Fatalf("not clamped: expires +%d ms, last_active +%d ms", e.ExpiresAt-now, e.Room.LastActive-now)
+	}
+	for i := 2; i < 30; i++ {
+		x.Put(rogue.entry(t, roomID(i), now, now, now+1000), now)
+	}
+	if n := x.Len(); n != 10 {
+		t.Fatalf("unverified host holds %d entries, cap 10", n)
+	}
+	// The real host claims room 1 too, then is verified: the rogue's claim
+	// goes to the evidence, and new rogue claims are refused.
+	if ok, _ := x.Put(real.entry(t, roomID(1), now, now, now+1000), now); !ok {
+		t.Fatal("real host's entry refused")
+	}
+	verified[real.signer.HostKey()] = true
+	x.Reverify()
+	if n := x.DropConflicts(real.signer.HostKey()); n != 1 {
+		t.Fatalf("dropped %d conflicting claims", n)
+	}
+	if c := x.Claims(roomID(1), now); len(c) != 1 || c[0].Host.Key != real.signer.HostKey() {
+		t.Fatalf("claims after the drop: %d", len(c))
+	}
+	if _, err := x.Put(rogue.entry(t, roomID(1), now, now, now+1000), now); !errors.Is(err, index.ErrConflict) {
+		t.Fatalf("claim on a verified host's room: %v", err)
+	}
+	if n := len(x.Entries(now, true)); n != 1 {
+		t.Fatalf("%d verified entries", n)
+	}
+	if len(x.Conflicts()) != 1 {
+		t.Fatalf("%d pieces of evidence", len(x.Conflicts()))
+	}
+
+	db.Close()
+	db = openDB(t, dir)
+	defer db.Close()
+	y, err := index.Open(db, self.signer.HostKey(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(y.Conflicts()) != 1 || y.Len() != x.Len() {
+		t.Fatalf("after reopen: %d evidence, %d entries (want %d)", len(y.Conflicts()), y.Len(), x.Len())
+	}
+	if e, _ := y.Room(roomID(3), now); e == nil || e.ExpiresAt > now+y.Limits().MaxTTL.Milliseconds() {
+		t.Fatal("entry lost or unclamped after reopen")
+	}
+}
