@@ -13,6 +13,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/periodic"
 	"github.com/adpnode/adpnode/internal/safehttp"
 )
 
@@ -146,16 +147,7 @@ func (f *Federation) httpClient() *http.Client {
 
 // bindingLoop cross-checks host bindings once per announce interval.
 func (f *Federation) bindingLoop(ctx context.Context) {
-	t := time.NewTicker(f.cfg.AnnounceInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			f.checkNewBindings(ctx)
-		}
-	}
+	periodic.Run(ctx, f.cfg.AnnounceInterval, func() { f.checkNewBindings(ctx) })
 }
 
 // checkNewBindings queues a cross-check of every host binding not

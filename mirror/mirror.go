@@ -22,6 +22,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/groupcommit"
+	"github.com/adpnode/adpnode/internal/periodic"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -355,16 +356,7 @@ func (m *Mirror) wantedLocked(e *index.Entry) bool {
 
 // reconcileLoop picks up newly announced rooms that match a target.
 func (m *Mirror) reconcileLoop(ctx context.Context) {
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			m.reconcile()
-		}
-	}
+	periodic.Run(ctx, 500*time.Millisecond, m.reconcile)
 }
 
 // reconcile starts mirroring every indexed public room a target matches,

@@ -20,6 +20,7 @@ import (
 	"github.com/dgraph-io/ristretto/v2/z"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/internal/periodic"
 )
 
 // Badger sizing. An idle node should stay small, and the disk reserve
@@ -324,16 +325,7 @@ func (g *diskGuard) sample() {
 
 // run samples every interval until ctx ends.
 func (g *diskGuard) run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			g.sample()
-		}
-	}
+	periodic.Run(ctx, interval, g.sample)
 }
 
 // diskFullRetryMs is what a refused write is told to wait.
@@ -408,16 +400,7 @@ func (n *Node) startStorage() {
 // runValueLogGC rewrites value-log files that are at least half garbage,
 // every interval, until Badger says there is nothing to do.
 func (n *Node) runValueLogGC(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			n.reclaim(ctx)
-		}
-	}
+	periodic.Run(ctx, interval, func() { n.reclaim(ctx) })
 }
 
 // reclaim runs value-log GC until it has nothing to rewrite.

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"time"
+
+	"github.com/adpnode/adpnode/internal/periodic"
 )
 
 // snapshotInterval is how often the states of rooms that changed are
@@ -50,16 +52,9 @@ func (n *Node) snapshotRooms() error {
 // runSnapshots stores changed rooms' states every snapshotInterval until
 // ctx ends.
 func (n *Node) runSnapshots(ctx context.Context) {
-	t := time.NewTicker(snapshotInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := n.snapshotRooms(); err != nil {
-				n.log.Warn("store room snapshots", "err", err)
-			}
+	periodic.Run(ctx, snapshotInterval, func() {
+		if err := n.snapshotRooms(); err != nil {
+			n.log.Warn("store room snapshots", "err", err)
 		}
-	}
+	})
 }
