@@ -90,10 +90,18 @@ func TestMetricsAfterTraffic(t *testing.T) {
 			t.Errorf("A: %s = %v, want ≥ %v", name, ma[name], min)
 		}
 	}
+	head, _ = a.Node.Room(id, "")
+	if r := post("live"); r.Status != http.StatusCreated {
+		t.Fatal(r)
+	}
+	fedtest.Eventually(t, 10*time.Second, "B mirrored the live record", func() bool {
+		r, ok := b.Mir.Room(id, "")
+		return ok && r.Tip() == 3 && scrape(t, b.URL)[`adp_mirror_lag_seconds_count`] >= 1
+	})
 	mb := scrape(t, b.URL)
 	for name, min := range map[string]float64{
-		`adp_mirror_lag_seconds_count`: 2,
-		`adp_mirror_verified_total`:    2,
+		`adp_mirror_lag_seconds_count`: 1,
+		`adp_mirror_verified_total`:    3,
 		`adp_gossip_accepted_total`:    1,
 		`adp_p2p_bytes_in_total`:       1,
 		`adp_mirror_rooms`:             1,
@@ -102,4 +110,41 @@ func TestMetricsAfterTraffic(t *testing.T) {
 			t.Errorf("B: %s = %v, want ≥ %v", name, mb[name], min)
 		}
 	}
+}
+
+// TestMirrorLagLiveOnly: replication lag counts records that arrived on the
+// live stream only; a mirror added late backfills the history without
+// counting its age as lag (which would trip any lag alert).
+func TestMirrorLagLiveOnly(t *testing.T) {
+	peers := fedtest.Network(t, 2, nil, fedtest.Options{Mirror: true})
+	a, b := peers[0], peers[1]
+	alice := adptest.NewAgent("alice")
+	id := fedtest.CreateRoom(t, a, alice, room.Public, "late mirror")
+	post := func(text string) {
+		t.Helper()
+		head, _ := a.Node.Room(id, "")
+		r := adptest.Do(t, http.MethodPost, a.URL+"/v1/rooms/"+id, "", alice.Envelope(a.Clock.Ms(), "message.create", id,
+			head.Head.Seq, head.Head.Hash, map[string]any{"content_type": "text/plain", "content": text}))
+		if r.Status != http.StatusCreated {
+			t.Fatal(r)
+		}
+	}
+	for i := 0; i < 4; i++ {
+		post("before the mirror")
+	}
+	a.Clock.Advance(10 * time.Minute) // the history is old by the time it is mirrored
+	if _, err := b.Mir.AddTarget(mirror.TargetRoom, a.Node.RoomURL(id)); err != nil {
+		t.Fatal(err)
+	}
+	fedtest.Eventually(t, 10*time.Second, "B backfilled the room", func() bool {
+		r, ok := b.Mir.Room(id, "")
+		return ok && r.Tip() == 5
+	})
+	if n := scrape(t, b.URL)[`adp_mirror_lag_seconds_count`]; n != 0 {
+		t.Fatalf("backfilled records counted as lag: %v", n)
+	}
+	post("live")
+	fedtest.Eventually(t, 10*time.Second, "B took the live record", func() bool {
+		return scrape(t, b.URL)[`adp_mirror_lag_seconds_count`] == 1
+	})
 }

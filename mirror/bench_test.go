@@ -116,7 +116,7 @@ func (p *lagProbe) onAccepted(e node.Event) {
 	p.accepted[e.RoomID] = s
 }
 
-func (p *lagProbe) onVerified(roomID string, rec *record.Record) {
+func (p *lagProbe) onVerified(roomID string, rec *record.Record, _ bool) {
 	now := time.Now().UnixNano()
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -98,8 +98,10 @@ type Config struct {
 	// CosignEvery is how often verified tips are cosigned (default 2 s).
 	CosignEvery time.Duration
 	// OnVerified, if set, is called after each record is stored (metrics,
-	// benchmarks). It must not block.
-	OnVerified func(roomID string, rec *record.Record)
+	// benchmarks); live is set for a record that arrived on the room's
+	// live stream (not by backfill), whose age is replication lag. It must
+	// not block.
+	OnVerified func(roomID string, rec *record.Record, live bool)
 	Log        *slog.Logger
 }
 

@@ -66,9 +66,10 @@ type Room struct {
 
 // pendingRec is a verified stream record waiting for its predecessors.
 type pendingRec struct {
-	rec *record.Record
-	env *identity.Envelope
-	cp  []byte
+	rec  *record.Record
+	env  *identity.Envelope
+	cp   []byte
+	live bool // arrived on the live stream
 }
 
 func (m *Mirror) newRoom(meta roomMeta, hostPeer peer.ID) *Room {
@@ -179,12 +180,12 @@ func (r *Room) offerStream(sr *federation.StreamedRecord) {
 	case seq <= tip:
 		r.checkConflictLocked(sr.Record, sr.Signed)
 	case seq == tip+1:
-		if r.applyLocked(sr.Record, sr.Envelope, sr.Signed) {
+		if r.applyLocked(sr.Record, sr.Envelope, sr.Signed, true) {
 			r.drainLocked()
 		}
 	default:
 		if len(r.pending) < maxPending {
-			r.pending[seq] = pendingRec{sr.Record, sr.Envelope, sr.Signed}
+			r.pending[seq] = pendingRec{sr.Record, sr.Envelope, sr.Signed, true}
 		}
 		r.armGapLocked()
 	}
@@ -229,7 +230,7 @@ func (r *Room) drainLocked() {
 			break
 		}
 		delete(r.pending, p.rec.Seq)
-		if !r.applyLocked(p.rec, p.env, p.cp) {
+		if !r.applyLocked(p.rec, p.env, p.cp, p.live) {
 			return
 		}
 	}
@@ -243,7 +244,7 @@ func (r *Room) drainLocked() {
 // applyLocked replays one authenticated record (vouched for by cp, or by a
 // later checkpoint through the hash chain, checked by the caller) and
 // stores it. A record the kernel rejects is evidence against the host.
-func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte) bool {
+func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte, live bool) bool {
 	if r.frozen {
 		return false
 	}
@@ -307,7 +308,7 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 			return
 		}
 		if onVerified != nil {
-			onVerified(id, rec)
+			onVerified(id, rec, live)
 		}
 	}); err != nil {
 		r.frozen = true
@@ -499,7 +500,7 @@ func (r *Room) ingestBatch(b *federation.BackfillBatch) (int, error) {
 			if i == vouched {
 				cp = vouchCp
 			}
-			if !r.applyLocked(rec, envs[i], cp) {
+			if !r.applyLocked(rec, envs[i], cp, false) {
 				return applied, fmt.Errorf("record %d was refused", rec.Seq)
 			}
 			applied++

@@ -302,8 +302,12 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 		}
 		opts.Federation = s.fed
 		met.AttachFederation(s.fed)
-		onVerified := func(_ string, rec *record.Record) {
-			met.ObserveMirrorLag(time.Duration(n.NowMs()-rec.ReceivedAt) * time.Millisecond)
+		// Lag is measured on live records only: a backfilled record's
+		// age is how late the mirror was added, not replication lag.
+		onVerified := func(_ string, rec *record.Record, live bool) {
+			if live {
+				met.ObserveMirrorLag(time.Duration(n.NowMs()-rec.ReceivedAt) * time.Millisecond)
+			}
 		}
 		if s.mir, err = mirror.Open(mirror.Config{Log: log, OnVerified: onVerified}, n, s.fed, idx); err != nil {
 			s.close()

@@ -97,10 +97,12 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 			mc.Log = o.Log
 		}
 		if user := mc.OnVerified; true {
-			mc.OnVerified = func(roomID string, rec *record.Record) {
-				met.ObserveMirrorLag(time.Duration(clock.Ms()-rec.ReceivedAt) * time.Millisecond)
+			mc.OnVerified = func(roomID string, rec *record.Record, live bool) {
+				if live {
+					met.ObserveMirrorLag(time.Duration(clock.Ms()-rec.ReceivedAt) * time.Millisecond)
+				}
 				if user != nil {
-					user(roomID, rec)
+					user(roomID, rec, live)
 				}
 			}
 		}
