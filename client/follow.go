@@ -84,9 +84,16 @@ func (c *Client) Follow(ctx context.Context, roomID string, after int64, fn func
 	}
 	live := make(chan *record.Record, 4096)
 	streamErr := make(chan error, 1)
+	var closed string // written before live is closed, read after
 	go func() {
 		defer close(live)
 		streamErr <- readSSE(resp, func(event, data string) error {
+			if event == "comment" {
+				if r, ok := strings.CutPrefix(data, "closed "); ok {
+					closed = r
+				}
+				return nil
+			}
 			if event != "room.event" {
 				return nil
 			}
@@ -141,10 +148,31 @@ func (c *Client) Follow(ctx context.Context, roomID string, after int64, fn func
 			return err
 		}
 	}
+	closedAt := &closed
 	if err := <-streamErr; err != nil && ctx.Err() == nil {
 		return err
 	}
-	return ctx.Err()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return &StreamEnd{Reason: closedReason(closedAt)}
+}
+
+// StreamEnd is returned by Follow when the host ended the stream. Reason
+// is what the host said (": closed <reason>", for example room_ended,
+// room_cancelled, membership or shutdown), or "dropped" when the
+// connection ended without a word.
+type StreamEnd struct {
+	Reason string
+}
+
+func (e *StreamEnd) Error() string { return "the host ended the stream: " + e.Reason }
+
+func closedReason(s *string) string {
+	if *s == "" {
+		return "dropped"
+	}
+	return *s
 }
 
 // deliverOne verifies rec against the chain and passes it on when it is
@@ -178,6 +206,9 @@ func readSSE(resp *http.Response, fn func(event, data string) error) error {
 			event = ""
 			data.Reset()
 		case strings.HasPrefix(line, ":"):
+			if err := fn("comment", strings.TrimSpace(line[1:])); err != nil {
+				return err
+			}
 		case strings.HasPrefix(line, "event:"):
 			event = strings.TrimSpace(line[len("event:"):])
 		case strings.HasPrefix(line, "data:"):

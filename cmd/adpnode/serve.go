@@ -5,9 +5,11 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -52,9 +54,6 @@ type fileConfig struct {
 }
 
 func serveCmd() *cobra.Command {
-	var cfgPath, listen, publicURL, data, logLevel string
-	var allowPrivatePacks, noFederation, mdnsOn bool
-	var p2pListen, peers []string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run an ADP host (embedded Badger in the data dir; no other services)",
@@ -62,83 +61,146 @@ func serveCmd() *cobra.Command {
   adpnode serve --listen 127.0.0.1:9000 --data ./data2
   adpnode serve --config configs/single.yaml`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd); err != nil {
+			ss, err := resolveServe(cmd)
+			if err != nil {
 				return err
 			}
-			var fc fileConfig
-			if cfgPath != "" {
-				b, err := os.ReadFile(cfgPath)
-				if err != nil {
-					return err
-				}
-				dec := yaml.NewDecoder(strings.NewReader(string(b)))
-				dec.KnownFields(true)
-				if err := dec.Decode(&fc); err != nil {
-					return fmt.Errorf("%s: %w", cfgPath, err)
-				}
-			}
-			pick := func(flag, file string) string {
-				v, _ := cmd.Flags().GetString(flag)
-				if cmd.Flags().Changed(flag) || file == "" {
-					return v
-				}
-				return file
-			}
-			listen = pick("listen", fc.Listen)
-			data = pick("data", fc.Data)
-			logLevel = pick("log-level", fc.LogLevel)
-			if publicURL = pick("public-url", fc.PublicURL); publicURL == "" {
-				publicURL = "http://" + listen
-			}
-			var lvl slog.Level
-			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
-				return err
-			}
-			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-			cfg := node.Config{PublicURL: publicURL, DataDir: data, Log: log, MaxBodyBytes: fc.MaxBodyBytes}
-			cfg.Packs.AllowPrivate = allowPrivatePacks || fc.AllowPrivatePacks
-			if fc.Rates != nil {
-				cfg.Rates = node.DefaultRates()
-				cfg.Rates.Message, cfg.Rates.Signal, cfg.Rates.Control = fc.Rates.Message, fc.Rates.Signal, fc.Rates.Control
-				if fc.Rates.Create != nil {
-					cfg.Rates.Create = *fc.Rates.Create
-				}
-			}
-			fed := fedSettings{enabled: !noFederation, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second}
-			if fc.Federation != nil {
-				ff := fc.Federation
-				if ff.Enabled != nil && !cmd.Flags().Changed("no-federation") {
-					fed.enabled = *ff.Enabled
-				}
-				if !cmd.Flags().Changed("p2p-listen") && len(ff.Listen) > 0 {
-					fed.listen = ff.Listen
-				}
-				fed.peers = append(fed.peers, ff.Peers...)
-				fed.mdns = fed.mdns || ff.MDNS
-				if ff.Announce != "" {
-					d, err := time.ParseDuration(ff.Announce)
-					if err != nil {
-						return fmt.Errorf("federation.announce_interval: %w", err)
-					}
-					fed.interval = d
-				}
-			}
-			return serve(cmd.Context(), cfg, listen, fed, log)
+			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: ss.level}))
+			ss.cfg.Log = log
+			return serve(cmd.Context(), ss.cfg, ss.listen, ss.fed, log)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfgPath, "config", "", "YAML configuration file (flags override it)")
-	f.StringVar(&listen, "listen", "127.0.0.1:8080", "HTTP listen address")
-	f.StringVar(&publicURL, "public-url", "", "service origin: JWT audience and Room URL host (default http://<listen>)")
-	f.StringVar(&data, "data", "./data", "data directory (Badger)")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.BoolVar(&allowPrivatePacks, "allow-private-packs", false, "allow external packs from loopback/private addresses and plain HTTP")
-	f.BoolVar(&noFederation, "no-federation", false, "run without libp2p federation")
-	f.StringArrayVar(&p2pListen, "p2p-listen", []string{"/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/udp/4001/quic-v1"},
-		"libp2p listen multiaddr (repeatable)")
-	f.StringArrayVar(&peers, "peer", nil, "static peer multiaddr ending in /p2p/<peer id> (repeatable)")
-	f.BoolVar(&mdnsOn, "mdns", false, "discover peers on the local network with mDNS")
+	addServeFlags(cmd)
 	return cmd
+}
+
+// addServeFlags adds the node settings flags (serve, config check).
+func addServeFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.String("config", "", "YAML configuration file (flags override it)")
+	f.String("listen", "127.0.0.1:8080", "HTTP listen address")
+	f.String("public-url", "", "service origin: JWT audience and Room URL host (default http://<listen>)")
+	f.String("data", "./data", "data directory (Badger)")
+	f.String("log-level", "info", "debug, info, warn or error (debug adds an HTTP access log)")
+	f.Bool("allow-private-packs", false, "allow external packs from loopback/private addresses and plain HTTP")
+	f.Bool("no-federation", false, "run without libp2p federation")
+	f.StringArray("p2p-listen", []string{"/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/udp/4001/quic-v1"},
+		"libp2p listen multiaddr (repeatable)")
+	f.StringArray("peer", nil, "static peer multiaddr ending in /p2p/<peer id> (repeatable; replaces the file's peers)")
+	f.Bool("mdns", false, "discover peers on the local network with mDNS (--mdns=false turns the file's setting off)")
+}
+
+// serveSettings are the effective settings of serve: flags, then
+// environment, then config file, then defaults.
+type serveSettings struct {
+	cfg      node.Config
+	listen   string
+	logLevel string
+	level    slog.Level
+	fed      fedSettings
+}
+
+// resolveServe computes the effective settings from the flags,
+// environment and config file. Rules: a flag (or its ADPNODE_ variable)
+// wins over the file; repeatable flags replace the file's lists; public_url
+// is derived from the effective listen address unless given by flag or
+// written in the file as something other than http://<file's listen>.
+func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
+	if err := applyEnv(cmd); err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	fl := cmd.Flags()
+	var fc fileConfig
+	if cfgPath, _ := fl.GetString("config"); cfgPath != "" {
+		b, err := os.ReadFile(cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+			return nil, withCode(exitUsage, fmt.Errorf("%s: %w", cfgPath, err))
+		}
+	}
+	pick := func(flag, file string) string {
+		v, _ := fl.GetString(flag)
+		if fl.Changed(flag) || file == "" {
+			return v
+		}
+		return file
+	}
+	ss := &serveSettings{}
+	ss.listen = pick("listen", fc.Listen)
+	publicURL, _ := fl.GetString("public-url")
+	switch {
+	case fl.Changed("public-url"):
+	case fc.PublicURL != "" && !(fl.Changed("listen") && strings.TrimSuffix(fc.PublicURL, "/") == "http://"+fc.Listen):
+		publicURL = fc.PublicURL
+	default:
+		publicURL = "http://" + ss.listen
+	}
+	if u, err := url.Parse(publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, withCode(exitUsage, fmt.Errorf("public_url %q must be an origin like https://adp.example.org", publicURL))
+	}
+	if _, _, err := net.SplitHostPort(ss.listen); err != nil {
+		return nil, withCode(exitUsage, fmt.Errorf("listen %q: %w", ss.listen, err))
+	}
+	ss.logLevel = pick("log-level", fc.LogLevel)
+	if err := ss.level.UnmarshalText([]byte(ss.logLevel)); err != nil {
+		return nil, withCode(exitUsage, fmt.Errorf("log_level: %w", err))
+	}
+	if fc.MaxBodyBytes < 0 {
+		return nil, withCode(exitUsage, fmt.Errorf("max_body_bytes must not be negative"))
+	}
+	ss.cfg = node.Config{PublicURL: publicURL, DataDir: pick("data", fc.Data), MaxBodyBytes: fc.MaxBodyBytes}
+	allow, _ := fl.GetBool("allow-private-packs")
+	if fl.Changed("allow-private-packs") {
+		ss.cfg.Packs.AllowPrivate = allow
+	} else {
+		ss.cfg.Packs.AllowPrivate = allow || fc.AllowPrivatePacks
+	}
+	if fc.Rates != nil {
+		ss.cfg.Rates = node.DefaultRates()
+		ss.cfg.Rates.Message, ss.cfg.Rates.Signal, ss.cfg.Rates.Control = fc.Rates.Message, fc.Rates.Signal, fc.Rates.Control
+		if fc.Rates.Create != nil {
+			ss.cfg.Rates.Create = *fc.Rates.Create
+		}
+		if ss.cfg.Rates.Message < 0 || ss.cfg.Rates.Signal < 0 || ss.cfg.Rates.Control < 0 || ss.cfg.Rates.Create < 0 {
+			return nil, withCode(exitUsage, fmt.Errorf("rates must not be negative"))
+		}
+	}
+	noFed, _ := fl.GetBool("no-federation")
+	p2pListen, _ := fl.GetStringArray("p2p-listen")
+	peers, _ := fl.GetStringArray("peer")
+	mdnsOn, _ := fl.GetBool("mdns")
+	ss.fed = fedSettings{enabled: !noFed, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second}
+	if ff := fc.Federation; ff != nil {
+		if ff.Enabled != nil && !fl.Changed("no-federation") {
+			ss.fed.enabled = *ff.Enabled
+		}
+		if !fl.Changed("p2p-listen") && len(ff.Listen) > 0 {
+			ss.fed.listen = ff.Listen
+		}
+		if !fl.Changed("peer") {
+			ss.fed.peers = ff.Peers
+		}
+		if !fl.Changed("mdns") {
+			ss.fed.mdns = ff.MDNS
+		}
+		if ff.Announce != "" {
+			d, err := time.ParseDuration(ff.Announce)
+			if err != nil || d <= 0 {
+				return nil, withCode(exitUsage, fmt.Errorf("federation.announce_interval %q: want a positive duration like 30s", ff.Announce))
+			}
+			ss.fed.interval = d
+		}
+	}
+	for _, p := range ss.fed.peers {
+		if strings.ContainsAny(p, "<>") || !strings.Contains(p, "/p2p/") {
+			return nil, withCode(exitUsage, fmt.Errorf("peer %q: want a multiaddr ending in /p2p/<peer id>", p))
+		}
+	}
+	return ss, nil
 }
 
 // applyEnv sets every flag not given on the command line from its
