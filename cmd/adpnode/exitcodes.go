@@ -25,6 +25,12 @@ const (
 	exitUnavailable = 6 // the node could not be reached or is unavailable
 )
 
+// exitVerifyFailed is verify's code for a file that does not verify.
+const exitVerifyFailed = 2
+
+// errSilent is an error whose message was already printed.
+var errSilent = errors.New("")
+
 // exitError carries an exit code with the error to print.
 type exitError struct {
 	code int

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,7 +22,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	if err := root.Execute(); err != nil {
-		fmt.Fprintln(stderr, "adpnode:", err)
+		if !errors.Is(err, errSilent) {
+			fmt.Fprintln(stderr, "adpnode:", err)
+		}
 		return exitCode(err)
 	}
 	return exitOK
