@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -230,4 +232,27 @@ func TestPublicRoomWithoutKeyTailAndVerify(t *testing.T) {
 	md := filepath.Join(e.dir, "room.md")
 	mustCLI(t, "export", "--node", e.node, id, "--format", "md", "-o", md)
 	wantExit(t, exitVerifyFailed, "Markdown transcripts are not verifiable; use the json or jsonl archive", "verify", md)
+}
+
+// The README's exit code table is the one in code.
+func TestREADMEExitCodes(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	s = s[strings.Index(s, "**Exit codes.**"):]
+	s = s[:strings.Index(s, "`adpnode verify` has its own")]
+	rows := regexp.MustCompile(`(?m)^\| (\d) \| ([a-z]+)`).FindAllStringSubmatch(s, -1)
+	want := map[int]string{exitOK: "done", exitFailure: "any", exitUsage: "usage", exitNotFound: "not",
+		exitDenied: "refused", exitConflict: "conflict", exitUnavailable: "unavailable"}
+	if len(rows) != len(want) {
+		t.Fatalf("README lists %d exit codes, code has %d", len(rows), len(want))
+	}
+	for _, r := range rows {
+		n, _ := strconv.Atoi(r[1])
+		if want[n] != r[2] {
+			t.Errorf("README exit code %d is %q; code says %q", n, r[2], want[n])
+		}
+	}
 }
