@@ -508,7 +508,14 @@ interrupted room.`,
 			}
 			if c.Key != nil {
 				var last int64
-				err = c.Follow(ctx, id, after, func(r *record.Record) error { last = r.Seq; return print(r) })
+				opt := client.FollowOptions{OnReconnect: func(n int, reason string, err error) {
+					msg := fmt.Sprintf("tail: stream ended (%s); reconnecting, attempt %d", reason, n)
+					if err != nil {
+						msg += ": " + err.Error()
+					}
+					fmt.Fprintln(os.Stderr, msg)
+				}}
+				err = c.FollowWith(ctx, id, after, opt, func(r *record.Record) error { last = r.Seq; return print(r) })
 				switch code := client.CodeOf(err); {
 				case ctx.Err() != nil:
 					fmt.Fprintln(os.Stderr, "tail: interrupted")
