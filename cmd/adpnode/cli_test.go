@@ -256,3 +256,41 @@ func TestREADMEExitCodes(t *testing.T) {
 		}
 	}
 }
+
+// A pending join request survives a node restart: re-running join after
+// the restart resumes it, and approval then lets the applicant in.
+func TestJoinResumesAcrossRestart(t *testing.T) {
+	addr := freeAddr(t)
+	data := t.TempDir()
+	s := startTestStack(t, addr, data)
+	defer func() { s.close() }()
+	e := cliEnv{node: "http://" + addr, dir: t.TempDir()}
+	for _, n := range []string{"alice", "bob"} {
+		mustCLI(t, "keygen", "--out", e.key(n))
+	}
+	id := e.createRoom(t, "restricted")
+	bob := []string{"--node", e.node, "--key", e.key("bob")}
+	wantExit(t, exitConflict, "still pending", append([]string{"join", id, "--wait", "0"}, bob...)...)
+	if err := s.close(); err != nil {
+		t.Fatal(err)
+	}
+	s = startTestStack(t, addr, data)
+	errOut := wantExit(t, exitConflict, "still pending", append([]string{"join", id, "--wait", "0"}, bob...)...)
+	if !strings.Contains(errOut, "resuming your pending join request") {
+		t.Fatalf("join after restart did not resume: %s", errOut)
+	}
+	alice := []string{"--node", e.node, "--key", e.key("alice")}
+	var reqs struct {
+		Result []struct {
+			Request struct{ ID string } `json:"request"`
+		} `json:"result"`
+	}
+	json.Unmarshal([]byte(mustCLI(t, append([]string{"requests", "list", id, "--json"}, alice...)...)), &reqs)
+	if len(reqs.Result) != 1 {
+		t.Fatalf("pending after restart: %+v", reqs)
+	}
+	mustCLI(t, append([]string{"requests", "approve", id, reqs.Result[0].Request.ID}, alice...)...)
+	if out := mustCLI(t, append([]string{"join", id, "--wait", "5s", "--request", reqs.Result[0].Request.ID}, bob...)...); !strings.Contains(out, "joined as speaker") {
+		t.Fatalf("join: %s", out)
+	}
+}

@@ -90,7 +90,7 @@ func exitCode(err error) int {
 		return exitUnavailable
 	}
 	if msg := err.Error(); strings.HasPrefix(msg, "unknown command") || strings.HasPrefix(msg, "unknown flag") ||
-		strings.HasPrefix(msg, "unknown shorthand flag") || strings.Contains(msg, "arg(s)") {
+		strings.HasPrefix(msg, "unknown shorthand flag") {
 		return exitUsage
 	}
 	return exitFailure
