@@ -86,7 +86,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, auth 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if auth {
+	if auth && c.Key != nil { // without a key, reads are anonymous
 		tok, err := c.Token()
 		if err != nil {
 			return nil, err
@@ -148,8 +148,8 @@ type Room struct {
 	Raw        json.RawMessage   `json:"-"`
 }
 
-// Room reads the room resource (authenticated, so private rooms work for
-// members).
+// Room reads the room resource (authenticated when the client has a key,
+// so private rooms work for members; anonymous otherwise).
 func (c *Client) Room(ctx context.Context, roomID string) (*Room, error) {
 	var raw json.RawMessage
 	if _, err := c.do(ctx, http.MethodGet, "/v1/rooms/"+roomID, nil, true, &raw); err != nil {

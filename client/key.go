@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -22,6 +23,12 @@ type Key struct {
 	mu   sync.Mutex
 	last int64 // last nonce used
 }
+
+// ErrNodeKey is returned by LoadKey for a node's own key file
+// (<data>/node.key, with a host_key member). A host key signs what the
+// node asserts as a host; using it as an agent would make the host an
+// actor in its own rooms.
+var ErrNodeKey = errors.New("this is a node's host key (node.key), not an agent key; make an agent key with `adpnode keygen`")
 
 type keyFile struct {
 	AgentID   identity.AgentID `json:"agent_id"`
@@ -52,6 +59,11 @@ func LoadKey(path string) (*Key, error) {
 	var kf keyFile
 	if err := json.Unmarshal(b, &kf); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var probe map[string]json.RawMessage
+	json.Unmarshal(b, &probe)
+	if _, isNode := probe["host_key"]; isNode {
+		return nil, fmt.Errorf("%s: %w", path, ErrNodeKey)
 	}
 	seed, err := identity.DecodeB64Len(kf.Seed, 32)
 	if err != nil {

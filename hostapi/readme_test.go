@@ -2,8 +2,11 @@ package hostapi_test
 
 import (
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/adpnode/adpnode/adp"
@@ -33,5 +36,85 @@ func TestREADMEErrorTable(t *testing.T) {
 		if _, ok := want[c]; !ok {
 			t.Errorf("README lists %s, which the code does not have", c)
 		}
+	}
+}
+
+// The README contract: its test command is ./test.sh, CI runs exactly
+// that, the Quick start shows two set-up commands, and everything the
+// README cites is in the repository.
+func TestREADMEContract(t *testing.T) {
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	qs := readme[strings.Index(readme, "## Quick start"):]
+	block := qs[strings.Index(qs, "```sh\n")+6:]
+	block = block[:strings.Index(block, "```")]
+	var cmds []string
+	for _, l := range strings.Split(strings.TrimSpace(block), "\n") {
+		cmds = append(cmds, strings.TrimSpace(strings.SplitN(l, "#", 2)[0]))
+	}
+	if len(cmds) != 2 || cmds[0] != "go run ./cmd/adpnode serve" || cmds[1] != "./test.sh" {
+		t.Errorf("Quick start commands %q, want a node and ./test.sh", cmds)
+	}
+	if m := regexp.MustCompile(`(\.\./)?shared/|DECISIONS\.md`).FindString(readme); m != "" {
+		t.Errorf("README cites %q, which is not in the repository (use docs/)", m)
+	}
+	for _, link := range regexp.MustCompile(`\]\(((docs|configs)/[^)#]+)`).FindAllStringSubmatch(readme, -1) {
+		if _, err := os.Stat("../" + link[1]); err != nil {
+			t.Errorf("README links to %s: %v", link[1], err)
+		}
+	}
+	ci, err := os.ReadFile("../.ci/run")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(ci), "\n") {
+		if l = strings.TrimSpace(l); l != "" && !strings.HasPrefix(l, "#") && !strings.HasPrefix(l, "set ") && !strings.HasPrefix(l, "cd ") {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) != 1 || lines[0] != "exec ./test.sh" {
+		t.Errorf(".ci/run must run exactly ./test.sh and nothing else; it runs %q", lines)
+	}
+	ts, err := os.ReadFile("../test.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"go vet ./...", `go test -race "$@"`, "apt-get install", "chromium", "sudo"} {
+		if !strings.Contains(string(ts), want) {
+			t.Errorf("test.sh lacks %q", want)
+		}
+	}
+}
+
+// Without root, sudo or the packages the tests need, test.sh stops with a
+// clear message instead of failing later in the middle of the suite.
+func TestTestShExplainsMissingPackages(t *testing.T) {
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash")
+	}
+	bin := t.TempDir()
+	// A PATH with only what test.sh needs to get that far: no curl, no
+	// sudo, no apt-get, and an id that says "not root".
+	for _, tool := range []string{"dirname"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Skip(err)
+		}
+		os.Symlink(p, filepath.Join(bin, tool))
+	}
+	os.WriteFile(filepath.Join(bin, "id"), []byte("#!"+bash+"\necho 1000\n"), 0o755)
+	cmd := exec.Command(bash, "../test.sh")
+	cmd.Env = []string{"PATH=" + bin, "ADP_CHROMIUM=/nonexistent/but/set"}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("test.sh went on without curl:\n%s", out)
+	}
+	if !strings.Contains(string(out), "the tests need curl") || !strings.Contains(string(out), "root or password-less sudo") {
+		t.Errorf("test.sh output does not explain:\n%s", out)
 	}
 }

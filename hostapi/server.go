@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/gin-gonic/gin"
 
 	"github.com/adpnode/adpnode/adp"
@@ -20,6 +21,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/httpwire"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/buildinfo"
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
@@ -98,6 +100,16 @@ func New(n *node.Node, opts Options) *Server {
 				route = "unmatched"
 			}
 			opts.Metrics.ObserveRequest(c.Request.Method+" "+route, c.Writer.Status())
+		})
+	}
+	// The access log, at debug level: method, path (no query: it may
+	// carry viewer tokens), status and duration; never a header.
+	if opts.Log.Enabled(context.Background(), slog.LevelDebug) {
+		e.Use(func(c *gin.Context) {
+			start := time.Now()
+			c.Next()
+			opts.Log.Debug("http", "method", c.Request.Method, "path", c.Request.URL.Path,
+				"status", c.Writer.Status(), "duration_ms", float64(time.Since(start).Microseconds())/1000)
 		})
 	}
 	e.HandleMethodNotAllowed = true
@@ -229,7 +241,30 @@ func (s *Server) ready(c *gin.Context) {
 		s.fail(c, adp.Errorf(adp.CodeUnavailable, "not ready"))
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"status": "ready"})
+	// Storage must answer a read (a missing key is an answer).
+	err := s.n.DB().View(func(txn *badger.Txn) error {
+		_, err := txn.Get([]byte("readyz"))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		s.log.Warn("readiness: storage read failed", "err", err)
+		s.fail(c, adp.Reason(adp.CodeUnavailable, "storage", "storage does not answer reads"))
+		return
+	}
+	out := gin.H{"status": "ready", "storage": "ok"}
+	if s.opts.Federation != nil {
+		n := 0
+		for _, p := range s.opts.Federation.Peers() {
+			if p.Connected {
+				n++
+			}
+		}
+		out["federation"] = gin.H{"peers": n}
+	}
+	c.JSON(http.StatusOK, out)
 }
 
 func (s *Server) discovery(c *gin.Context) {
@@ -238,6 +273,7 @@ func (s *Server) discovery(c *gin.Context) {
 	lim := cfg.Limits
 	doc := gin.H{
 		"protocol": adp.Protocol,
+		"software": gin.H{"name": "adpnode", "version": buildinfo.Get().Version},
 		"host":     s.n.Host(),
 		"service":  o,
 		"features": []string{"rooms", "restricted-rooms", "private-rooms", "join-requests", "join-review",

@@ -4,6 +4,7 @@
 package metrics
 
 import (
+	"github.com/adpnode/adpnode/internal/buildinfo"
 	"net/http"
 	"time"
 
@@ -48,6 +49,7 @@ func New(n *node.Node) *Metrics {
 			func() float64 { return float64(n.Subscribers()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "adp_rooms", Help: "Rooms this node hosts."},
 			func() float64 { return float64(len(n.Summaries())) }),
+		buildInfo(),
 	)
 	return m
 }
@@ -134,3 +136,13 @@ func (m *Metrics) ObserveMirrorLag(d time.Duration) { m.mirrorLag.Observe(d.Seco
 
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+
+// buildInfo is the constant adp_build_info gauge (value 1) whose labels say
+// which build runs.
+func buildInfo() prometheus.Collector {
+	bi := buildinfo.Get()
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "adp_build_info",
+		Help: "The running adpnode build: version, VCS revision and Go version (always 1)."}, []string{"version", "revision", "goversion"})
+	g.WithLabelValues(bi.Version, bi.Revision, bi.GoVersion).Set(1)
+	return g
+}

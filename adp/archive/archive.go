@@ -133,6 +133,16 @@ type Report struct {
 	State    *room.State
 	// Witnesses are the verified cosignatures of extra.witnesses.
 	Witnesses []Witness
+	// HostAsserted is what the archive says that no signature covers: it
+	// is consistent with the rest, but only the host vouches for it.
+	HostAsserted HostAsserted
+}
+
+// HostAsserted are manifest fields only the serving host vouches for.
+type HostAsserted struct {
+	Host        string
+	URL         string
+	GeneratedAt int64
 }
 
 // Options tune verification.
@@ -140,6 +150,8 @@ type Options struct {
 	// Limits are the limits replay enforces; nil means room.ReplayLimits:
 	// protocol rules, not one host's policy.
 	Limits *room.Limits
+
+	room json.RawMessage // the JSON form's room resource (set by Verify)
 }
 
 // Verify checks an archive document with the five §19 steps.
@@ -148,6 +160,7 @@ func Verify(a *Archive, opt Options) (*Report, error) {
 	for i, r := range a.Records {
 		recs[i] = r
 	}
+	opt.room = a.Room
 	return VerifyRecords(&a.Manifest, a.Packs, recs, opt)
 }
 
@@ -156,7 +169,9 @@ func Verify(a *Archive, opt Options) (*Report, error) {
 // and record hash (step 2); seq order (1); replay of the room state with
 // the registry in force at each seq, on each record's received_at (3); the
 // pre_hash chain and last_hash (4); events_sha3_256 and archive_root (5);
-// the manifest's room, counts and seq range. Does not check: the live time
+// the manifest's room, counts and seq range; that the pack documents, the
+// room resource (JSON form) and the manifest's url are those the chain
+// implies (shown.go). Does not check: the live time
 // window, nonces or rates (host policy at write time), or who the host is.
 func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*Report, error) {
 	lim := room.ReplayLimits()
@@ -191,11 +206,21 @@ func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*R
 	if m.ArchiveRoot != "" && m.ArchiveRoot != digest {
 		return nil, &Failure{Step: 5, Reason: "archive_root does not equal events_sha3_256"}
 	}
+	if f := checkManifestOrigin(m); f != nil {
+		return nil, f
+	}
+	if f := checkPacks(packs, st); f != nil {
+		return nil, f
+	}
+	if f := checkRoom(opt.room, m, st, last); f != nil {
+		return nil, f
+	}
 	witnesses, err := verifyWitnesses(m, recs)
 	if err != nil {
 		return nil, err
 	}
-	return &Report{RoomID: last.RoomID, Records: int64(len(recs)), LastSeq: last.Seq, LastHash: last.Hash,
+	return &Report{HostAsserted: HostAsserted{Host: m.Host, URL: m.URL, GeneratedAt: m.GeneratedAt},
+		RoomID: last.RoomID, Records: int64(len(recs)), LastSeq: last.Seq, LastHash: last.Hash,
 		Status: st.StatusAt(max(m.GeneratedAt, last.ReceivedAt)), Members: len(st.AllMembers()), Types: st.Registry.Len(),
 		Counts: st.Counts(), State: st, Witnesses: witnesses}, nil
 }

@@ -139,7 +139,8 @@ func generate(tb testing.TB, n int) *history {
 
 func (h *history) archive(tb testing.TB) *Archive {
 	m := NewManifest("127.0.0.1:8080", "http://127.0.0.1:8080/v1/rooms/"+roomID, h.recs, h.now)
-	a := &Archive{Manifest: m, Packs: PackDocs(h.st.Imports), Room: json.RawMessage(`{}`)}
+	res, _ := json.Marshal(h.st.Resource(h.now, m.URL))
+	a := &Archive{Manifest: m, Packs: PackDocs(h.st.Imports), Room: res}
 	for _, r := range h.recs {
 		b, _ := r.MarshalJSON()
 		a.Records = append(a.Records, b)
@@ -294,7 +295,7 @@ func TestVerifyTruncatedAndReordered(t *testing.T) {
 
 func TestJSONLRoundTrip(t *testing.T) {
 	h := generate(t, 300)
-	m := NewManifest("h", "u", h.recs, h.now)
+	m := NewManifest("127.0.0.1:8080", "http://127.0.0.1:8080/v1/rooms/"+roomID, h.recs, h.now)
 	var buf bytes.Buffer
 	w := bufio.NewWriter(&buf)
 	if err := WriteJSONL(w, m, PackDocs(h.st.Imports), h.recs); err != nil {

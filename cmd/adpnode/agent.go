@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -29,26 +31,48 @@ func (f *agentFlags) add(cmd *cobra.Command) {
 }
 
 func (f *agentFlags) client() (*client.Client, error) {
-	k, err := client.LoadKey(f.key)
+	k, err := loadAgentKey(f.key)
 	if err != nil {
 		return nil, err
 	}
 	return client.New(f.node, k), nil
 }
 
+// readerClient is a client for reads: with the key when --key was given or
+// the default key file exists, anonymous otherwise (public rooms need no
+// key).
+func (f *agentFlags) readerClient(cmd *cobra.Command) (*client.Client, error) {
+	if !cmd.Flags().Changed("key") {
+		if _, err := os.Stat(f.key); errors.Is(err, os.ErrNotExist) {
+			return client.New(f.node, nil), nil
+		}
+	}
+	return f.client()
+}
+
+// splitRef accepts a room ID or a Room URL (whose origin then overrides
+// --node) and returns the room ID.
+func (f *agentFlags) splitRef(ref string) (string, error) {
+	if !strings.Contains(ref, "://") {
+		return ref, nil
+	}
+	u, err := url.Parse(ref)
+	if err != nil {
+		return "", usageErrorf("room URL: %v", err)
+	}
+	f.node = u.Scheme + "://" + u.Host
+	return u.Path[strings.LastIndex(u.Path, "/")+1:], nil
+}
+
 // roomRef accepts a room ID or a Room URL (whose origin then overrides
 // --node).
 func (f *agentFlags) roomRef(ref string) (*client.Client, string, error) {
-	if strings.Contains(ref, "://") {
-		u, err := url.Parse(ref)
-		if err != nil {
-			return nil, "", err
-		}
-		f.node = u.Scheme + "://" + u.Host
-		ref = u.Path[strings.LastIndex(u.Path, "/")+1:]
+	id, err := f.splitRef(ref)
+	if err != nil {
+		return nil, "", err
 	}
 	c, err := f.client()
-	return c, ref, err
+	return c, id, err
 }
 
 // readPayload reads a JSON payload given inline or as @file.
@@ -152,9 +176,16 @@ func roomCmd() *cobra.Command {
 	show := &cobra.Command{
 		Use:   "show <room id or URL>",
 		Short: "Show a room resource (head, contract, type registry)",
-		Args:  cobra.ExactArgs(1),
+		Long: `show prints the room resource. Public rooms need no key; with --key (or an
+agent.key in the current directory) the read is authenticated, as private
+and restricted rooms need.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, id, err := sf.roomRef(args[0])
+			id, err := sf.splitRef(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := sf.readerClient(cmd)
 			if err != nil {
 				return err
 			}
@@ -201,13 +232,19 @@ func roomCmd() *cobra.Command {
 
 func joinCmd() *cobra.Command {
 	var af agentFlags
-	var role, perspective, reason string
-	var wait time.Duration
+	var role, perspective, reason, requestID string
+	var wait, poll time.Duration
 	cmd := &cobra.Command{
 		Use:   "join <room id or URL>",
-		Short: "Join a room: directly in public rooms, through a join request elsewhere",
-		Long: `join sends room.join. For restricted and private rooms it first creates a join
-request and waits (up to --wait) for a moderator to approve it, then joins with it.`,
+		Short: "Join a room through a join request (approved at once in public rooms)",
+		Long: `join creates a join request (§11), waits up to --wait for it to be approved,
+then joins with it (room.join with request_id). Public rooms approve at
+once; restricted and private rooms wait for a creator or moderator
+(adpnode requests approve). join never needs to read the room first, so it
+works for private rooms you cannot see yet.
+
+A request still pending when --wait runs out stays pending: run join again
+(it resumes your pending request) or give --request ID.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, id, err := af.roomRef(args[0])
@@ -215,31 +252,56 @@ request and waits (up to --wait) for a moderator to approve it, then joins with 
 				return err
 			}
 			ctx := cmd.Context()
-			r, err := c.Room(ctx, id)
-			if err != nil {
-				return err
-			}
-			reqID := ""
-			if r.Visibility != "public" {
-				jr, err := c.RequestJoin(ctx, id, role, perspective, reason)
+			var jr *client.JoinRequest
+			if requestID == "" {
+				jr, err = c.RequestJoin(ctx, id, role, perspective, reason)
+				var ce *client.Error
+				if errors.As(err, &ce) && ce.Data["reason"] == "pending_request" {
+					requestID, _ = ce.Data["request_id"].(string)
+					fmt.Fprintf(os.Stderr, "resuming your pending join request %s\n", requestID)
+					err = nil
+				}
 				if err != nil {
 					return err
 				}
-				reqID = jr.ID()
-				fmt.Fprintf(os.Stderr, "join request %s: %s\n", reqID, jr.Status)
-				deadline := time.Now().Add(wait)
-				for jr.Status == "pending" && time.Now().Before(deadline) {
-					time.Sleep(2 * time.Second)
-					if jr, err = c.JoinRequest(ctx, id, reqID); err != nil {
-						return err
-					}
+			}
+			if requestID != "" {
+				if jr, err = c.JoinRequest(ctx, id, requestID); err != nil {
+					return err
 				}
-				if jr.Status != "approved" {
-					return fmt.Errorf("join request is %s", jr.Status)
+			}
+			requestID = jr.ID()
+			fmt.Fprintf(os.Stderr, "join request %s: %s\n", requestID, jr.Status)
+			deadline := time.Now().Add(wait)
+			for jr.Status == "pending" && time.Now().Before(deadline) {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(poll):
 				}
+				if jr, err = c.JoinRequest(ctx, id, requestID); err != nil {
+					return err
+				}
+			}
+			switch jr.Status {
+			case "approved":
+			case "pending":
+				return withCode(exitConflict, fmt.Errorf("join request %s is still pending after %s; resume with: adpnode join %s --request %s",
+					requestID, wait, args[0], requestID))
+			case "rejected":
+				msg := "join request " + requestID + " was rejected"
+				if jr.ReviewReason != "" {
+					msg += ": " + jr.ReviewReason
+				}
+				return withCode(exitDenied, errors.New(msg))
+			default:
+				return withCode(exitConflict, fmt.Errorf("join request %s is %s", requestID, jr.Status))
+			}
+			if jr.ApprovedRole != "" {
 				role = jr.ApprovedRole
 			}
-			rec, err := c.Join(ctx, id, role, perspective, reqID)
+			// Approved: the applicant may now read the room's head and join.
+			rec, err := c.Join(ctx, id, role, perspective, requestID)
 			if err != nil {
 				return err
 			}
@@ -251,8 +313,112 @@ request and waits (up to --wait) for a moderator to approve it, then joins with 
 	cmd.Flags().StringVar(&role, "role", "speaker", "moderator, speaker or observer")
 	cmd.Flags().StringVar(&perspective, "perspective", "", "your perspective, e.g. security-reviewer")
 	cmd.Flags().StringVar(&reason, "reason", "", "why you want to join (join requests)")
+	cmd.Flags().StringVar(&requestID, "request", "", "resume this join request instead of creating one")
 	cmd.Flags().DurationVar(&wait, "wait", 10*time.Minute, "how long to wait for approval")
+	cmd.Flags().DurationVar(&poll, "poll", 2*time.Second, "how often to check the request while waiting")
 	return cmd
+}
+
+func requestsCmd() *cobra.Command {
+	cmd := &cobra.Command{Use: "requests", Short: "List, approve and reject join requests (creator or moderator)"}
+
+	var lf agentFlags
+	var status string
+	var asJSON bool
+	list := &cobra.Command{
+		Use:   "list <room id or URL>",
+		Short: "List a room's join requests (pending by default)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, id, err := lf.roomRef(args[0])
+			if err != nil {
+				return err
+			}
+			st := status
+			if st == "all" {
+				st = ""
+			}
+			reqs, err := c.JoinRequests(cmd.Context(), id, st)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				printJSON(map[string]any{"result": reqs})
+				return nil
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "REQUEST\tSTATUS\tROLE\tAPPLICANT\tPERSPECTIVE\tREASON")
+			for _, r := range reqs {
+				var f struct {
+					Applicant, Role, Perspective, Reason string
+				}
+				json.Unmarshal(r.Request, &f)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID(), r.Status, f.Role, f.Applicant, f.Perspective, oneLine(f.Reason, 60))
+			}
+			return w.Flush()
+		},
+	}
+	lf.add(list)
+	list.Flags().StringVar(&status, "status", "pending", "pending, approved, rejected, expired or all")
+	list.Flags().BoolVar(&asJSON, "json", false, "print the requests as JSON")
+
+	review := func(approve bool) *cobra.Command {
+		var rf agentFlags
+		var role, reason string
+		use, short := "reject <room id or URL> <request id>", "Reject a join request (signed room.join.review)"
+		if approve {
+			use, short = "approve <room id or URL> <request id>", "Approve a join request with a role (signed room.join.review)"
+		}
+		c := &cobra.Command{
+			Use:   use,
+			Short: short,
+			Args:  cobra.ExactArgs(2),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, id, err := rf.roomRef(args[0])
+				if err != nil {
+					return err
+				}
+				jr, err := c.JoinRequest(cmd.Context(), id, args[1])
+				if err != nil {
+					return err
+				}
+				if approve && role == "" {
+					var f struct{ Role string }
+					json.Unmarshal(jr.Request, &f)
+					role = f.Role
+				}
+				// The review carries the request object exactly as the host
+				// issued it.
+				rec, err := c.Review(cmd.Context(), id, jr, approve, role, reason)
+				if err != nil {
+					return err
+				}
+				verb := "rejected"
+				if approve {
+					verb = "approved as " + role
+				}
+				fmt.Printf("%s %s at seq %d\n", args[1], verb, rec.Seq)
+				return nil
+			},
+		}
+		rf.add(c)
+		if approve {
+			c.Flags().StringVar(&role, "role", "", "role to approve (default: the role requested)")
+		}
+		c.Flags().StringVar(&reason, "reason", "", "reason, shown to the applicant")
+		return c
+	}
+	cmd.AddCommand(list, review(true), review(false))
+	return cmd
+}
+
+// oneLine shortens s to n runes on one line.
+func oneLine(s string, n int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
 }
 
 func postCmd() *cobra.Command {
@@ -306,21 +472,32 @@ func tailCmd() *cobra.Command {
 	var af agentFlags
 	var after int64
 	var raw bool
+	var poll time.Duration
 	cmd := &cobra.Command{
 		Use:   "tail <room id or URL>",
 		Short: "Follow a room live, verifying every record and the chain client-side",
-		Long: `tail subscribes to the room's SSE stream, then reads history (the §17.3
-bootstrap), verifies each envelope, record hash and pre_hash link, and prints
-records in seq order until interrupted. You must be an active member.`,
+		Long: `tail prints a room's records in seq order, verifying each envelope, record
+hash and pre_hash link from seq 1. Active members follow the SSE stream
+(subscribe first, then history: the §17.3 bootstrap). Anyone else, with or
+without a key, follows a room it may read (any public room) by polling its
+events every --poll.
+
+tail ends when the room ends or is cancelled, when the host ends the stream,
+or on Ctrl-C, and says why on stderr. Exit 0 for an ended, cancelled or
+interrupted room.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, id, err := af.roomRef(args[0])
+			id, err := af.splitRef(args[0])
+			if err != nil {
+				return err
+			}
+			c, err := af.readerClient(cmd)
 			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			err = c.Follow(ctx, id, after, func(r *record.Record) error {
+			print := func(r *record.Record) error {
 				if raw {
 					b, _ := r.MarshalJSON()
 					fmt.Println(string(b))
@@ -328,17 +505,99 @@ records in seq order until interrupted. You must be an active member.`,
 				}
 				fmt.Println(describe(r))
 				return nil
-			})
-			if ctx.Err() != nil {
-				return nil
 			}
-			return err
+			if c.Key != nil {
+				var last int64
+				opt := client.FollowOptions{OnReconnect: func(n int, reason string, err error) {
+					msg := fmt.Sprintf("tail: stream ended (%s); reconnecting, attempt %d", reason, n)
+					if err != nil {
+						msg += ": " + err.Error()
+					}
+					fmt.Fprintln(os.Stderr, msg)
+				}}
+				err = c.FollowWith(ctx, id, after, opt, func(r *record.Record) error { last = r.Seq; return print(r) })
+				switch code := client.CodeOf(err); {
+				case ctx.Err() != nil:
+					fmt.Fprintln(os.Stderr, "tail: interrupted")
+					return nil
+				case code == "membership_required" || code == "permission_denied":
+					// Not an active member: read the events instead.
+					if last > after {
+						after = last
+					}
+				default:
+					var end *client.StreamEnd
+					if errors.As(err, &end) {
+						return tailEnded(ctx, c, id, "the host ended the stream ("+end.Reason+")")
+					}
+					return err
+				}
+			}
+			return pollRoom(ctx, c, id, after, poll, print)
 		},
 	}
 	af.add(cmd)
 	cmd.Flags().Int64Var(&after, "after", 0, "print records after this seq (all are still verified)")
 	cmd.Flags().BoolVar(&raw, "json", false, "print raw records")
+	cmd.Flags().DurationVar(&poll, "poll", 2*time.Second, "how often non-members poll for new records")
 	return cmd
+}
+
+// tailEnded explains on stderr why a followed room's stream ended, reading
+// the room's status: an ended or cancelled room is a normal end.
+func tailEnded(ctx context.Context, c *client.Client, id, what string) error {
+	r, err := c.Room(ctx, id)
+	if err == nil && (r.Status == "ended" || r.Status == "cancelled") {
+		fmt.Fprintf(os.Stderr, "tail: room %s at seq %d\n", r.Status, r.Seq)
+		return nil
+	}
+	return withCode(exitUnavailable, errors.New("tail: "+what))
+}
+
+// pollRoom follows a room by reading its events every interval, verifying
+// the chain from seq 1, until the room ends or ctx is done.
+func pollRoom(ctx context.Context, c *client.Client, id string, after int64, every time.Duration, fn func(*record.Record) error) error {
+	chain := client.NewChain(nil)
+	for {
+		recs, err := c.History(ctx, id, chain.Seq())
+		if ctx.Err() != nil {
+			fmt.Fprintln(os.Stderr, "tail: interrupted")
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if err := chain.Add(r); err != nil {
+				return fmt.Errorf("chain verification failed: %w", err)
+			}
+			if r.Seq > after {
+				if err := fn(r); err != nil {
+					return err
+				}
+			}
+		}
+		if len(recs) == 0 {
+			room, err := c.Room(ctx, id)
+			if ctx.Err() != nil {
+				fmt.Fprintln(os.Stderr, "tail: interrupted")
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if (room.Status == "ended" || room.Status == "cancelled") && room.Seq <= chain.Seq() {
+				fmt.Fprintf(os.Stderr, "tail: room %s at seq %d\n", room.Status, room.Seq)
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(os.Stderr, "tail: interrupted")
+			return nil
+		case <-time.After(every):
+		}
+	}
 }
 
 // describe renders a verified record on one line.

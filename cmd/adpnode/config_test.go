@@ -132,3 +132,93 @@ func TestPartialRatesKeepDefaults(t *testing.T) {
 		t.Fatalf("negative rate: %v", err)
 	}
 }
+
+func writeFile(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// config check prints the effective settings: public_url follows --listen
+// when the file only restates http://<its listen>; flag peers replace the
+// file's; --mdns=false turns the file's mdns off.
+func TestConfigCheckEffective(t *testing.T) {
+	file := writeFile(t, "node.yaml", `listen: 127.0.0.1:8080
+public_url: http://127.0.0.1:8080
+data: ./data
+federation:
+  mdns: true
+  peers:
+    - /ip4/127.0.0.1/tcp/4101/p2p/12D3KooWFilePeer
+`)
+	out := mustCLI(t, "config", "check", "--config", file, "--listen", "127.0.0.1:18401",
+		"--peer", "/ip4/127.0.0.1/tcp/4102/p2p/12D3KooWFlagPeer", "--mdns=false")
+	var eff struct {
+		Listen     string `yaml:"listen"`
+		PublicURL  string `yaml:"public_url"`
+		Federation struct {
+			Peers []string `yaml:"peers"`
+			MDNS  bool     `yaml:"mdns"`
+		} `yaml:"federation"`
+	}
+	if err := yaml.Unmarshal([]byte(out), &eff); err != nil {
+		t.Fatal(err, out)
+	}
+	if eff.Listen != "127.0.0.1:18401" || eff.PublicURL != "http://127.0.0.1:18401" {
+		t.Errorf("listen %q public_url %q", eff.Listen, eff.PublicURL)
+	}
+	if len(eff.Federation.Peers) != 1 || !strings.HasSuffix(eff.Federation.Peers[0], "FlagPeer") {
+		t.Errorf("peers %q: flags must replace the file's", eff.Federation.Peers)
+	}
+	if eff.Federation.MDNS {
+		t.Error("--mdns=false did not turn the file's mdns off")
+	}
+	// Without flags, the file's settings stand.
+	out = mustCLI(t, "config", "check", "--config", file)
+	yaml.Unmarshal([]byte(out), &eff)
+	if eff.PublicURL != "http://127.0.0.1:8080" || !eff.Federation.MDNS || len(eff.Federation.Peers) != 1 {
+		t.Errorf("file settings lost: %s", out)
+	}
+	// A public_url the file sets to something else wins over the listen
+	// address (a node behind a proxy).
+	proxied := writeFile(t, "proxied.yaml", "listen: 127.0.0.1:8080\npublic_url: https://adp.example.org\ndata: ./d\n")
+	out = mustCLI(t, "config", "check", "--config", proxied, "--listen", "127.0.0.1:9000")
+	yaml.Unmarshal([]byte(out), &eff)
+	if eff.PublicURL != "https://adp.example.org" {
+		t.Errorf("explicit public_url lost: %s", out)
+	}
+}
+
+// Hostile and broken files: unknown keys, bad values, placeholders.
+func TestConfigCheckRejects(t *testing.T) {
+	for name, body := range map[string]string{
+		"unknown key":      "listen: 127.0.0.1:8080\nlisten_port: 9\n",
+		"nested unknown":   "federation:\n  peer: []\n",
+		"bad duration":     "federation:\n  announce_interval: soon\n",
+		"placeholder peer": "federation:\n  peers: ['/ip4/127.0.0.1/tcp/4101/p2p/<node1-peer-id>']\n",
+		"bad public_url":   "public_url: 127.0.0.1:8080\n",
+		"bad log level":    "log_level: loud\n",
+		"not yaml":         "{{{{",
+		"negative body":    "max_body_bytes: -1\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			code, _, errOut := cli(t, "config", "check", "--config", writeFile(t, "c.yaml", body))
+			if code != exitUsage || errOut == "" {
+				t.Errorf("exit %d, stderr %q", code, errOut)
+			}
+		})
+	}
+	wantExit(t, exitNotFound, "no such file", "config", "check", "--config", filepath.Join(t.TempDir(), "missing.yaml"))
+}
+
+// Every shipped config passes config check, and none carries a peer that
+// can never be dialled.
+func TestShippedConfigsCheck(t *testing.T) {
+	files, _ := filepath.Glob("../../configs/*.yaml")
+	for _, f := range files {
+		mustCLI(t, "config", "check", "--config", f)
+	}
+}

@@ -5,26 +5,43 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
 )
 
 func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run executes the command line and returns the exit code.
+func run(args []string, stdout, stderr io.Writer) int {
+	root := rootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	if err := root.Execute(); err != nil {
+		if !errors.Is(err, errSilent) {
+			fmt.Fprintln(stderr, "adpnode:", err)
+		}
+		return exitCode(err)
+	}
+	return exitOK
+}
+
+func rootCmd() *cobra.Command {
 	root := &cobra.Command{
 		Use:           "adpnode",
 		Short:         "An Agent Discourse Protocol (ADP 1.0) host and toolkit",
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("adpnode {{.Version}}\n")
 	root.AddCommand(serveCmd(), keygenCmd(), signCmd(), tokenCmd(), verifyCmd(), peersCmd(), mirrorCmd(), exportCmd(),
-		roomCmd(), joinCmd(), postCmd(), tailCmd(), roomsCmd(), devnetCmd(), checkCmd(), backupCmd(), restoreCmd())
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "adpnode:", err)
-		var ee *exitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.code)
-		}
-		os.Exit(1)
-	}
+		roomCmd(), joinCmd(), requestsCmd(), postCmd(), tailCmd(), roomsCmd(), devnetCmd(), versionCmd(), configCmd(),
+		checkCmd(), backupCmd(), restoreCmd())
+	markUsageErrors(root)
+	return root
 }

@@ -18,15 +18,6 @@ import (
 	"github.com/adpnode/adpnode/node"
 )
 
-// exitError ends the process with a given exit code (check: 1 broken, 2
-// usage or unusable dir).
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-
 func checkCmd() *cobra.Command {
 	var data string
 	var asJSON bool

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
-
-	"github.com/spf13/cobra"
 
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
@@ -25,23 +23,12 @@ func TestParseSize(t *testing.T) {
 	}
 }
 
-func run(t *testing.T, args ...string) error {
+// runOps runs one storage command and returns the exit code the binary
+// would exit with.
+func runOps(t *testing.T, args ...string) int {
 	t.Helper()
-	c := map[string]func() *cobra.Command{"check": checkCmd, "backup": backupCmd, "restore": restoreCmd}[args[0]]()
-	c.SetArgs(args[1:])
-	c.SilenceUsage, c.SilenceErrors = true, true
-	return c.Execute()
-}
-
-func exitCode(err error) int {
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	if err != nil {
-		return 1
-	}
-	return 0
+	var out, errOut strings.Builder
+	return run(args, &out, &errOut)
 }
 
 // backup asks a running node; restore fills a new dir; check judges it;
@@ -53,30 +40,30 @@ func TestBackupRestoreCheckCLI(t *testing.T) {
 	alice := adptest.NewAgent("alice")
 	h.CreateRoom(t, alice, h.RoomPayload("public"))
 
-	if code := exitCode(run(t, "check", "--data", data)); code != 2 {
+	if code := runOps(t, "check", "--data", data); code != 2 {
 		t.Fatalf("check of a running node's dir: exit %d, want 2", code)
 	}
-	if code := exitCode(run(t, "check", "--data", data, "--bogus")); code != 2 {
+	if code := runOps(t, "check", "--data", data, "--bogus"); code != 2 {
 		t.Fatalf("check with a bad flag: exit %d, want 2", code)
 	}
 	file := filepath.Join(dir, "b.backup")
-	if err := run(t, "backup", "--data", data, "--node", h.URL, "-o", file); err != nil {
-		t.Fatalf("online backup: %v", err)
+	if code := runOps(t, "backup", "--data", data, "--node", h.URL, "-o", file); code != 0 {
+		t.Fatalf("online backup: exit %d", code)
 	}
 	h.Close()
 	offline := filepath.Join(dir, "offline.backup")
-	if err := run(t, "backup", "--data", data, "-o", offline); err != nil {
-		t.Fatalf("offline backup: %v", err)
+	if code := runOps(t, "backup", "--data", data, "-o", offline); code != 0 {
+		t.Fatalf("offline backup: exit %d", code)
 	}
 	for _, f := range []string{file, offline} {
 		restored := filepath.Join(dir, "r-"+filepath.Base(f))
-		if err := run(t, "restore", "--data", restored, "-i", f); err != nil {
-			t.Fatalf("restore %s: %v", f, err)
+		if code := runOps(t, "restore", "--data", restored, "-i", f); code != 0 {
+			t.Fatalf("restore %s: exit %d", f, code)
 		}
-		if code := exitCode(run(t, "check", "--data", restored)); code != 0 {
+		if code := runOps(t, "check", "--data", restored); code != 0 {
 			t.Fatalf("check of the restored dir: exit %d", code)
 		}
-		if err := run(t, "restore", "--data", restored, "-i", f); err == nil {
+		if code := runOps(t, "restore", "--data", restored, "-i", f); code == 0 {
 			t.Fatal("restore into a non-empty dir succeeded")
 		}
 	}
@@ -86,7 +73,7 @@ func TestBackupRestoreCheckCLI(t *testing.T) {
 		t.Fatal("no table")
 	}
 	os.Truncate(ssts[0], 10)
-	if code := exitCode(run(t, "check", "--data", data)); code != 1 {
+	if code := runOps(t, "check", "--data", data); code != 1 {
 		t.Fatalf("check of a damaged dir: exit %d, want 1", code)
 	}
 }

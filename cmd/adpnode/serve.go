@@ -5,9 +5,11 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -103,9 +105,6 @@ func (fr *fileRates) rates() (node.Rates, error) {
 }
 
 func serveCmd() *cobra.Command {
-	var cfgPath, listen, publicURL, data, logLevel, diskReserve string
-	var allowPrivatePacks, noFederation, mdnsOn bool
-	var p2pListen, peers []string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run an ADP host (embedded Badger in the data dir; no other services)",
@@ -113,104 +112,163 @@ func serveCmd() *cobra.Command {
   adpnode serve --listen 127.0.0.1:9000 --data ./data2
   adpnode serve --config configs/single.yaml`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := applyEnv(cmd); err != nil {
-				return err
-			}
-			var fc fileConfig
-			if cfgPath != "" {
-				b, err := os.ReadFile(cfgPath)
-				if err != nil {
-					return err
-				}
-				dec := yaml.NewDecoder(strings.NewReader(string(b)))
-				dec.KnownFields(true)
-				if err := dec.Decode(&fc); err != nil {
-					return fmt.Errorf("%s: %w", cfgPath, err)
-				}
-			}
-			pick := func(flag, file string) string {
-				v, _ := cmd.Flags().GetString(flag)
-				if cmd.Flags().Changed(flag) || file == "" {
-					return v
-				}
-				return file
-			}
-			listen = pick("listen", fc.Listen)
-			data = pick("data", fc.Data)
-			logLevel = pick("log-level", fc.LogLevel)
-			if publicURL = pick("public-url", fc.PublicURL); publicURL == "" {
-				publicURL = "http://" + listen
-			}
-			var lvl slog.Level
-			if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
-				return err
-			}
-			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-			cfg := node.Config{PublicURL: publicURL, DataDir: data, Log: log, MaxBodyBytes: fc.MaxBodyBytes}
-			cfg.Packs.AllowPrivate = allowPrivatePacks || fc.AllowPrivatePacks
-			if fc.JoinRequestTTL != "" {
-				d, err := time.ParseDuration(fc.JoinRequestTTL)
-				if err != nil || d <= 0 {
-					return fmt.Errorf("join_request_ttl %q: need a positive duration such as 30m", fc.JoinRequestTTL)
-				}
-				cfg.JoinRequestTTL = d
-			}
-			var err error
-			if cfg.DiskReserveBytes, err = parseSize(pick("disk-reserve", fc.DiskReserve)); err != nil {
-				return fmt.Errorf("disk reserve: %w", err)
-			}
-			rates, err := fc.Rates.rates()
+			ss, err := resolveServe(cmd)
 			if err != nil {
-				return fmt.Errorf("%s: %w", cfgPath, err)
+				return err
 			}
-			cfg.Rates = rates
-			if fc.MaxConnections < 0 {
-				return fmt.Errorf("%s: max_connections must be positive (0 keeps the default %d)", cfgPath, hostapi.DefaultMaxConnections)
-			}
-			httpOpts := hostapi.HTTPOptions{MaxConnections: fc.MaxConnections}
-			if v, _ := cmd.Flags().GetInt("max-connections"); cmd.Flags().Changed("max-connections") || fc.MaxConnections == 0 {
-				httpOpts.MaxConnections = v
-			}
-			fed := fedSettings{enabled: !noFederation, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second}
-			if fc.Federation != nil {
-				ff := fc.Federation
-				if ff.Enabled != nil && !cmd.Flags().Changed("no-federation") {
-					fed.enabled = *ff.Enabled
-				}
-				if !cmd.Flags().Changed("p2p-listen") && len(ff.Listen) > 0 {
-					fed.listen = ff.Listen
-				}
-				fed.peers = append(fed.peers, ff.Peers...)
-				fed.mdns = fed.mdns || ff.MDNS
-				fed.index.MaxPerHost = ff.MaxEntriesPerHost
-				fed.limits.Conns, fed.limits.PeerConns = ff.MaxConns, ff.MaxConnsPerPeer
-				if ff.Announce != "" {
-					d, err := time.ParseDuration(ff.Announce)
-					if err != nil {
-						return fmt.Errorf("federation.announce_interval: %w", err)
-					}
-					fed.interval = d
-				}
-			}
-			fed.http = httpOpts
-			return serve(cmd.Context(), cfg, listen, fed, log)
+			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: ss.level}))
+			ss.cfg.Log = log
+			return serve(cmd.Context(), ss.cfg, ss.listen, ss.fed, log)
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfgPath, "config", "", "YAML configuration file (flags override it)")
-	f.StringVar(&listen, "listen", "127.0.0.1:8080", "HTTP listen address")
-	f.StringVar(&publicURL, "public-url", "", "service origin: JWT audience and Room URL host (default http://<listen>)")
-	f.StringVar(&data, "data", "./data", "data directory (Badger)")
-	f.StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
-	f.StringVar(&diskReserve, "disk-reserve", "256MiB", "refuse writes (503, reason disk_full) while the data dir's file system has less free space than this; 0 disables")
-	f.BoolVar(&allowPrivatePacks, "allow-private-packs", false, "allow external packs from loopback/private addresses and plain HTTP")
-	f.BoolVar(&noFederation, "no-federation", false, "run without libp2p federation")
-	f.StringArrayVar(&p2pListen, "p2p-listen", []string{"/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/udp/4001/quic-v1"},
-		"libp2p listen multiaddr (repeatable)")
-	f.StringArrayVar(&peers, "peer", nil, "static peer multiaddr ending in /p2p/<peer id> (repeatable)")
-	f.BoolVar(&mdnsOn, "mdns", false, "discover peers on the local network with mDNS")
-	f.Int("max-connections", hostapi.DefaultMaxConnections, "cap on concurrently open HTTP client connections")
+	addServeFlags(cmd)
 	return cmd
+}
+
+// addServeFlags adds the node settings flags (serve, config check).
+func addServeFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.String("config", "", "YAML configuration file (flags override it)")
+	f.String("listen", "127.0.0.1:8080", "HTTP listen address")
+	f.String("public-url", "", "service origin: JWT audience and Room URL host (default http://<listen>)")
+	f.String("data", "./data", "data directory (Badger)")
+	f.String("log-level", "info", "debug, info, warn or error (debug adds an HTTP access log)")
+	f.Bool("allow-private-packs", false, "allow external packs from loopback/private addresses and plain HTTP")
+	f.Bool("no-federation", false, "run without libp2p federation")
+	f.StringArray("p2p-listen", []string{"/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/udp/4001/quic-v1"},
+		"libp2p listen multiaddr (repeatable)")
+	f.StringArray("peer", nil, "static peer multiaddr ending in /p2p/<peer id> (repeatable; replaces the file's peers)")
+	f.Bool("mdns", false, "discover peers on the local network with mDNS (--mdns=false turns the file's setting off)")
+	f.String("disk-reserve", "256MiB", "refuse writes (503, reason disk_full) while the data dir's file system has less free space than this; 0 disables")
+	f.Int("max-connections", hostapi.DefaultMaxConnections, "cap on concurrently open HTTP client connections")
+}
+
+// serveSettings are the effective settings of serve: flags, then
+// environment, then config file, then defaults.
+type serveSettings struct {
+	cfg      node.Config
+	listen   string
+	logLevel string
+	level    slog.Level
+	fed      fedSettings
+}
+
+// resolveServe computes the effective settings from the flags,
+// environment and config file. Rules: a flag (or its ADPNODE_ variable)
+// wins over the file; repeatable flags replace the file's lists; public_url
+// is derived from the effective listen address unless given by flag or
+// written in the file as something other than http://<file's listen>.
+func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
+	if err := applyEnv(cmd); err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	fl := cmd.Flags()
+	var fc fileConfig
+	if cfgPath, _ := fl.GetString("config"); cfgPath != "" {
+		b, err := os.ReadFile(cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
+			return nil, withCode(exitUsage, fmt.Errorf("%s: %w", cfgPath, err))
+		}
+	}
+	pick := func(flag, file string) string {
+		v, _ := fl.GetString(flag)
+		if fl.Changed(flag) || file == "" {
+			return v
+		}
+		return file
+	}
+	ss := &serveSettings{}
+	ss.listen = pick("listen", fc.Listen)
+	publicURL, _ := fl.GetString("public-url")
+	switch {
+	case fl.Changed("public-url"):
+	case fc.PublicURL != "" && !(fl.Changed("listen") && strings.TrimSuffix(fc.PublicURL, "/") == "http://"+fc.Listen):
+		publicURL = fc.PublicURL
+	default:
+		publicURL = "http://" + ss.listen
+	}
+	if u, err := url.Parse(publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, withCode(exitUsage, fmt.Errorf("public_url %q must be an origin like https://adp.example.org", publicURL))
+	}
+	if _, _, err := net.SplitHostPort(ss.listen); err != nil {
+		return nil, withCode(exitUsage, fmt.Errorf("listen %q: %w", ss.listen, err))
+	}
+	ss.logLevel = pick("log-level", fc.LogLevel)
+	if err := ss.level.UnmarshalText([]byte(ss.logLevel)); err != nil {
+		return nil, withCode(exitUsage, fmt.Errorf("log_level: %w", err))
+	}
+	if fc.MaxBodyBytes < 0 {
+		return nil, withCode(exitUsage, fmt.Errorf("max_body_bytes must not be negative"))
+	}
+	ss.cfg = node.Config{PublicURL: publicURL, DataDir: pick("data", fc.Data), MaxBodyBytes: fc.MaxBodyBytes}
+	allow, _ := fl.GetBool("allow-private-packs")
+	if fl.Changed("allow-private-packs") {
+		ss.cfg.Packs.AllowPrivate = allow
+	} else {
+		ss.cfg.Packs.AllowPrivate = allow || fc.AllowPrivatePacks
+	}
+	rates, err := fc.Rates.rates()
+	if err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	ss.cfg.Rates = rates
+	if fc.JoinRequestTTL != "" {
+		d, err := time.ParseDuration(fc.JoinRequestTTL)
+		if err != nil || d <= 0 {
+			return nil, withCode(exitUsage, fmt.Errorf("join_request_ttl %q: need a positive duration such as 30m", fc.JoinRequestTTL))
+		}
+		ss.cfg.JoinRequestTTL = d
+	}
+	if ss.cfg.DiskReserveBytes, err = parseSize(pick("disk-reserve", fc.DiskReserve)); err != nil {
+		return nil, withCode(exitUsage, fmt.Errorf("disk reserve: %w", err))
+	}
+	if fc.MaxConnections < 0 {
+		return nil, withCode(exitUsage, fmt.Errorf("max_connections must be positive (0 keeps the default %d)", hostapi.DefaultMaxConnections))
+	}
+	httpOpts := hostapi.HTTPOptions{MaxConnections: fc.MaxConnections}
+	if v, _ := fl.GetInt("max-connections"); fl.Changed("max-connections") || fc.MaxConnections == 0 {
+		httpOpts.MaxConnections = v
+	}
+	noFed, _ := fl.GetBool("no-federation")
+	p2pListen, _ := fl.GetStringArray("p2p-listen")
+	peers, _ := fl.GetStringArray("peer")
+	mdnsOn, _ := fl.GetBool("mdns")
+	ss.fed = fedSettings{enabled: !noFed, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second}
+	if ff := fc.Federation; ff != nil {
+		if ff.Enabled != nil && !fl.Changed("no-federation") {
+			ss.fed.enabled = *ff.Enabled
+		}
+		if !fl.Changed("p2p-listen") && len(ff.Listen) > 0 {
+			ss.fed.listen = ff.Listen
+		}
+		if !fl.Changed("peer") {
+			ss.fed.peers = ff.Peers
+		}
+		if !fl.Changed("mdns") {
+			ss.fed.mdns = ff.MDNS
+		}
+		ss.fed.index.MaxPerHost = ff.MaxEntriesPerHost
+		ss.fed.limits.Conns, ss.fed.limits.PeerConns = ff.MaxConns, ff.MaxConnsPerPeer
+		if ff.Announce != "" {
+			d, err := time.ParseDuration(ff.Announce)
+			if err != nil || d <= 0 {
+				return nil, withCode(exitUsage, fmt.Errorf("federation.announce_interval %q: want a positive duration like 30s", ff.Announce))
+			}
+			ss.fed.interval = d
+		}
+	}
+	ss.fed.http = httpOpts
+	for _, p := range ss.fed.peers {
+		if strings.ContainsAny(p, "<>") || !strings.Contains(p, "/p2p/") {
+			return nil, withCode(exitUsage, fmt.Errorf("peer %q: want a multiaddr ending in /p2p/<peer id>", p))
+		}
+	}
+	return ss, nil
 }
 
 // applyEnv sets every flag not given on the command line from its

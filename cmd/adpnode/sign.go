@@ -28,7 +28,7 @@ head from it and uses it as base_seq/base_hash, unless --base-seq and
   adpnode sign --key alice.key --room http://127.0.0.1:8080/v1/rooms/ID \
       --type message.create --payload '{"content_type":"text/plain","content":"hello"}'`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := client.LoadKey(keyPath)
+			k, err := loadAgentKey(keyPath)
 			if err != nil {
 				return err
 			}
@@ -82,22 +82,33 @@ head from it and uses it as base_seq/base_hash, unless --base-seq and
 }
 
 func tokenCmd() *cobra.Command {
-	var keyPath, aud string
+	var keyPath, nodeURL, aud string
 	var ttl time.Duration
 	cmd := &cobra.Command{
 		Use:     "token",
 		Short:   "Print a request JWT for a host (Authorization: Bearer ...)",
-		Example: "  curl -H \"Authorization: Bearer $(adpnode token --key alice.key --aud http://127.0.0.1:8080)\" ...",
+		Long:    "token prints a request JWT whose audience is the node's origin (--node), valid for --ttl.",
+		Example: "  curl -H \"Authorization: Bearer $(adpnode token --key alice.key --node http://127.0.0.1:8080)\" ...",
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			k, err := client.LoadKey(keyPath)
+			if cmd.Flags().Changed("aud") {
+				if cmd.Flags().Changed("node") && strings.TrimSuffix(aud, "/") != strings.TrimSuffix(nodeURL, "/") {
+					return usageErrorf("--aud is a deprecated alias of --node; give one of them")
+				}
+				nodeURL = aud
+			}
+			u, err := url.Parse(nodeURL)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+				return usageErrorf("--node must be the node's origin, like http://127.0.0.1:8080 (got %q)", nodeURL)
+			}
+			if ttl <= 0 || ttl > 300*time.Second {
+				return usageErrorf("--ttl must be in (0, 300s]")
+			}
+			k, err := loadAgentKey(keyPath)
 			if err != nil {
 				return err
 			}
-			if ttl <= 0 || ttl > 300*time.Second {
-				return fmt.Errorf("--ttl must be in (0, 300s]")
-			}
 			now := time.Now().Unix()
-			tok, err := identity.SignJWT(k.Private(), strings.TrimSuffix(aud, "/"), now, now+int64(ttl.Seconds()))
+			tok, err := identity.SignJWT(k.Private(), u.Scheme+"://"+u.Host, now, now+int64(ttl.Seconds()))
 			if err != nil {
 				return err
 			}
@@ -106,7 +117,9 @@ func tokenCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&keyPath, "key", "agent.key", "agent key file")
-	cmd.Flags().StringVar(&aud, "aud", "http://127.0.0.1:8080", "the host's origin (JWT audience)")
+	cmd.Flags().StringVar(&nodeURL, "node", "http://127.0.0.1:8080", "the host's origin (the JWT audience)")
+	cmd.Flags().StringVar(&aud, "aud", "", "deprecated alias of --node")
+	cmd.Flags().MarkDeprecated("aud", "use --node")
 	cmd.Flags().DurationVar(&ttl, "ttl", 120*time.Second, "token lifetime (at most 300s)")
 	return cmd
 }

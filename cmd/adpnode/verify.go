@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -29,19 +30,29 @@ A JSON file whose "type" is "adp.evidence" (as a mirror stores and gossips
 it, GET /v1/mirrors/evidence) is checked instead as proof that a host
 misbehaved: host-signed checkpoints, agent-signed records and a replay.
 
-Exit status: 0 when the file verifies, 2 when it does not, 1 on other errors.`,
+Every field the archive shows a reader must follow from the verified chain:
+the room resource and the pack documents must equal what the replay
+produces, and the manifest's url and format links must be this room's on
+manifest.host. The host and URL themselves are printed as host-asserted:
+no signature in the archive covers them (the witnesses bind extra.host_key).
+
+Markdown transcripts (archive.md) are for reading and cannot be verified.
+
+Exit status (verify's own): 0 when the file verifies; 2 when it does not,
+or is not a verifiable archive (Markdown, malformed JSON); 1 on other
+errors (for example an unreadable file).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := os.ReadFile(args[0])
 			if err != nil {
-				return err
+				return withCode(exitFailure, err)
 			}
 			ok, err := verifyFile(cmd.OutOrStdout(), args[0], b)
 			if err != nil {
-				return err
+				return withCode(exitVerifyFailed, err)
 			}
 			if !ok {
-				os.Exit(2)
+				return &exitError{code: exitVerifyFailed, err: errSilent}
 			}
 			return nil
 		},
@@ -54,6 +65,9 @@ Exit status: 0 when the file verifies, 2 when it does not, 1 on other errors.`,
 func verifyFile(w io.Writer, name string, b []byte) (ok bool, err error) {
 	if isEvidence(b) {
 		return verifyEvidence(w, b), nil
+	}
+	if isMarkdown(name, b) {
+		return false, errors.New("Markdown transcripts are not verifiable; use the json or jsonl archive (adpnode export --format json)")
 	}
 	var rep *archive.Report
 	if t := bytes.TrimSpace(b); len(t) > 0 && bytes.Contains(t[:bytes.IndexByte(append(t, '\n'), '\n')], []byte(`"manifest"`)) {
@@ -77,9 +91,24 @@ func verifyFile(w io.Writer, name string, b []byte) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
-	fmt.Fprintf(w, "OK room %s: %d records, last seq %d, last hash %s, %d members, %d types, status %s%s\n",
-		rep.RoomID, rep.Records, rep.LastSeq, rep.LastHash, rep.Members, rep.Types, rep.Status, witnessCount(len(rep.Witnesses)))
+	topic := ""
+	if rep.State != nil {
+		topic = fmt.Sprintf(" %q", rep.State.Topic)
+	}
+	fmt.Fprintf(w, "OK room %s%s: %d records, last seq %d, last hash %s, %d members, %d types, status %s%s\n",
+		rep.RoomID, topic, rep.Records, rep.LastSeq, rep.LastHash, rep.Members, rep.Types, rep.Status, witnessCount(len(rep.Witnesses)))
+	fmt.Fprintf(w, "   host-asserted (not signed): host %s, url %s\n", rep.HostAsserted.Host, rep.HostAsserted.URL)
 	return true, nil
+}
+
+// isMarkdown reports whether a file is a Markdown transcript rather than a
+// JSON or JSONL archive.
+func isMarkdown(name string, b []byte) bool {
+	if strings.HasSuffix(strings.ToLower(name), ".md") {
+		return true
+	}
+	t := bytes.TrimSpace(b)
+	return len(t) > 0 && t[0] != '{'
 }
 
 func witnessCount(n int) string {

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The project's test command (README, Quick start; CI runs exactly this).
+# It installs what the tests need that Go does not bring, then runs
+# go vet and the race-enabled test suite. Extra arguments go to go test,
+# e.g. ./test.sh -run Walkthrough ./cmd/adpnode/
+set -euo pipefail
+cd "$(dirname "$0")"
+
+need=()
+# The web viewer's acceptance tests drive headless Chromium (hostapi).
+if [ -z "${ADP_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ] && [ "${ADP_SKIP_BROWSER:-}" != 1 ]; then
+	need+=(chromium)
+fi
+# The README walkthrough test runs its curl commands (cmd/adpnode).
+if ! command -v curl >/dev/null 2>&1; then
+	need+=(curl)
+fi
+if [ ${#need[@]} -gt 0 ]; then
+	if [ "$(id -u)" -eq 0 ]; then
+		as_root=()
+	elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+		as_root=(sudo)
+	else
+		echo "test.sh: the tests need ${need[*]}, which is not installed, and installing it needs" >&2
+		echo "test.sh: root or password-less sudo. Install it yourself (Debian: apt-get install ${need[*]})," >&2
+		echo "test.sh: or point ADP_CHROMIUM at a Chromium binary, or set ADP_SKIP_BROWSER=1 to skip the browser tests." >&2
+		exit 1
+	fi
+	if ! command -v apt-get >/dev/null 2>&1; then
+		echo "test.sh: the tests need ${need[*]}; this is not a Debian-like system (no apt-get): install it yourself." >&2
+		exit 1
+	fi
+	echo "test.sh: installing ${need[*]} with apt-get" >&2
+	"${as_root[@]}" apt-get update
+	DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y --no-install-recommends "${need[@]}"
+fi
+
+go version
+go vet ./...
+# Without a package argument, test every package.
+pkgs=./...
+for a in "$@"; do
+	case "$a" in ./* | github.com/*) pkgs= ;; esac
+done
+exec go test -race "$@" $pkgs
