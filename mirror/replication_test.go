@@ -292,7 +292,14 @@ func TestMirrorReplication(t *testing.T) {
 	// C's chains stand still while it is cut off.
 	time.Sleep(time.Second)
 	cTips := tips(c, ids)
+	// The cut lasts replCutFor, and longer on a slow machine until C is
+	// well behind (the writers pace themselves by time, so a loaded
+	// machine writes fewer records in the same time).
 	time.Sleep(time.Until(cutAt.Add(replCutFor)))
+	for deadline := time.Now().Add(2 * time.Minute); written.Load()-cutWritten < int64(replRecords)/4 &&
+		written.Load() < int64(replRecords) && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	stopWatch()
 	<-watched
 	if n := redials.Load(); n > 0 {
@@ -302,8 +309,8 @@ func TestMirrorReplication(t *testing.T) {
 		t.Fatalf("C verified records while cut off: %d → %d", sum(cTips), sum(got))
 	}
 	missed := written.Load() - cutWritten
-	if missed < int64(replRecords)/2 {
-		t.Fatalf("A accepted only %d records during the cut", missed)
+	if missed < 100 {
+		t.Fatalf("A accepted only %d records during the cut: C is not behind enough to test its catch-up", missed)
 	}
 	t.Logf("C reconnected after %v cut off, %d records behind", time.Since(cutAt).Round(time.Millisecond), missed)
 	fedtest.Connect(t, c, a)

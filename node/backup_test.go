@@ -17,6 +17,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -154,7 +155,16 @@ func TestBackupRestore(t *testing.T) {
 		t.Fatalf("offline backup of a running node's dir: %v", err)
 	}
 	ackedBefore := w.last.Load()
-	resp, err := http.Get(h.URL + "/v1/admin/backup")
+	tok, err := optoken.Read(filepath.Join(dir, "live", optoken.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := adptest.Do(t, http.MethodGet, h.URL+"/v1/admin/backup", "", nil); r.Status != http.StatusForbidden {
+		t.Fatalf("backup without the operator token: %s", r)
+	}
+	req, _ := http.NewRequest(http.MethodGet, h.URL+"/v1/admin/backup", nil)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,9 +49,12 @@ type stateSnapshot struct {
 }
 
 type snapshotImport struct {
-	Pack   string          `json:"pack"`
-	Digest string          `json:"digest,omitempty"`
-	Raw    json.RawMessage `json:"raw,omitempty"` // absent for registered packs: the program has them
+	Pack   string `json:"pack"`
+	Digest string `json:"digest,omitempty"`
+	// Raw is the document's exact bytes (base64: as a JSON value they would
+	// be re-encoded, and an external pack's digest is over its raw bytes);
+	// absent for registered packs, which the program has.
+	Raw []byte `json:"raw,omitempty"`
 }
 
 // Encode returns the state as bytes that Decode turns back into an equal
@@ -132,7 +135,7 @@ func Decode(cfg Config, b []byte) (*State, error) {
 	}
 	s.Registry = reg
 	for _, si := range w.Imports {
-		imp := types.Import{Pack: si.Pack, Digest: si.Digest, Raw: si.Raw}
+		imp := types.Import{Pack: si.Pack, Digest: si.Digest, Raw: json.RawMessage(si.Raw)}
 		if si.Raw == nil {
 			p, ok := types.RegisteredPack(si.Pack)
 			if !ok || si.Digest != "" {
