@@ -107,7 +107,7 @@ func (s *Server) mirrorAdd(c *gin.Context) {
 	}
 	t, err := m.AddTarget(in.Kind, in.Value)
 	if err != nil {
-		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "target", err.Error()))
+		s.fail(c, err) // *adp.Error with the reason: bad target, room not public, not found, host unreachable
 		return
 	}
 	writeJSON(c, http.StatusCreated, t)

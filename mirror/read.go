@@ -23,6 +23,10 @@ type Info struct {
 	RoomURL      string           `json:"room_url"`
 	VerifiedSeq  int64            `json:"verified_seq"`
 	VerifiedHash string           `json:"verified_hash,omitempty"`
+	// KnownSeq is the highest seq known to exist (announced by the host
+	// or seen on its stream); the mirror has caught up when VerifiedSeq
+	// reaches it.
+	KnownSeq int64 `json:"known_seq"`
 	// Checkpoint is the latest host-signed checkpoint the mirror holds for
 	// its verified chain (a record.checkpoint assertion, as signed).
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
@@ -41,6 +45,7 @@ func (r *Room) Info() Info {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return Info{Host: r.host, HostPeer: r.hostPeer.String(), RoomURL: r.url, VerifiedSeq: r.st.Seq, VerifiedHash: r.st.LastHash,
+		KnownSeq:   max(r.want.Load(), r.st.Seq),
 		Checkpoint: r.cp, Faulty: r.meta.Faulty, FrozenAt: r.meta.FrozenAt, Bytes: r.bytes, Pending: len(r.pending),
 		Stalled: r.stallErr != "" && r.st.Seq < r.want.Load(), Error: r.stallErr}
 }
