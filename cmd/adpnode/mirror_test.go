@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adpnode/adpnode/adp/archive"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
@@ -94,10 +96,52 @@ func TestMirrorAddJourney(t *testing.T) {
 		t.Errorf("mirror list: %s", out)
 	}
 
+	// The room ends: the mirror's archive carries the node's cosignature
+	// of the last record, verifies, and reads as Markdown.
+	wantExit(t, exitConflict, "archive_unavailable", "export", "--mirror", "--node", b.URL, pub, "--format", "md")
+	last := fedtest.MustSubmit(t, a, alice, "room.close", pub, map[string]any{"reason": "done"}).Record
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mirror.json")
+	fedtest.Eventually(t, 20*time.Second, "B's archive of the room lists B's cosignature of the last record", func() bool {
+		if code, _, _ := cli(t, "export", "--mirror", "--node", b.URL, pub, "-o", file); code != 0 {
+			return false
+		}
+		doc, _ := os.ReadFile(file)
+		arch, err := archive.ParseJSON(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := archive.Verify(arch, archive.Options{})
+		if err != nil {
+			t.Fatalf("B's archive does not verify: %v", err)
+		}
+		return len(rep.Witnesses) == 1 && rep.Witnesses[0].Key == b.Fed.HostKey() && rep.Witnesses[0].Seq == last.Seq
+	})
+	if out := mustCLI(t, "verify", file); !strings.HasPrefix(out, "OK room "+pub) {
+		t.Fatalf("verify of the mirror's archive: %s", out)
+	}
+	mdFile := filepath.Join(dir, "mirror.md")
+	mustCLI(t, "export", "--mirror", "--node", b.URL, pub, "--format", "md", "-o", mdFile)
+	md, _ := os.ReadFile(mdFile)
+	for _, want := range []string{"# mirrored by the CLI", "## Transcript", "### #4 room.close", "```\ntwo\n```"} {
+		if !strings.Contains(string(md), want) {
+			t.Fatalf("mirror transcript lacks %q:\n%s", want, md)
+		}
+	}
+
 	b = b.Restart(t)
 	targets, rooms = listJSON()
-	if len(targets) != 1 || rooms[pub].VerifiedSeq != 3 {
+	if len(targets) != 1 || rooms[pub].VerifiedSeq != 4 {
 		t.Fatalf("after restart, mirror list --json: %+v %+v", targets, rooms)
+	}
+	mustCLI(t, "export", "--mirror", "--node", b.URL, pub, "-o", file)
+	if arch, err := archive.ParseJSON(must(os.ReadFile(file))); err != nil {
+		t.Fatal(err)
+	} else if rep, err := archive.Verify(arch, archive.Options{}); err != nil || len(rep.Witnesses) != 1 {
+		t.Fatalf("after restart, the mirror's archive: %v, %d witnesses", err, len(rep.Witnesses))
+	}
+	if md2 := mustCLI(t, "export", "--mirror", "--node", b.URL, pub, "--format", "md"); md2 != string(md) {
+		t.Errorf("transcript changed across a restart")
 	}
 	wantExit(t, exitNotFound, "this node does not mirror that room", "export", "--mirror", "--node", b.URL, restricted)
 
@@ -127,4 +171,11 @@ func TestMirrorWaitBounded(t *testing.T) {
 	if err := waitRoom(srv.URL, "http://127.0.0.1:1/v1/rooms/abc", time.Minute, 20*time.Millisecond); err == nil || !strings.Contains(err.Error(), "faulty") {
 		t.Fatalf("waitRoom of a faulty room: %v", err)
 	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
