@@ -118,4 +118,3 @@ func TestMirrorArchiveWitnesses(t *testing.T) {
 		t.Fatalf("transcript:\n%s", md.String())
 	}
 }
-
