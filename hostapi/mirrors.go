@@ -26,6 +26,7 @@ func (s *Server) mirrorRoutes() {
 	v1.GET("/rooms/:room_id/events/live", s.mirrorLive)
 	v1.GET("/rooms/:room_id/archive", s.mirrorArchive)
 	v1.GET("/rooms/:room_id/archive.jsonl", s.mirrorArchiveJSONL)
+	v1.GET("/rooms/:room_id/archive.md", s.mirrorArchiveMD)
 }
 
 func (s *Server) mirrorOrFail(c *gin.Context) *mirror.Mirror {
@@ -107,7 +108,7 @@ func (s *Server) mirrorAdd(c *gin.Context) {
 	}
 	t, err := m.AddTarget(in.Kind, in.Value)
 	if err != nil {
-		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "target", err.Error()))
+		s.fail(c, err) // *adp.Error with the reason: bad target, room not public, not found, host unreachable
 		return
 	}
 	writeJSON(c, http.StatusCreated, t)
@@ -204,4 +205,20 @@ func (s *Server) mirrorArchiveJSONL(c *gin.Context) {
 		return
 	}
 	c.Data(http.StatusOK, "application/x-ndjson", buf.Bytes())
+}
+
+// mirrorArchiveMD serves the Markdown transcript of an ended mirrored room,
+// rendered into memory first so that an error still gets the error shape.
+func (s *Server) mirrorArchiveMD(c *gin.Context) {
+	r, ok := s.mirroredRoom(c)
+	if !ok {
+		return
+	}
+	var buf bytes.Buffer
+	if err := r.WriteMarkdown(&buf, s.n.NowMs()); err != nil {
+		s.fail(c, err)
+		return
+	}
+	c.Header("X-Content-Type-Options", "nosniff")
+	c.Data(http.StatusOK, "text/markdown; charset=utf-8", buf.Bytes())
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
@@ -259,11 +260,18 @@ func (m *Mirror) load() error {
 	return nil
 }
 
-// AddTarget stores a rule; matching rooms are picked up at once.
+// AddTarget stores a rule; matching rooms are picked up at once. A room
+// target is checked first (see checkRoomTarget): a room that cannot be
+// mirrored is refused with the reason, as an *adp.Error.
 func (m *Mirror) AddTarget(kind, value string) (Target, error) {
 	t, err := ParseTarget(kind, value)
 	if err != nil {
-		return Target{}, err
+		return Target{}, adp.Reason(adp.CodeInvalidRequest, "target", err.Error())
+	}
+	if t.Kind == TargetRoom {
+		if err := m.checkRoomTarget(m.ctx, t.Value); err != nil {
+			return Target{}, err
+		}
 	}
 	t.AddedAt = m.now()
 	if err := m.db.Update(func(txn *badger.Txn) error { return putJSON(txn, []byte(pfxTarget+t.ID), t) }); err != nil {

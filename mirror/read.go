@@ -23,6 +23,10 @@ type Info struct {
 	RoomURL      string           `json:"room_url"`
 	VerifiedSeq  int64            `json:"verified_seq"`
 	VerifiedHash string           `json:"verified_hash,omitempty"`
+	// KnownSeq is the highest seq known to exist (announced by the host
+	// or seen on its stream); the mirror has caught up when VerifiedSeq
+	// reaches it.
+	KnownSeq int64 `json:"known_seq"`
 	// Checkpoint is the latest host-signed checkpoint the mirror holds for
 	// its verified chain (a record.checkpoint assertion, as signed).
 	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
@@ -41,6 +45,7 @@ func (r *Room) Info() Info {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return Info{Host: r.host, HostPeer: r.hostPeer.String(), RoomURL: r.url, VerifiedSeq: r.st.Seq, VerifiedHash: r.st.LastHash,
+		KnownSeq:   max(r.want.Load(), r.st.Seq),
 		Checkpoint: r.cp, Faulty: r.meta.Faulty, FrozenAt: r.meta.FrozenAt, Bytes: r.bytes, Pending: len(r.pending),
 		Stalled: r.stallErr != "" && r.st.Seq < r.want.Load(), Error: r.stallErr}
 }
@@ -129,45 +134,66 @@ func (r *Room) records() ([]*record.Record, error) {
 }
 
 // Archive returns the archive of a mirrored room once its verified chain
-// shows it ended, with the mirror's view in manifest.extra.mirror.
+// shows it ended, with the mirror's view in manifest.extra.mirror and the
+// witness cosignatures this node holds for the room (its own and other
+// witnesses' that name a record of the verified chain) in
+// manifest.extra.witnesses.
 func (r *Room) Archive(now int64) (*archive.Archive, error) {
-	r.mu.Lock()
-	created := r.st.Created()
-	status := r.st.StatusAt(now)
-	res := r.st.Resource(now, r.url)
-	packs := archive.PackDocs(r.st.Imports)
-	r.mu.Unlock()
-	if !created || status != room.StatusEnded {
-		return nil, &adp.Error{Code: node.CodeArchiveUnavailable, Message: "the mirrored room has not ended (as far as the verified chain shows)"}
-	}
+	a, _, err := r.archive(now, nil)
+	return a, err
+}
+
+// archive builds the archive; with transcript set, it also writes the
+// Markdown transcript from the same state, under the room's lock.
+func (r *Room) archive(now int64, transcript io.Writer) (*archive.Archive, []*record.Record, error) {
 	recs, err := r.records()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	witnesses := r.witnesses()
+	info := r.Info()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.st.Created() || r.st.StatusAt(now) != room.StatusEnded {
+		return nil, nil, &adp.Error{Code: node.CodeArchiveUnavailable, Message: "the mirrored room has not ended (as far as the verified chain shows)"}
+	}
+	if n := int64(len(recs)); n != r.st.Seq {
+		recs = recs[:min(n, r.st.Seq)] // records stored past the replayed tip are not yet verified state
+	}
+	res := r.st.Resource(now, r.url)
 	host := ""
 	if u, err := url.Parse(r.url); err == nil {
 		host = u.Host
 	}
 	m := archive.NewManifest(host, r.url, recs, now)
-	m.Extra["mirror"] = r.Info()
+	m.Extra["mirror"] = info
 	m.Extra["host_key"] = r.host
+	m.Extra["witnesses"] = witnesses
 	roomJSON, _ := json.Marshal(res)
-	a := &archive.Archive{Manifest: m, Room: roomJSON, Packs: packs, Records: make([]json.RawMessage, len(recs))}
+	a := &archive.Archive{Manifest: m, Room: roomJSON, Packs: archive.PackDocs(r.st.Imports), Records: make([]json.RawMessage, len(recs))}
 	for i, rec := range recs {
 		a.Records[i], _ = rec.MarshalJSON()
 	}
-	return a, nil
+	if transcript != nil {
+		if err := node.WriteTranscript(transcript, m, r.st, res, recs); err != nil {
+			return nil, nil, err
+		}
+	}
+	return a, recs, nil
+}
+
+// WriteMarkdown writes the readable transcript of an ended mirrored room
+// (the host's archive.md renderer, fed from the verified chain).
+func (r *Room) WriteMarkdown(w io.Writer, now int64) error {
+	_, _, err := r.archive(now, w)
+	return err
 }
 
 // WriteJSONL writes the mirrored room's JSONL archive.
 func (r *Room) WriteJSONL(w io.Writer, now int64) error {
-	a, err := r.Archive(now)
+	a, recs, err := r.archive(now, nil)
 	if err != nil {
 		return err
-	}
-	recs := make([]*record.Record, len(a.Records))
-	for i, raw := range a.Records {
-		recs[i], _, _ = record.Parse(raw)
 	}
 	return archive.WriteJSONL(bufio.NewWriter(w), a.Manifest, a.Packs, recs)
 }

@@ -434,7 +434,7 @@ func (r *Room) freezeLocked() {
 func (r *Room) remove() [][]byte {
 	r.freeze()
 	r.m.bytes.Add(-r.bytes)
-	return [][]byte{[]byte(pfxRec + r.rk + "/"), []byte(pfxCp + r.rk + "/"), []byte(pfxMeta + r.rk)}
+	return [][]byte{[]byte(pfxRec + r.rk + "/"), []byte(pfxCp + r.rk + "/"), []byte(pfxMirrorW + r.rk + "/"), []byte(pfxMeta + r.rk)}
 }
 
 // ingestBatch verifies a backfill batch and applies the part a checkpoint

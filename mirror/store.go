@@ -17,6 +17,7 @@ const (
 	pfxCp       = "m/c/" // m/c/<host key>/<room>/<seq8>  -> checkpoint assertion
 	pfxEvidence = "m/e/" // m/e/<host key>/<room>/<seq8>  -> Evidence JSON
 	pfxWitness  = "w/"   // w/<room>/<witness key>        -> cosignature (host side)
+	pfxMirrorW  = "m/w/" // m/w/<host key>/<room>/<witness key> -> cosignature of a mirrored room (newest per witness)
 )
 
 func roomKey(host identity.AgentID, roomID string) string { return string(host) + "/" + roomID }

@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/assertion"
 	"github.com/adpnode/adpnode/federation"
 )
@@ -132,6 +133,7 @@ func (m *Mirror) cosignLoop(ctx context.Context) {
 				sent[r] = now
 				raw, err := m.fed.Signer().Sign(assertion.TypeCosign, assertion.Cosign{Witness: m.fed.HostKey(), Checkpoint: cp}, m.now())
 				if err == nil {
+					r.keepWitness(m.fed.HostKey(), cpSeq, raw)
 					err = m.wTopic.Publish(ctx, raw)
 				}
 				if err != nil && ctx.Err() == nil {
@@ -174,6 +176,7 @@ func (m *Mirror) validateCosign(author peer.ID, data []byte) (any, federation.Ve
 func (m *Mirror) deliverCosign(v any, _ peer.ID) {
 	c := v.(*assertion.Cosignature)
 	if c.Checkpoint.Host != m.fed.HostKey() {
+		m.deliverMirroredCosign(c)
 		return
 	}
 	h, ok := m.n.RecordHash(c.Checkpoint.RoomID, c.Checkpoint.Seq)
@@ -206,4 +209,68 @@ func (m *Mirror) witnessesFor(roomID string) []json.RawMessage {
 	return out
 }
 
-var _ identity.AgentID
+// deliverMirroredCosign keeps another witness's cosignature of a room this
+// node mirrors when the checkpoint names a record of the verified chain
+// (same seq, same hash), for the mirror's archive of the room.
+func (m *Mirror) deliverMirroredCosign(c *assertion.Cosignature) {
+	if c.Witness == m.fed.HostKey() {
+		return
+	}
+	r, ok := m.Room(c.Checkpoint.RoomID, c.Checkpoint.Host)
+	if !ok {
+		return
+	}
+	h, ok := r.recordHash(c.Checkpoint.Seq)
+	if !ok || h != c.Checkpoint.Hash {
+		return
+	}
+	r.keepWitness(c.Witness, c.Checkpoint.Seq, c.Raw)
+}
+
+// keepWitness stores a cosignature of this mirrored room unless one of the
+// witness at a later or equal seq is already kept.
+func (r *Room) keepWitness(witness identity.AgentID, seq int64, raw []byte) {
+	k := []byte(pfxMirrorW + r.rk + "/" + string(witness))
+	err := r.m.db.Update(func(txn *badger.Txn) error {
+		if item, err := txn.Get(k); err == nil {
+			old, _ := item.ValueCopy(nil)
+			if prev, err := assertion.OpenCosign(old); err == nil && prev.Checkpoint.Seq >= seq {
+				return nil
+			}
+		}
+		return txn.Set(k, raw)
+	})
+	if err != nil {
+		r.m.log.Warn("mirror witness", "room", r.url, "err", err)
+	}
+}
+
+// witnesses lists the kept cosignatures of this mirrored room.
+func (r *Room) witnesses() []json.RawMessage {
+	out := []json.RawMessage{}
+	scan(r.m.db, []byte(pfxMirrorW+r.rk+"/"), func(_, v []byte) error {
+		out = append(out, append(json.RawMessage(nil), v...))
+		return nil
+	})
+	sort.Slice(out, func(i, j int) bool { return string(out[i]) < string(out[j]) })
+	return out
+}
+
+// recordHash returns the hash of the verified record at seq.
+func (r *Room) recordHash(seq int64) (string, bool) {
+	var hash string
+	err := r.m.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(seqKey(pfxRec, r.rk, seq))
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			rec, _, err := record.Parse(v)
+			if err == nil {
+				hash = rec.Hash
+			}
+			return err
+		})
+	})
+	return hash, err == nil && hash != ""
+}

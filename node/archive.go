@@ -119,10 +119,15 @@ func (n *Node) WriteArchiveMarkdown(w io.Writer, roomID string, viewer identity.
 	}
 	m := n.manifest(hr, recs, at)
 	hr.mu.RLock()
-	st := hr.st
-	res := st.Resource(n.NowMs(), n.RoomURL(hr.id))
+	defer hr.mu.RUnlock()
+	return WriteTranscript(w, m, hr.st, hr.st.Resource(n.NowMs(), n.RoomURL(hr.id)), recs)
+}
+
+// WriteTranscript writes the Markdown transcript of an ended room from its
+// manifest, replayed state, resource and records: the host's archive.md,
+// and a mirror's of a mirrored room. The caller keeps st from changing.
+func WriteTranscript(w io.Writer, m archive.Manifest, st *room.State, res *room.Resource, recs []*record.Record) error {
 	members := st.AllMembers()
-	hr.mu.RUnlock()
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "# %s\n\n", mdInline(res.Topic))
 	fmt.Fprintf(bw, "- Room: %s\n- Status: %s\n- Visibility: %s\n- Start: %s\n- End: %s\n- Records: %d\n- Last hash: `%s`\n- events_sha3_256: `%s`\n\n",

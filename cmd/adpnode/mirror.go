@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/mirror"
 )
@@ -34,6 +36,7 @@ Management requests carry the node's operator token, read from
 
 	var kind string
 	var wait bool
+	var timeout time.Duration
 	add := &cobra.Command{
 		Use:   "add <room-url | host key | origin | tag>",
 		Short: "Mirror one room (by Room URL), a host's public rooms, rooms with a tag, or everything",
@@ -68,18 +71,29 @@ Management requests carry the node's operator token, read from
 			if !wait || kind != mirror.TargetRoom {
 				return nil
 			}
-			return waitRoom(nodeURL, value)
+			return waitRoom(nodeURL, value, timeout, 500*time.Millisecond)
 		},
 	}
 	add.Flags().StringVar(&kind, "kind", "", "room, host, tag or all (default: room when a URL is given, else all)")
-	add.Flags().BoolVar(&wait, "wait", false, "for a room: show progress until the mirror has caught up")
+	add.Flags().BoolVar(&wait, "wait", false, "for a room: show progress (verified N of M) until the mirror has caught up")
+	add.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "with --wait: give up (exit 6) after this long")
 
+	var asJSON bool
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List mirror targets and mirrored rooms with their verified seq",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			b, err := call(http.MethodGet, nodeURL+"/v1/mirrors", nil)
 			if err != nil {
+				return err
+			}
+			if asJSON {
+				var v any
+				if err := json.Unmarshal(b, &v); err != nil {
+					return fmt.Errorf("the node's mirror list is not JSON: %w", err)
+				}
+				out, _ := json.MarshalIndent(v, "", "  ")
+				_, err = fmt.Fprintf(os.Stdout, "%s\n", out)
 				return err
 			}
 			var out struct {
@@ -97,14 +111,15 @@ Management requests carry the node's operator token, read from
 			for _, t := range out.Targets {
 				fmt.Fprintln(w, t.ID)
 			}
-			fmt.Fprintln(w, "\nROOM\tVERIFIED SEQ\tFAULTY\tSTALLED\tBYTES\tURL\tERROR")
+			fmt.Fprintln(w, "\nROOM\tVERIFIED\tFAULTY\tSTALLED\tBYTES\tURL\tERROR")
 			for _, r := range out.Rooms {
-				fmt.Fprintf(w, "%s\t%d\t%v\t%v\t%d\t%s\t%s\n", r.ID, r.Mirror.VerifiedSeq, r.Mirror.Faulty, r.Mirror.Stalled, r.Mirror.Bytes,
+				fmt.Fprintf(w, "%s\t%d of %d\t%v\t%v\t%d\t%s\t%s\n", r.ID, r.Mirror.VerifiedSeq, r.Mirror.KnownSeq, r.Mirror.Faulty, r.Mirror.Stalled, r.Mirror.Bytes,
 					r.Mirror.RoomURL, r.Mirror.Error)
 			}
 			return w.Flush()
 		},
 	}
+	list.Flags().BoolVar(&asJSON, "json", false, "print the node's answer as JSON (targets, rooms with their mirror status, stats)")
 
 	var purge bool
 	remove := &cobra.Command{
@@ -132,34 +147,59 @@ Management requests carry the node's operator token, read from
 	return cmd
 }
 
-// waitRoom prints the mirror's progress for a room until it stops moving
-// and matches the host's announced seq.
-func waitRoom(nodeURL, roomURL string) error {
+// waitRoom prints the mirror's progress for a room ("verified N of M",
+// M the highest seq known to exist) until it has caught up and stopped
+// moving, the room turns out faulty, or timeout passes (exit 6).
+func waitRoom(nodeURL, roomURL string, timeout, every time.Duration) error {
 	u, err := url.Parse(roomURL)
 	if err != nil {
 		return err
 	}
 	id := u.Path[strings.LastIndex(u.Path, "/")+1:]
-	last, still := int64(-1), 0
-	for still < 10 {
-		time.Sleep(500 * time.Millisecond)
+	deadline := time.Now().Add(timeout)
+	var info mirror.Info
+	seen, still := false, 0
+	shown := ""
+	for {
 		b, err := call(http.MethodGet, nodeURL+"/v1/mirrors/rooms/"+id, nil)
-		if err != nil {
-			continue
+		if err == nil {
+			var r struct {
+				Mirror mirror.Info `json:"mirror"`
+			}
+			if json.Unmarshal(b, &r) == nil {
+				if seen && r.Mirror.VerifiedSeq == info.VerifiedSeq && r.Mirror.KnownSeq == info.KnownSeq {
+					still++
+				} else {
+					still = 0
+				}
+				info, seen = r.Mirror, true
+			}
+		} else if exitCode(err) != exitNotFound {
+			fmt.Fprintln(os.Stderr)
+			return err
 		}
-		var r struct {
-			Mirror mirror.Info `json:"mirror"`
+		line := "waiting for the node to pick the room up"
+		if seen {
+			line = fmt.Sprintf("verified %d of %d", info.VerifiedSeq, info.KnownSeq)
+			if info.Stalled && info.Error != "" {
+				line += " (stalled: " + info.Error + ")"
+			}
 		}
-		json.Unmarshal(b, &r)
-		fmt.Fprintf(os.Stderr, "\rverified seq %d", r.Mirror.VerifiedSeq)
-		if r.Mirror.VerifiedSeq == last {
-			still++
-		} else {
-			still, last = 0, r.Mirror.VerifiedSeq
+		if line != shown {
+			fmt.Fprintf(os.Stderr, "%s\n", line)
+			shown = line
 		}
+		switch {
+		case seen && info.Faulty:
+			return fmt.Errorf("the mirror refused the room's host as faulty (see adpnode mirror list and /v1/mirrors/evidence)")
+		case seen && info.KnownSeq > 0 && info.VerifiedSeq >= info.KnownSeq && still >= 2:
+			fmt.Fprintf(os.Stderr, "caught up: verified %d of %d\n", info.VerifiedSeq, info.KnownSeq)
+			return nil
+		case time.Now().After(deadline):
+			return withCode(exitUnavailable, fmt.Errorf("timed out after %v: %s (the mirror keeps following the room)", timeout, line))
+		}
+		time.Sleep(every)
 	}
-	fmt.Fprintln(os.Stderr)
-	return nil
 }
 
 // operatorFlags locate the operator token a management command sends.
@@ -202,9 +242,38 @@ func callAs(method, u, token string, body []byte) ([]byte, error) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<30))
 	if resp.StatusCode/100 != 2 {
-		return nil, fmt.Errorf("%s %s: %s: %s", method, u, resp.Status, strings.TrimSpace(string(b)))
+		return nil, nodeError(resp.StatusCode, b)
 	}
 	return b, nil
+}
+
+// nodeError turns a node's error answer into a *client.Error carrying the
+// spec's code and message (and data.reason in the message when given);
+// an answer not in the error shape is shown by status, with a short
+// excerpt of the body.
+func nodeError(status int, body []byte) error {
+	var e struct {
+		Error *struct {
+			Code    adp.Code       `json:"code"`
+			Message string         `json:"message"`
+			Data    map[string]any `json:"data"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) == nil && e.Error != nil && e.Error.Code != "" {
+		msg := e.Error.Message
+		if r, ok := e.Error.Data["reason"].(string); ok && r != "" && !strings.Contains(msg, r) {
+			msg += " (" + r + ")"
+		}
+		return &client.Error{Status: status, Code: e.Error.Code, Message: msg, Data: e.Error.Data}
+	}
+	text := strings.TrimSpace(string(body))
+	if len(text) > 200 {
+		text = text[:200] + "…"
+	}
+	if text == "" {
+		text = http.StatusText(status)
+	}
+	return &client.Error{Status: status, Message: text}
 }
 
 func exportCmd() *cobra.Command {

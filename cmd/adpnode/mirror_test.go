@@ -1,0 +1,181 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/adpnode/adpnode/adp/archive"
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/optoken"
+	"github.com/adpnode/adpnode/mirror"
+)
+
+// An archivist's mirror journey through the CLI against real nodes: room
+// targets that cannot be mirrored (restricted, unknown or private, host
+// unreachable, bad input) fail fast with the node's code and reason and a
+// documented exit code; a public room is added with --wait, which shows
+// "verified N of M" and returns once caught up; mirror list --json shows
+// it, also after the mirror restarts on the same data dir.
+func TestMirrorAddJourney(t *testing.T) {
+	peers := fedtest.Network(t, 2, nil, fedtest.Options{Mirror: true, MirrorConfig: mirror.Config{CosignEvery: 200 * time.Millisecond}})
+	a, b := peers[0], peers[1]
+	alice := adptest.NewAgent("alice")
+	pub := fedtest.CreateRoom(t, a, alice, room.Public, "mirrored by the CLI")
+	for _, s := range []string{"one", "two"} {
+		fedtest.MustSubmit(t, a, alice, "message.create", pub, map[string]any{"content_type": "text/plain", "content": s})
+	}
+	restricted := fedtest.CreateRoom(t, a, alice, room.Restricted, "restricted")
+	private := fedtest.CreateRoom(t, a, alice, room.Private, "private")
+	op := []string{"--node", b.URL, "--operator-token-file", filepath.Join(b.Dir, optoken.FileName)}
+	mirrorCLI := func(args ...string) []string { return append(append([]string{"mirror"}, args...), op...) }
+
+	goroutines := runtime.NumGoroutine()
+	start := time.Now()
+	errOut := wantExit(t, exitDenied, "room_not_public", mirrorCLI("add", a.Node.RoomURL(restricted), "--wait")...)
+	if !strings.Contains(errOut, "permission_denied") || strings.Contains(errOut, "Bad Request") || strings.Contains(errOut, "{") {
+		t.Errorf("restricted room: %q", errOut)
+	}
+	wantExit(t, exitNotFound, "room_not_found", mirrorCLI("add", a.Node.RoomURL(private), "--wait")...)
+	closed := "http://" + freeAddr(t) + "/v1/rooms/" + pub // nothing listens there
+	wantExit(t, exitUnavailable, "host_unreachable", mirrorCLI("add", closed, "--wait")...)
+	wantExit(t, exitUsage, "invalid_request: a room target is a Room URL", mirrorCLI("add", "http://127.0.0.1:1/not-a-room")...)
+	wantExit(t, exitUsage, "target kind must be room, host, tag or all", mirrorCLI("add", "--kind", "everything")...)
+	other := t.TempDir() // another node's operator token
+	if _, err := optoken.LoadOrCreate(other); err != nil {
+		t.Fatal(err)
+	}
+	wantExit(t, exitDenied, "operator_token_required", "mirror", "add", a.Node.RoomURL(pub), "--node", b.URL, "--data", other)
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("refusing six targets took %v", d)
+	}
+	if len(b.Mir.Targets()) != 0 {
+		t.Fatalf("refused targets were stored: %+v", b.Mir.Targets())
+	}
+
+	code, out, errOut := cli(t, mirrorCLI("add", a.Node.RoomURL(pub), "--wait", "--timeout", "60s")...)
+	if code != 0 || !strings.Contains(out, "mirroring room:"+a.Node.RoomURL(pub)) {
+		t.Fatalf("mirror add --wait: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !regexp.MustCompile(`caught up: verified 3 of 3\n`).MatchString(errOut) || !strings.Contains(errOut, "verified ") {
+		t.Fatalf("mirror add --wait progress: %q", errOut)
+	}
+
+	listJSON := func() (targets []mirror.Target, rooms map[string]mirror.Info) {
+		t.Helper()
+		var v struct {
+			Targets []mirror.Target `json:"targets"`
+			Rooms   []struct {
+				ID     string      `json:"id"`
+				Mirror mirror.Info `json:"mirror"`
+			} `json:"rooms"`
+		}
+		if err := json.Unmarshal([]byte(mustCLI(t, mirrorCLI("list", "--json")...)), &v); err != nil {
+			t.Fatalf("mirror list --json: %v", err)
+		}
+		rooms = map[string]mirror.Info{}
+		for _, r := range v.Rooms {
+			rooms[r.ID] = r.Mirror
+		}
+		return v.Targets, rooms
+	}
+	targets, rooms := listJSON()
+	if len(targets) != 1 || targets[0].Kind != mirror.TargetRoom || rooms[pub].VerifiedSeq != 3 || rooms[pub].KnownSeq != 3 {
+		t.Fatalf("mirror list --json: %+v %+v", targets, rooms)
+	}
+	if out := mustCLI(t, mirrorCLI("list")...); !strings.Contains(out, "3 of 3") {
+		t.Errorf("mirror list: %s", out)
+	}
+
+	// The room ends: the mirror's archive carries the node's cosignature
+	// of the last record, verifies, and reads as Markdown.
+	wantExit(t, exitConflict, "archive_unavailable", "export", "--mirror", "--node", b.URL, pub, "--format", "md")
+	last := fedtest.MustSubmit(t, a, alice, "room.close", pub, map[string]any{"reason": "done"}).Record
+	dir := t.TempDir()
+	file := filepath.Join(dir, "mirror.json")
+	fedtest.Eventually(t, 20*time.Second, "B's archive of the room lists B's cosignature of the last record", func() bool {
+		if code, _, _ := cli(t, "export", "--mirror", "--node", b.URL, pub, "-o", file); code != 0 {
+			return false
+		}
+		doc, _ := os.ReadFile(file)
+		arch, err := archive.ParseJSON(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := archive.Verify(arch, archive.Options{})
+		if err != nil {
+			t.Fatalf("B's archive does not verify: %v", err)
+		}
+		return len(rep.Witnesses) == 1 && rep.Witnesses[0].Key == b.Fed.HostKey() && rep.Witnesses[0].Seq == last.Seq
+	})
+	if out := mustCLI(t, "verify", file); !strings.HasPrefix(out, "OK room "+pub) {
+		t.Fatalf("verify of the mirror's archive: %s", out)
+	}
+	mdFile := filepath.Join(dir, "mirror.md")
+	mustCLI(t, "export", "--mirror", "--node", b.URL, pub, "--format", "md", "-o", mdFile)
+	md, _ := os.ReadFile(mdFile)
+	for _, want := range []string{"# mirrored by the CLI", "## Transcript", "### #4 room.close", "```\ntwo\n```"} {
+		if !strings.Contains(string(md), want) {
+			t.Fatalf("mirror transcript lacks %q:\n%s", want, md)
+		}
+	}
+
+	b = b.Restart(t)
+	targets, rooms = listJSON()
+	if len(targets) != 1 || rooms[pub].VerifiedSeq != 4 {
+		t.Fatalf("after restart, mirror list --json: %+v %+v", targets, rooms)
+	}
+	mustCLI(t, "export", "--mirror", "--node", b.URL, pub, "-o", file)
+	if arch, err := archive.ParseJSON(must(os.ReadFile(file))); err != nil {
+		t.Fatal(err)
+	} else if rep, err := archive.Verify(arch, archive.Options{}); err != nil || len(rep.Witnesses) != 1 {
+		t.Fatalf("after restart, the mirror's archive: %v, %d witnesses", err, len(rep.Witnesses))
+	}
+	if md2 := mustCLI(t, "export", "--mirror", "--node", b.URL, pub, "--format", "md"); md2 != string(md) {
+		t.Errorf("transcript changed across a restart")
+	}
+	wantExit(t, exitNotFound, "this node does not mirror that room", "export", "--mirror", "--node", b.URL, restricted)
+
+	fedtest.Eventually(t, 10*time.Second, "goroutines of the refused adds are gone", func() bool {
+		return runtime.NumGoroutine() <= goroutines+50
+	})
+}
+
+// --wait gives up after --timeout with exit 6 and the last progress line
+// when the mirror does not catch up (a node that reports 1 of 5 forever),
+// and stops at once when the node calls the room's host faulty.
+func TestMirrorWaitBounded(t *testing.T) {
+	info := mirror.Info{VerifiedSeq: 1, KnownSeq: 5}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(map[string]any{"mirror": info})
+	}))
+	defer srv.Close()
+	start := time.Now()
+	err := waitRoom(srv.URL, "http://127.0.0.1:1/v1/rooms/abc", 300*time.Millisecond, 20*time.Millisecond)
+	if exitCode(err) != exitUnavailable || !strings.Contains(err.Error(), "timed out after 300ms: verified 1 of 5") {
+		t.Fatalf("waitRoom: %v (exit %d)", err, exitCode(err))
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("waitRoom took %v with a 300ms timeout", d)
+	}
+	info.Faulty = true
+	if err := waitRoom(srv.URL, "http://127.0.0.1:1/v1/rooms/abc", time.Minute, 20*time.Millisecond); err == nil || !strings.Contains(err.Error(), "faulty") {
+		t.Fatalf("waitRoom of a faulty room: %v", err)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
