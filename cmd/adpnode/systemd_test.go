@@ -229,3 +229,60 @@ func TestSystemdUnitRunnable(t *testing.T) {
 		t.Error("README does not name configs/adpnode.service")
 	}
 }
+
+// TestREADMENginxConfigParses runs the README's nginx block through
+// `nginx -t` where nginx is installed (its certificate paths replaced by a
+// throwaway self-signed pair), so the documented config stays loadable.
+func TestREADMENginxConfigParses(t *testing.T) {
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		t.Skip("nginx is not installed (Debian: apt-get install nginx-light); the README's nginx config is not checked")
+	}
+	openssl, err := exec.LookPath("openssl")
+	if err != nil {
+		t.Skip("openssl is not installed; no certificate for nginx -t")
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```nginx\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README has no nginx block")
+	}
+	site := string(m[1])
+	for _, want := range []string{"proxy_buffering off", "proxy_read_timeout", "proxy_http_version 1.1"} {
+		if !strings.Contains(site, want) {
+			t.Errorf("README's nginx config lacks %q", want)
+		}
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	crt, key := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	if out, err := exec.CommandContext(ctx, openssl, "req", "-x509", "-newkey", "ed25519", "-nodes",
+		"-keyout", key, "-out", crt, "-days", "1", "-subj", "/CN=adp.example.org").CombinedOutput(); err != nil {
+		t.Fatalf("openssl: %v\n%s", err, out)
+	}
+	site = regexp.MustCompile(`ssl_certificate\s+\S+;`).ReplaceAllString(site, "ssl_certificate "+crt+";")
+	site = regexp.MustCompile(`ssl_certificate_key\s+\S+;`).ReplaceAllString(site, "ssl_certificate_key "+key+";")
+	site = strings.ReplaceAll(site, "listen 443 ssl", "listen 127.0.0.1:443 ssl") // nginx -t binds nothing
+	conf := "pid " + filepath.Join(dir, "nginx.pid") + ";\nerror_log " + filepath.Join(dir, "error.log") + ";\n" +
+		"events {}\nhttp {\naccess_log off;\n" + tempPaths(dir) + site + "\n}\n"
+	cf := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(cf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.CommandContext(ctx, nginx, "-t", "-q", "-p", dir, "-c", cf).CombinedOutput(); err != nil {
+		t.Fatalf("nginx -t rejects the README's config: %v\n%s", err, out)
+	}
+}
+
+// tempPaths keeps nginx -t from creating its temp dirs under /var/lib/nginx.
+func tempPaths(dir string) string {
+	var b strings.Builder
+	for _, k := range []string{"client_body", "proxy", "fastcgi", "uwsgi", "scgi"} {
+		b.WriteString(k + "_temp_path " + filepath.Join(dir, k) + ";\n")
+	}
+	return b.String()
+}
