@@ -286,3 +286,41 @@ func tempPaths(dir string) string {
 	}
 	return b.String()
 }
+
+// TestREADMECaddyConfigAdapts loads the README's Caddyfile with `caddy
+// adapt` where Caddy is installed and checks what it proxies and refuses.
+func TestREADMECaddyConfigAdapts(t *testing.T) {
+	caddy, err := exec.LookPath("caddy")
+	if err != nil {
+		t.Skip("caddy is not installed (Debian: apt-get install caddy); the README's Caddyfile is not checked")
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)```caddy\n(.*?)```").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("README has no caddy block")
+	}
+	cf := filepath.Join(t.TempDir(), "Caddyfile")
+	if err := os.WriteFile(cf, m[1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, caddy, "adapt", "--config", cf, "--adapter", "caddyfile")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("caddy adapt rejects the README's Caddyfile: %v\n%s", err, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "not formatted") {
+		t.Errorf("the README's Caddyfile is not in `caddy fmt` form: %s", stderr.String())
+	}
+	for _, want := range []string{`"dial":"127.0.0.1:8080"`, `"read_timeout":3600000000000`, `"status_code":403`, `"/v1/admin/*"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("adapted Caddyfile lacks %s:\n%s", want, out)
+		}
+	}
+}
