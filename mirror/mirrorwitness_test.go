@@ -56,7 +56,9 @@ func TestMirrorArchiveWitnesses(t *testing.T) {
 		}
 		return arch, rep
 	}
-	fedtest.Eventually(t, 20*time.Second, "B's archive lists B's and C's cosignatures of the last record", func() bool {
+	// A cosignature that reaches B before B verified the record it names
+	// is not kept; C sends it again after its resend interval (30 s).
+	fedtest.Eventually(t, 75*time.Second, "B's archive lists B's and C's cosignatures of the last record", func() bool {
 		_, rep := witnessesOf(b)
 		if rep == nil || len(rep.Witnesses) != 2 {
 			return false

@@ -157,8 +157,13 @@ func (r *Room) archive(now int64, transcript io.Writer) (*archive.Archive, []*re
 	if !r.st.Created() || r.st.StatusAt(now) != room.StatusEnded {
 		return nil, nil, &adp.Error{Code: node.CodeArchiveUnavailable, Message: "the mirrored room has not ended (as far as the verified chain shows)"}
 	}
-	if n := int64(len(recs)); n != r.st.Seq {
-		recs = recs[:min(n, r.st.Seq)] // records stored past the replayed tip are not yet verified state
+	if n := int64(len(recs)); n < r.st.Seq {
+		// The verified state is ahead of what the group committer has
+		// stored: an archive of the stored records would not match it.
+		return nil, nil, &adp.Error{Code: adp.CodeUnavailable, Message: "the mirror's latest verified records are still being stored; retry shortly",
+			Data: map[string]any{"reason": "storing", "retry_after_ms": 200}}
+	} else if n > r.st.Seq {
+		recs = recs[:r.st.Seq] // records stored past the replayed tip are not yet verified state
 	}
 	res := r.st.Resource(now, r.url)
 	host := ""
