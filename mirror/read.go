@@ -44,10 +44,16 @@ type Info struct {
 func (r *Room) Info() Info {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	// A stall is only news while the mirror is behind: records that came
+	// on the live stream since may have caught it up.
+	stalled, why := r.stallErr != "" && r.st.Seq < r.want.Load(), ""
+	if stalled {
+		why = r.stallErr
+	}
 	return Info{Host: r.host, HostPeer: r.hostPeer.String(), RoomURL: r.url, VerifiedSeq: r.st.Seq, VerifiedHash: r.st.LastHash,
 		KnownSeq:   max(r.want.Load(), r.st.Seq),
 		Checkpoint: r.cp, Faulty: r.meta.Faulty, FrozenAt: r.meta.FrozenAt, Bytes: r.bytes, Pending: len(r.pending),
-		Stalled: r.stallErr != "" && r.st.Seq < r.want.Load(), Error: r.stallErr}
+		Stalled: stalled, Error: why}
 }
 
 // ID returns the room ID.
