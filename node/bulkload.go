@@ -27,7 +27,10 @@ import (
 // dir cannot tell the difference. Each room has its own creator, who posts
 // every message. progress is called with the number of records written.
 func BulkLoad(dir string, rooms, perRoom int, progress func(int64)) error {
-	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil).WithNumVersionsToKeep(1))
+	// The node's own table format (block size, compression), without
+	// synced writes and with larger memtables, so the dir is what the
+	// write path would have left.
+	db, err := badger.Open(BadgerOptions(dir).WithSyncWrites(false).WithMemTableSize(64 << 20))
 	if err != nil {
 		return err
 	}
@@ -114,6 +117,9 @@ func bulkRoom(wb *badger.WriteBatch, r, perRoom int, start int64, written *atomi
 		}
 	}
 	if err := wb.Set(nonceKey(actor), nonceValue(nonce, now)); err != nil {
+		return err
+	}
+	if err := wb.Set(roomKey(id), nil); err != nil {
 		return err
 	}
 	if err := wb.Set(snapshotKey(id), st.Encode()); err != nil {

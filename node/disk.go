@@ -35,6 +35,7 @@ const (
 	badgerBaseTableSize    = 2 << 20
 	badgerBlockCacheSize   = 8 << 20
 	badgerIndexCacheSize   = 4 << 20
+	badgerBlockSize        = 16 << 10
 )
 
 // DefaultDiskReserve is the free space below which the node refuses
@@ -73,6 +74,7 @@ func BadgerOptions(dir string) badger.Options {
 		WithNumMemtables(badgerNumMemtables).
 		WithValueLogFileSize(badgerValueLogFileSize).
 		WithBaseTableSize(badgerBaseTableSize).
+		WithBlockSize(badgerBlockSize).
 		WithBlockCacheSize(badgerBlockCacheSize).
 		WithIndexCacheSize(badgerIndexCacheSize).
 		WithNumCompactors(2).

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/url"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -69,6 +70,11 @@ type hostedRoom struct {
 	archivedAt atomic.Int64
 	// snapSeq is the seq of the room's latest stored snapshot.
 	snapSeq atomic.Int64
+	// unchecked is set on a room restored from its snapshot alone until
+	// its first use confirms that the snapshot's head is the stored
+	// record (checkSnapshotHead, under checkMu).
+	unchecked atomic.Bool
+	checkMu   sync.Mutex
 }
 
 // actorStripes is how many locks serialise actors' writes; two agents
@@ -129,6 +135,10 @@ func Open(cfg Config) (*Node, error) {
 		db.Close()
 		return nil, err
 	}
+	// Verifying new tables and decoding snapshots leave garbage far larger
+	// than what a node keeps; hand it back now rather than let an idle
+	// node hold it until the runtime's scavenger gets to it.
+	debug.FreeOSMemory()
 	n.commit = groupcommit.New(db, 4096)
 	n.commit.OnError(func(err error) { n.disk.noteWriteError(err) })
 	n.startStorage()
@@ -190,8 +200,11 @@ func (n *Node) emit(e Event) {
 
 func (n *Node) room(id string) (*hostedRoom, bool) {
 	n.mu.RLock()
-	defer n.mu.RUnlock()
 	r, ok := n.rooms[id]
+	n.mu.RUnlock()
+	if ok && r.unchecked.Load() && n.checkSnapshotHead(r) != nil {
+		return nil, false // set aside: noRoom answers why
+	}
 	return r, ok
 }
 

@@ -197,9 +197,13 @@ func (n *Node) Summaries() []RoomSummary {
 	return out
 }
 
-// Summary returns one room's summary.
+// Summary returns one room's summary. Like Summaries, it does not count as
+// a use of the room (Node.room): announcing every room at start must not
+// read every room's last record.
 func (n *Node) Summary(roomID string) (RoomSummary, bool) {
-	hr, ok := n.room(roomID)
+	n.mu.RLock()
+	hr, ok := n.rooms[roomID]
+	n.mu.RUnlock()
 	if !ok {
 		return RoomSummary{}, false
 	}

@@ -69,11 +69,18 @@ func (n *Node) recover() error {
 	if err != nil {
 		return err
 	}
-	ids, err := n.storedRoomIDs()
+	// Rooms are listed from the registry; a dir older than layout 3 has
+	// none yet, and its rooms are found from their records once.
+	var ids []string
+	if layout < 3 {
+		ids, err = n.storedRoomIDs()
+	} else {
+		ids, err = n.registeredRoomIDs()
+	}
 	if err != nil {
 		return fmt.Errorf("list stored rooms: %w", err)
 	}
-	upgrade := layout < layoutVersion && len(ids) > 0
+	upgrade := layout < 2 && len(ids) > 0
 
 	// Rooms are independent: recover them on every core.
 	type result struct {
@@ -90,7 +97,13 @@ func (n *Node) recover() error {
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				hr, snap, replayed, err := n.recoverRoom(ids[i], upgrade)
+				hr, snap, replayed, err := n.recoverRoom(ids[i], upgrade, !upgrade)
+				if err != nil && snap {
+					// A tail that does not follow the snapshot: the
+					// snapshot is not of this chain. The chain decides.
+					n.log.Warn("room snapshot does not lead to the stored records; replaying the whole chain", "room", ids[i], "err", err)
+					hr, snap, replayed, err = n.recoverRoom(ids[i], upgrade, false)
+				}
 				results[i] = result{hr, snap, replayed, err}
 			}
 		}()
@@ -129,6 +142,9 @@ func (n *Node) recover() error {
 		return fmt.Errorf("store room snapshots: %w", err)
 	}
 	if layout < layoutVersion {
+		if err := n.writeRegistry(ids); err != nil {
+			return fmt.Errorf("write the room registry: %w", err)
+		}
 		if err := n.db.Update(func(txn *badger.Txn) error {
 			return txn.Set([]byte(keyLayout), binary.BigEndian.AppendUint64(nil, layoutVersion))
 		}); err != nil {
@@ -163,8 +179,38 @@ func (n *Node) readLayout() (int64, error) {
 	return v, err
 }
 
+// registeredRoomIDs lists the rooms of the registry (h/), one dense key
+// range: a start does not touch any room's records to find the rooms.
+func (n *Node) registeredRoomIDs() ([]string, error) {
+	var ids []string
+	err := n.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(pfxRoom)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			ids = append(ids, string(it.Item().Key()[len(pfxRoom):]))
+		}
+		return nil
+	})
+	return ids, err
+}
+
+// writeRegistry registers rooms found from their records (the upgrade to
+// layout 3).
+func (n *Node) writeRegistry(ids []string) error {
+	wb := n.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, id := range ids {
+		if err := wb.Set(roomKey(id), nil); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
+}
+
 // storedRoomIDs lists the rooms that have records, seeking from one room's
 // records to the next, so it costs one seek per room, not a read per record.
+// Only the upgrade from a dir without a registry needs it: each seek maps
+// blocks of every level into memory.
 func (n *Node) storedRoomIDs() ([]string, error) {
 	var ids []string
 	err := n.db.View(func(txn *badger.Txn) error {
@@ -185,13 +231,14 @@ func (n *Node) storedRoomIDs() ([]string, error) {
 	return ids, err
 }
 
-// recoverRoom rebuilds one room. upgrade is set on the first start of a data
-// dir written before layout 2: the envelope index then lacks record hashes,
+// recoverRoom rebuilds one room, from its snapshot when useSnapshot is set
+// and it has a usable one. upgrade is set on the first start of a data dir
+// written before layout 2: the envelope index then lacks record hashes,
 // which the full replay adds.
-func (n *Node) recoverRoom(id string, upgrade bool) (hr *hostedRoom, fromSnapshot bool, replayed int, err error) {
+func (n *Node) recoverRoom(id string, upgrade, useSnapshot bool) (hr *hostedRoom, fromSnapshot bool, replayed int, err error) {
 	cfg := room.Config{Limits: n.cfg.Limits, Packs: n.packs.storedSource(), History: storeHistory{n.db, id}}
 	var st *room.State
-	if !upgrade {
+	if useSnapshot {
 		st = n.loadSnapshot(id, cfg)
 	}
 	fromSnapshot = st != nil
@@ -209,6 +256,14 @@ func (n *Node) recoverRoom(id string, upgrade bool) (hr *hostedRoom, fromSnapsho
 		defer index.Cancel()
 	}
 	err = n.db.View(func(txn *badger.Txn) error {
+		if fromSnapshot {
+			// Most snapshots are current: a point read, answered by the
+			// tables' bloom filters, says so without seeking (a seek reads
+			// a block of every level).
+			if _, err := txn.Get(recordKey(id, after+1)); errors.Is(err, badger.ErrKeyNotFound) {
+				return nil
+			}
+		}
 		prefix := []byte(pfxRecord + id + "/")
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 64, Prefix: prefix})
 		defer it.Close()
@@ -258,12 +313,18 @@ func (n *Node) recoverRoom(id string, upgrade bool) (hr *hostedRoom, fromSnapsho
 	if replayed == 0 {
 		hr.snapSeq.Store(st.Seq)
 	}
+	// A replayed tail linked to the snapshot's head (the kernel checks
+	// each record's prev); a snapshot alone is checked at the first write.
+	hr.unchecked.Store(fromSnapshot && replayed == 0)
 	return hr, fromSnapshot, replayed, nil
 }
 
 // loadSnapshot returns the room's stored snapshot as a state, or nil when
-// there is none or it cannot be trusted: it must decode and name a stored
-// record (seq and hash) of the room.
+// there is none or it cannot be trusted: it must decode as a state of this
+// room. That its head is the stored record at its seq is checked by the
+// tail replay or, when there is no tail, before the room's first write
+// (checkSnapshotHead): reading every room's last record at start would map
+// a block of record data per room into memory.
 func (n *Node) loadSnapshot(id string, cfg room.Config) *room.State {
 	var raw []byte
 	err := n.db.View(func(txn *badger.Txn) error {
@@ -284,11 +345,6 @@ func (n *Node) loadSnapshot(id string, cfg room.Config) *room.State {
 	st, err := room.Decode(cfg, raw)
 	if err == nil && st.ID != id {
 		err = fmt.Errorf("snapshot is of room %s", st.ID)
-	}
-	if err == nil {
-		if h, ok := (storeHistory{n.db, id}).RecordHash(st.Seq); !ok || identity.EncodeB64(h[:]) != st.LastHash {
-			err = fmt.Errorf("snapshot at seq %d does not match the stored record", st.Seq)
-		}
 	}
 	if err != nil {
 		n.log.Warn("room snapshot discarded; replaying the whole chain", "room", id, "err", err)
@@ -346,4 +402,57 @@ func (n *Node) reconcileJoinRequests() {
 			}
 		}
 	}
+}
+
+// checkSnapshotHead runs when a room restored from its snapshot alone is
+// first looked up (Node.room), before anything reads or writes it: the
+// snapshot's head must be the stored record at its seq, or reads would
+// show a head the chain does not have and a write would link to it. A
+// snapshot that disagrees (a data dir put together from mismatched copies,
+// an edited file) is discarded and the room rebuilt from its whole chain,
+// as a start would have done; a chain that does not replay sets the room
+// aside (RoomBroken). Only rooms that are used pay for the read.
+func (n *Node) checkSnapshotHead(hr *hostedRoom) error {
+	hr.checkMu.Lock()
+	defer hr.checkMu.Unlock()
+	if !hr.unchecked.Load() {
+		if rb := n.brokenRoom(hr.id); rb != nil {
+			return rb
+		}
+		return nil
+	}
+	hr.mu.RLock()
+	seq, last := hr.st.Seq, hr.st.LastHash
+	hr.mu.RUnlock()
+	if h, ok := (storeHistory{n.db, hr.id}).RecordHash(seq); ok && identity.EncodeB64(h[:]) == last {
+		hr.unchecked.Store(false)
+		return nil
+	}
+	n.log.Warn("room snapshot does not match the stored chain; replaying the whole chain", "room", hr.id, "seq", seq)
+	fresh, _, _, err := n.recoverRoom(hr.id, false, false)
+	if err != nil {
+		var rb *RoomBroken
+		if !errors.As(err, &rb) {
+			rb = &RoomBroken{RoomID: hr.id, Err: err}
+		}
+		n.mu.Lock()
+		delete(n.rooms, hr.id)
+		n.broken[hr.id] = rb
+		n.mu.Unlock()
+		n.log.Error("room does not recover; serving every other room", "room", rb.RoomID, "seq", rb.Seq, "err", rb.Err)
+		hr.unchecked.Store(false)
+		return rb
+	}
+	hr.mu.Lock()
+	hr.st = fresh.st
+	hr.mu.Unlock()
+	hr.snapSeq.Store(-1) // store a snapshot of the rebuilt state
+	hr.unchecked.Store(false)
+	return nil
+}
+
+func (n *Node) brokenRoom(id string) *RoomBroken {
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	return n.broken[id]
 }

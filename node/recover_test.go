@@ -197,11 +197,30 @@ func TestDamagedSnapshotReplays(t *testing.T) {
 			})
 		})
 		st := h.Node.RecoveryStats()
-		if st.Rooms != 2 || st.FromSnapshot != 1 || st.Replayed < 20 || st.Broken != 0 {
+		if damage != nil && (st.Rooms != 2 || st.FromSnapshot != 1 || st.Replayed < 20 || st.Broken != 0) {
 			t.Fatalf("recovery with a damaged snapshot (%q): %+v", damage, st)
+		}
+		// A well-formed snapshot is trusted at start without reading the
+		// room's last record; the first use of the room checks it against
+		// the chain and replays the chain instead.
+		if damage == nil && (st.Rooms != 2 || st.FromSnapshot != 2 || st.Broken != 0) {
+			t.Fatalf("recovery with a snapshot ahead of the chain: %+v", st)
 		}
 		sameRoom(t, "replayed room", before, readRoom(t, h, c, id))
 		sameRoom(t, "other room", beforeOther, readRoom(t, h, c, other))
+		var was struct {
+			Seq int64 `json:"seq"`
+		}
+		json.Unmarshal(before.resource, &was)
+		w := h.MustPost(t, c, id, "message.create", map[string]any{"content": "after", "content_type": "text/plain"})
+		var got struct {
+			Seq int64 `json:"seq"`
+		}
+		json.Unmarshal(w.Body, &got)
+		if was.Seq == 0 || got.Seq != was.Seq+1 {
+			t.Fatalf("write after the damaged snapshot got seq %d, head was %d: %s", got.Seq, was.Seq, w)
+		}
+		before = readRoom(t, h, c, id)
 	}
 }
 
@@ -266,6 +285,7 @@ func TestUpgradeFromLayout1(t *testing.T) {
 		withDB(t, dir, func(db *badger.DB) {
 			db.Update(func(txn *badger.Txn) error {
 				txn.Delete([]byte("v/layout"))
+				txn.Delete([]byte("h/" + id))
 				txn.Delete([]byte("s/" + id))
 				for _, r := range recs.Result {
 					raw, _ := b64dec(r.Hash)
@@ -285,6 +305,48 @@ func TestUpgradeFromLayout1(t *testing.T) {
 	if st := h.Node.RecoveryStats(); st.Upgraded || st.FromSnapshot != 1 || st.Replayed != 0 {
 		t.Fatalf("restart after the upgrade: %+v", st)
 	}
+}
+
+// TestUpgradeFromLayout2: a data dir written before the room registry finds
+// its rooms from their records once, without replaying them, and writes the
+// registry; the next start lists rooms from the registry alone.
+func TestUpgradeFromLayout2(t *testing.T) {
+	h := adptest.StartHostAt(t, node.Config{DataDir: t.TempDir(), Rates: manyWrites}, adptest.NewClock())
+	c := adptest.NewAgent("upg2-creator")
+	others := []*adptest.Agent{adptest.NewAgent("upg2-a")}
+	ids := []string{busyRoom(t, h, c, others, 5), busyRoom(t, h, c, others, 7)}
+	before := []roomView{readRoom(t, h, c, ids[0]), readRoom(t, h, c, ids[1])}
+	h = h.RestartAfter(t, func(dir string) {
+		withDB(t, dir, func(db *badger.DB) {
+			db.Update(func(txn *badger.Txn) error {
+				for _, id := range ids {
+					txn.Delete([]byte("h/" + id))
+				}
+				return txn.Set([]byte("v/layout"), binary.BigEndian.AppendUint64(nil, 2))
+			})
+		})
+	})
+	if st := h.Node.RecoveryStats(); st.Rooms != 2 || st.FromSnapshot != 2 || st.Replayed != 0 || st.Upgraded {
+		t.Fatalf("registry upgrade: %+v", st)
+	}
+	for i, id := range ids {
+		sameRoom(t, "room after the registry upgrade", before[i], readRoom(t, h, c, id))
+	}
+	h = h.Restart(t)
+	if st := h.Node.RecoveryStats(); st.Rooms != 2 || st.FromSnapshot != 2 {
+		t.Fatalf("restart after the registry upgrade: %+v", st)
+	}
+	// A registry entry with no records is a room that cannot recover, set
+	// aside like any other broken room; the rest serve.
+	h = h.RestartAfter(t, func(dir string) {
+		withDB(t, dir, func(db *badger.DB) {
+			db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("h/ghost"), nil) })
+		})
+	})
+	if st := h.Node.RecoveryStats(); st.Rooms != 2 || st.Broken != 1 {
+		t.Fatalf("registry entry without records: %+v", st)
+	}
+	sameRoom(t, "room beside a ghost entry", before[0], readRoom(t, h, c, ids[0]))
 }
 
 func b64dec(s string) ([]byte, error) { return base64.RawURLEncoding.DecodeString(s) }

@@ -15,15 +15,21 @@ const (
 	pfxArchive  = "x/"       // x/<room>                  -> archive generated_at:8
 	pfxPack     = "p/"       // p/<digest>                -> external pack bytes
 	pfxSnapshot = "s/"       // s/<room>                  -> room.State.Encode() at some seq
+	pfxRoom     = "h/"       // h/<room>                  -> empty: the room exists (written with its room.create)
 	keyLayout   = "v/layout" // -> layout version:8
 )
 
 // layoutVersion is the storage layout this code writes. Version 2 added
 // record hashes to the envelope index and room-state snapshots; a data dir
-// without the key is upgraded at start (one full replay).
-const layoutVersion = 2
+// without the key is upgraded at start (one full replay). Version 3 added
+// the room registry (h/), so that a start lists rooms from one dense key
+// range instead of seeking through every room's records; a version 2 dir
+// gets its registry written at start (no replay).
+const layoutVersion = 3
 
 func snapshotKey(roomID string) []byte { return []byte(pfxSnapshot + roomID) }
+
+func roomKey(roomID string) []byte { return []byte(pfxRoom + roomID) }
 
 func recordKey(roomID string, seq int64) []byte {
 	k := make([]byte, 0, len(pfxRecord)+len(roomID)+9)

@@ -243,6 +243,9 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 		{K: envelopeKey(recordDigest(rec)), V: envelopeValue(hr.id, rec.Seq)},
 		{K: nonceKey(env.Event.Actor), V: nonceValue(max(env.Event.Nonce, n.nonces.max(env.Event.Actor, now)), now)},
 	}
+	if a.Type == "room.create" {
+		sets = append(sets, kv{K: roomKey(hr.id)})
+	}
 	for k, b := range fetched {
 		digest := k[indexZero(k)+1:]
 		sets = append(sets, kv{K: []byte(pfxPack + digest), V: b})

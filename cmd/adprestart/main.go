@@ -45,6 +45,7 @@ func main() {
 	dir := flag.String("dir", "", "data dir (default a temporary one, removed at the end)")
 	starts := flag.Int("starts", 3, "clean starts to measure")
 	idle := flag.Duration("idle", 5*time.Second, "idle time before reading RSS")
+	flag.BoolVar(&federate, "federation", true, "start the node with federation on (loopback libp2p, no mDNS), as operators run it")
 	bulk := flag.Bool("bulk", false, "fill the data dir with node.BulkLoad (same stored form, no per-write verification or sync) instead of the write path")
 	flag.Parse()
 	if *bin == "" {
@@ -91,6 +92,9 @@ func run(bin, dir string, records, rooms, starts int, idle time.Duration, bulk b
 		fmt.Printf("reusing %s with %d records\n", data, have)
 	}
 	fmt.Printf("data dir: %s\n", humanBytes(dirSize(data)))
+	if err := settle(bin, data); err != nil {
+		return err
+	}
 	var times []time.Duration
 	var rss, hwm []int64
 	for i := 0; i < starts; i++ {
@@ -99,18 +103,41 @@ func run(bin, dir string, records, rooms, starts int, idle time.Duration, bulk b
 			return err
 		}
 		time.Sleep(idle)
-		r, h := memory(s.cmd.Process.Pid)
+		r, h, anon, file := memory(s.cmd.Process.Pid)
 		if err := s.stop(syscall.SIGTERM); err != nil {
 			return err
 		}
 		times, rss, hwm = append(times, s.ready), append(rss, r), append(hwm, h)
-		fmt.Printf("start %d: ready in %s, RSS %s idle (peak %s)\n", i+1, s.ready.Round(time.Millisecond), humanBytes(r), humanBytes(h))
+		fmt.Printf("start %d: ready in %s, RSS %s idle (anonymous %s, file-backed %s; peak %s)\n", i+1,
+			s.ready.Round(time.Millisecond), humanBytes(r), humanBytes(anon), humanBytes(file), humanBytes(h))
 	}
 	fmt.Printf("\n| records | rooms | data dir | start (median of %d) | idle RSS (median) | peak RSS |\n", starts)
 	fmt.Printf("| ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	fmt.Printf("| %d | %d | %s | %s | %s | %s |\n", records, rooms, humanBytes(dirSize(data)),
 		median(times).Round(time.Millisecond), humanBytes(medianInt(rss)), humanBytes(medianInt(hwm)))
 	return nil
+}
+
+// settle runs the node once until Badger's compactions stop (its set of
+// tables is unchanged for 15 s), so that the measured starts see the data
+// dir as a node that has been running a while would leave it: a freshly
+// filled LSM tree compacts for minutes, and tables a process writes stay
+// mapped into its memory.
+func settle(bin, data string) error {
+	s, err := start(bin, data)
+	if err != nil {
+		return err
+	}
+	began, last, stable := time.Now(), "", time.Now()
+	for time.Since(stable) < 15*time.Second && time.Since(began) < 20*time.Minute {
+		time.Sleep(time.Second)
+		names, _ := filepath.Glob(filepath.Join(data, "*.sst"))
+		if cur := strings.Join(names, ","); cur != last {
+			last, stable = cur, time.Now()
+		}
+	}
+	fmt.Printf("settled: compactions quiet after %s\n", time.Since(began).Round(time.Second))
+	return s.stop(syscall.SIGTERM)
 }
 
 func countFile(dir string) int {
@@ -247,6 +274,9 @@ type child struct {
 }
 
 // start runs adpnode serve on data and waits for /readyz.
+// federate is whether measured nodes run federation (-federation).
+var federate bool
+
 func start(bin, data string) (*child, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -254,7 +284,13 @@ func start(bin, data string) (*child, error) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	cmd := exec.Command(bin, "serve", "--data", data, "--listen", addr, "--public-url", "http://"+addr, "--no-federation")
+	args := []string{"serve", "--data", data, "--listen", addr, "--public-url", "http://" + addr}
+	if federate {
+		args = append(args, "--p2p-listen", "/ip4/127.0.0.1/tcp/0", "--mdns=false")
+	} else {
+		args = append(args, "--no-federation")
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = io.Discard, os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	began := time.Now()
@@ -294,11 +330,13 @@ func (c *child) stop(sig syscall.Signal) error {
 	}
 }
 
-// memory reads VmRSS and VmHWM (peak) of pid, in bytes.
-func memory(pid int) (rss, hwm int64) {
+// memory reads VmRSS, VmHWM (peak), RssAnon (heap, stacks) and RssFile
+// (file pages mapped in: the binary, Badger's memory-mapped tables) of
+// pid, in bytes.
+func memory(pid int) (rss, hwm, anon, file int64) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0
+		return 0, 0, 0, 0
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
@@ -311,9 +349,13 @@ func memory(pid int) (rss, hwm int64) {
 			rss = v << 10
 		case "VmHWM:":
 			hwm = v << 10
+		case "RssAnon:":
+			anon = v << 10
+		case "RssFile:":
+			file = v << 10
 		}
 	}
-	return rss, hwm
+	return rss, hwm, anon, file
 }
 
 func dirSize(dir string) int64 {
