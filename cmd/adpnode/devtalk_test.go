@@ -31,13 +31,13 @@ func (c count429) RoundTrip(r *http.Request) (*http.Response, error) {
 // talkFixture is a host with a tiny message quota on a fake clock, a demo
 // room and the three demo agents; Sleep advances the clock.
 type talkFixture struct {
-	h       *adptest.Host
-	agents  []*client.Client
-	roomID  string
-	got429  atomic.Int64
-	slept   time.Duration
-	out     strings.Builder
-	errOut  strings.Builder
+	h      *adptest.Host
+	agents []*client.Client
+	roomID string
+	got429 atomic.Int64
+	slept  time.Duration
+	out    strings.Builder
+	errOut strings.Builder
 }
 
 func newTalkFixture(t *testing.T) *talkFixture {
