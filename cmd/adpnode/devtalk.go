@@ -145,7 +145,7 @@ func runTalk(ctx context.Context, cfg talkConfig) error {
 			continue
 		}
 		hashes[i] = envelopeHash(rec)
-		fmt.Fprintf(cfg.Out, "#%d %s %s\n", rec.Seq, cfg.Names[st.agent], describeStep(st))
+		fmt.Fprintf(cfg.Out, "#%d %s%s\n", rec.Seq, cfg.Names[st.agent], describeStep(st))
 	}
 	return nil
 }
@@ -209,11 +209,11 @@ func stepEvent(st demoStep, hashes []string) (string, adp.Kind, any) {
 func describeStep(st demoStep) string {
 	switch st.kind {
 	case "reply":
-		return fmt.Sprintf("(re step %d): %s", st.about+1, st.text)
+		return fmt.Sprintf(" (re step %d): %s", st.about+1, st.text)
 	case "reaction":
-		return fmt.Sprintf("reacted %q to step %d", st.text, st.about+1)
+		return fmt.Sprintf(" reacted %q to step %d", st.text, st.about+1)
 	case "close":
-		return "closed the room: " + st.text
+		return " closed the room: " + st.text
 	}
 	return ": " + st.text
 }

@@ -142,8 +142,17 @@ func (f *talkFixture) checkTranscript(t *testing.T) {
 			}
 		}
 	}
-	if n := strings.Count(f.out.String(), "\n"); n != len(demoScript) {
-		t.Fatalf("%d output lines for %d steps:\n%s", n, len(demoScript), f.out.String())
+	lines := strings.Split(strings.TrimSuffix(f.out.String(), "\n"), "\n")
+	if len(lines) != len(demoScript) {
+		t.Fatalf("%d output lines for %d steps:\n%s", len(lines), len(demoScript), f.out.String())
+	}
+	printed := map[string]bool{}
+	for _, l := range lines {
+		text := l[strings.Index(l, " ")+1:] // without the seq
+		if printed[text] {
+			t.Fatalf("repeated output line %q", l)
+		}
+		printed[text] = true
 	}
 }
 
