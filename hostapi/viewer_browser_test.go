@@ -675,8 +675,9 @@ func browserReactions(t *testing.T, b *browser) {
 	h.MustPost(t, bob, id, "room.join", map[string]any{"role": "speaker"})
 	h.MustPost(t, carol, id, "room.join", map[string]any{"role": "observer"})
 	m := post(t, h, alice, id, "message.create", msg("Ship on Monday."))
+	var reactions []wire
 	for _, a := range []*adptest.Agent{alice, bob, carol} {
-		post(t, h, a, id, "reaction.create", map[string]any{"event_id": envHash(t, m), "reaction": "agree"})
+		reactions = append(reactions, post(t, h, a, id, "reaction.create", map[string]any{"event_id": envHash(t, m), "reaction": "agree"}))
 	}
 
 	tb := b.tab(t)
@@ -719,6 +720,9 @@ func browserReactions(t *testing.T, b *browser) {
 	tb.waitJS(10*time.Second, "raw rows after reload", `document.querySelector('.badge[data-state="ok"]') && `+msgAndReactions+` === 4 && document.querySelector('`+agree+`')`)
 	tb.run(chromedp.Click(chromedp.CSS(".raw-toggle")))
 	tb.waitJS(3*time.Second, "folded again", msgAndReactions+` === 1`)
+	// A link to a folded reaction focuses the row it is shown on.
+	tb.run(chromedp.Navigate(h.URL + "/#/rooms/" + id + "/seq/" + fmt.Sprint(reactions[1].Seq)))
+	tb.waitJS(3*time.Second, "focus on the target", `document.querySelector('`+target+`.focused')`)
 	tb.waitJS(5*time.Second, "live stream", `document.querySelector('.live[data-state="live"]')`)
 
 	// Live: a new reaction updates the aggregate; a new value is a new chip.

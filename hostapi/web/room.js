@@ -24,6 +24,46 @@
     return ctx;
   }
 
+  // roomSide is the side column: the mirror card (mirrors), the contract,
+  // the members panel and the type registry, redrawn from each fresh room
+  // resource.
+  function roomSide(rp, members) {
+    const el = h('aside', { class: 'side' });
+    let contractEl = null;
+    let typesEl = null;
+    let mirrorCard = null;
+
+    function show(res) {
+      contractEl = contractCard(res, rp.ctx);
+      typesEl = typesCard(res);
+      if (rp.src.kind === 'mirror') {
+        mirrorCard = mirrorInfoCard(res, rp.ctx, rp.verifier);
+        el.append(mirrorCard);
+      }
+      el.append(contractEl, members.el, typesEl);
+    }
+
+    function update(res) {
+      const contract = contractCard(res, rp.ctx);
+      contractEl.replaceWith(contract);
+      contractEl = contract;
+      const types = typesCard(res);
+      if (types.textContent !== typesEl.textContent) {
+        typesEl.replaceWith(types);
+        typesEl = types;
+      }
+      if (mirrorCard) {
+        const mc = mirrorInfoCard(res, rp.ctx, rp.verifier);
+        mirrorCard.replaceWith(mc);
+        mirrorCard = mc;
+      }
+    }
+
+    const refreshMirror = () => { if (mirrorCard) mirrorCard.refresh(); };
+
+    return { el, show, update, refreshMirror };
+  }
+
   function roomPage(src, r) {
     const state = { destroyed: false, timers: new Set(), focus: null };
     const timer = (fn, ms) => {
@@ -36,28 +76,23 @@
     const notice = h('div', { class: 'notices' });
     // rp is the page the parts share.
     const rp = { src, model, verifier, badge, notice, state, timer, ctx: roomContext(src, model), resource: null };
-    const { ctx } = rp;
 
     const members = membersPanel(rp, { onRender: () => { if (state.focus && state.focus.agent) applyFocus(); } });
     const transcript = transcriptView(rp, { onRecord, onBatch: refreshBadge, onRestricted: () => members.hide() });
     const live = liveStream(rp, { onRecord: transcript.ingest, onOpen: transcript.loadHistory, onEnded: roomFinished });
 
+    const side = roomSide(rp, members);
     const head = h('header', { class: 'room-head' }, h('h1', { class: 'room-topic', text: 'Loading room…' }));
-    const side = h('aside', { class: 'side' });
     V.app.append(h('section', { class: 'page room', data: { room: src.id, source: src.kind } }, head,
       h('div', { class: 'room-grid' },
         h('div', { class: 'main-col' }, notice,
           h('div', { class: 'transcript-head' }, h('h2', { text: 'Transcript' }), live.el, transcript.toggle), transcript.el),
-        side)));
-
-    let contractEl = null;
-    let typesEl = null;
-    let mirrorCard = null;
+        side.el)));
 
     function refreshBadge() {
       badge.update(verifier, model.lastSeq);
       if (verifier.state === 'fail') transcript.markBad(verifier.failSeq);
-      if (mirrorCard) mirrorCard.refresh();
+      side.refreshMirror();
     }
 
     // onRecord runs after each record is rendered.
@@ -108,21 +143,9 @@
         if (state.destroyed) return;
         rp.resource = res;
         verifier.expectHead(res.seq, res.hash);
-        const contract = contractCard(res, ctx);
-        contractEl.replaceWith(contract);
-        contractEl = contract;
-        const types = typesCard(res);
-        if (types.textContent !== typesEl.textContent) {
-          typesEl.replaceWith(types);
-          typesEl = types;
-        }
+        side.update(res);
         if (!finished) setStatusPill(res.status);
         if (res.status === 'ended' || res.status === 'cancelled') roomFinished(res.status);
-        if (mirrorCard) {
-          const mc = mirrorInfoCard(res, ctx, verifier);
-          mirrorCard.replaceWith(mc);
-          mirrorCard = mc;
-        }
       }, 400);
     }
 
@@ -158,14 +181,7 @@
       rp.resource = resource;
       const disc = await getDiscovery();
       renderHead(head, resource, src, disc, badge);
-      contractEl = contractCard(resource, ctx);
-      side.append(contractEl);
-      if (src.kind === 'mirror') {
-        mirrorCard = mirrorInfoCard(resource, ctx, verifier);
-        side.prepend(mirrorCard);
-      }
-      typesEl = typesCard(resource);
-      side.append(members.el, typesEl);
+      side.show(resource);
       await members.load();
       verifier.expectHead(resource.seq, resource.hash);
       if (r) setFocus(r);
