@@ -284,6 +284,9 @@ const inertJS = `(() => {
   return out;
 })()`
 
+// visibleRowsJS counts the transcript rows a reader sees.
+const visibleRowsJS = `Array.from(document.querySelectorAll('#transcript > li.rec')).filter((e) => e.checkVisibility()).length`
+
 type inertReport struct {
 	Bad   []string `json:"bad"`
 	Pwned any      `json:"pwned"`
@@ -304,6 +307,8 @@ func TestViewerBrowser(t *testing.T) {
 	b := startBrowser(t)
 	t.Run("crypto", func(t *testing.T) { browserCrypto(t, b) })
 	t.Run("room", func(t *testing.T) { browserRoom(t, b) })
+	t.Run("reactions", func(t *testing.T) { browserReactions(t, b) })
+	t.Run("members-not-public", func(t *testing.T) { browserMembersNotPublic(t, b) })
 	t.Run("hostile", func(t *testing.T) { browserHostile(t, b) })
 	t.Run("tampered", func(t *testing.T) { browserTampered(t, b) })
 	t.Run("outcome", func(t *testing.T) { browserOutcome(t, b) })
@@ -570,10 +575,11 @@ func browserRoom(t *testing.T, b *browser) {
   Badge: document.querySelector('.badge').textContent,
   Hash: location.hash,
   Strong: document.querySelectorAll('.agenda-block strong').length,
-  Rows: document.querySelectorAll('#transcript > li.rec').length,
+  Rows: `+visibleRowsJS+`,
 }))()`, &page)
+	// 14 records; the three reactions are shown on their targets, not as rows.
 	if page.Topic != "Retry policy for flaky CI jobs" || page.Hash != "#/rooms/"+id || page.Strong != 1 || !strings.Contains(page.Agenda, "whether") ||
-		!strings.Contains(page.Guidance, "Cite the record") || page.Rows != 14 || !strings.Contains(page.Badge, "14 records") {
+		!strings.Contains(page.Guidance, "Cite the record") || page.Rows != 11 || !strings.Contains(page.Badge, "14 records") {
 		t.Fatalf("room page: %+v", page)
 	}
 	for _, want := range []string{"review.finding", "Review finding", "message", "Report one finding per event", "reaction.create", "Reaction", "signal", "poll.vote", "Poll vote"} {
@@ -591,6 +597,8 @@ func browserRoom(t *testing.T, b *browser) {
 	rec := func(seq int64) string { return `#transcript > li[data-seq="` + fmt.Sprint(seq) + `"]` }
 	checks := map[string]string{
 		"reaction agree on m1":     `document.querySelector('` + rec(m1.Seq) + ` .reaction[data-reaction="agree"] .reaction-count').textContent === '1'`,
+		"reaction count shown":     `document.querySelector('` + rec(m1.Seq) + ` .reaction[data-reaction="agree"]').textContent.includes('agree ×1')`,
+		"reaction actors on hover": `document.querySelector('` + rec(m1.Seq) + ` .reaction[data-reaction="agree"]').title.includes(` + strconv.Quote(string(carol.ID)[10:16]) + `)`,
 		"reaction important on m1": `document.querySelector('` + rec(m1.Seq) + ` .reaction[data-reaction="important"] .reaction-count').textContent === '1'`,
 		"reaction by record hash":  `document.querySelector('` + rec(m2.Seq) + ` .reaction[data-reaction="agree"]') !== null`,
 		"tally once":               `document.querySelector('` + rec(poll.Seq) + ` .poll-option[data-option="1"]').dataset.count === '2'`,
@@ -651,6 +659,124 @@ func browserRoom(t *testing.T, b *browser) {
 	tb.run(chromedp.Navigate(h.URL + "/#/rooms/" + private))
 	tb.waitJS(5*time.Second, "private room", `document.querySelector('.error-box') && document.querySelector('.error-box').textContent.includes('room_not_found')`)
 	tb.clean()
+}
+
+// browserReactions: reactions are shown aggregated on their target row,
+// not as rows of their own, unless the reader asks for the raw rows (a
+// choice remembered across reloads); live reactions update the aggregate;
+// a reaction whose target is not on the page stays a row; repeated and
+// hostile reactions cost one chip each.
+func browserReactions(t *testing.T, b *browser) {
+	h := adptest.StartHost(t, node.Config{Rates: highRates()})
+	alice, bob, carol, dave := adptest.NewAgent("alice"), adptest.NewAgent("bob"), adptest.NewAgent("carol"), adptest.NewAgent("dave")
+	now := h.Clock.Ms()
+	id := h.CreateRoom(t, alice, map[string]any{"topic": "Ship on Monday?", "visibility": "public",
+		"start_time": now, "end_time": now + 3_600_000, "types": []any{map[string]any{"use": "adp:reactions/1.0"}}})
+	h.MustPost(t, bob, id, "room.join", map[string]any{"role": "speaker"})
+	h.MustPost(t, carol, id, "room.join", map[string]any{"role": "observer"})
+	m := post(t, h, alice, id, "message.create", msg("Ship on Monday."))
+	var reactions []wire
+	for _, a := range []*adptest.Agent{alice, bob, carol} {
+		reactions = append(reactions, post(t, h, a, id, "reaction.create", map[string]any{"event_id": envHash(t, m), "reaction": "agree"}))
+	}
+
+	tb := b.tab(t)
+	tb.run(chromedp.Navigate(h.URL + "/#/rooms/" + id))
+	target := `#transcript > li[data-seq="` + fmt.Sprint(m.Seq) + `"]`
+	agree := target + ` .reaction[data-reaction="agree"]`
+	const msgAndReactions = `Array.from(document.querySelectorAll('#transcript > li[data-type="message.create"], #transcript > li[data-type="reaction.create"]')).filter((e) => e.checkVisibility()).length`
+	tb.waitJS(10*time.Second, "verified room", `document.querySelector('.badge[data-state="ok"]') && document.querySelector('.live[data-state="live"]')`)
+	type view struct {
+		Rows, Pair, Chips int
+		Agree, Title      string
+		Toggle            string
+	}
+	read := func() view {
+		var v view
+		tb.eval(`(() => ({
+  Rows: `+visibleRowsJS+`, Pair: `+msgAndReactions+`,
+  Chips: document.querySelectorAll('`+target+` .reaction').length,
+  Agree: (document.querySelector('`+agree+`') || {}).textContent || '',
+  Title: (document.querySelector('`+agree+`') || {}).title || '',
+  Toggle: document.querySelector('.raw-toggle').textContent,
+}))()`, &v)
+		return v
+	}
+	v := read()
+	if v.Pair != 1 || v.Rows != 4 || v.Chips != 1 || !strings.Contains(v.Agree, "agree ×3") || !strings.Contains(v.Toggle, "show raw reaction rows (3)") {
+		t.Fatalf("folded reactions: %+v", v)
+	}
+	for _, a := range []*adptest.Agent{alice, bob, carol} {
+		if !strings.Contains(v.Title, string(a.ID)[10:16]) {
+			t.Fatalf("reaction title %q lacks %s", v.Title, a.ID)
+		}
+	}
+	tb.shot("viewer-reactions")
+
+	// The toggle brings the raw rows back, and is remembered on reload.
+	tb.run(chromedp.Click(chromedp.CSS(".raw-toggle")))
+	tb.waitJS(3*time.Second, "raw rows", msgAndReactions+` === 4 && `+visibleRowsJS+` === 7`)
+	tb.run(chromedp.Reload())
+	tb.waitJS(10*time.Second, "raw rows after reload", `document.querySelector('.badge[data-state="ok"]') && `+msgAndReactions+` === 4 && document.querySelector('`+agree+`')`)
+	tb.run(chromedp.Click(chromedp.CSS(".raw-toggle")))
+	tb.waitJS(3*time.Second, "folded again", msgAndReactions+` === 1`)
+	// A link to a folded reaction focuses the row it is shown on.
+	tb.run(chromedp.Navigate(h.URL + "/#/rooms/" + id + "/seq/" + fmt.Sprint(reactions[1].Seq)))
+	tb.waitJS(3*time.Second, "focus on the target", `document.querySelector('`+target+`.focused')`)
+	tb.waitJS(5*time.Second, "live stream", `document.querySelector('.live[data-state="live"]')`)
+
+	// Live: a new reaction updates the aggregate; a new value is a new chip.
+	h.MustPost(t, dave, id, "room.join", map[string]any{"role": "observer"})
+	post(t, h, dave, id, "reaction.create", map[string]any{"event_id": envHash(t, m), "reaction": "agree"})
+	tb.waitJS(3*time.Second, "live aggregate", `document.querySelector('`+agree+`').textContent.includes('agree ×4')`)
+	hostile := `<img src=x onerror="window.__pwned='reaction'">`
+	post(t, h, bob, id, "reaction.create", map[string]any{"event_id": envHash(t, m), "reaction": hostile})
+	// Repeats by one actor count once and add no chip (bounded by distinct values).
+	for i := 0; i < 20; i++ {
+		post(t, h, bob, id, "reaction.create", map[string]any{"event_id": envHash(t, m), "reaction": "agree"})
+	}
+	// A reaction to an event not on the page stays a row of its own.
+	orphan := post(t, h, carol, id, "reaction.create", map[string]any{"event_id": strings.Repeat("A", 43), "reaction": "confusing"})
+	orphanRow := `#transcript > li[data-seq="` + fmt.Sprint(orphan.Seq) + `"]`
+	tb.waitJS(5*time.Second, "orphan reaction row", `document.querySelector('`+orphanRow+`') && document.querySelector('`+orphanRow+`').checkVisibility()`+
+		` && document.querySelector('`+orphanRow+` .seqref.missing')`)
+	v = read()
+	if v.Chips != 2 || !strings.Contains(v.Agree, "agree ×4") || v.Pair != 2 {
+		t.Fatalf("after live reactions: %+v", v)
+	}
+	var chipText string
+	tb.eval(`document.querySelectorAll('`+target+` .reaction')[1].textContent`, &chipText)
+	if !strings.Contains(chipText, hostile+" ×1") {
+		t.Fatalf("hostile reaction chip %q", chipText)
+	}
+	tb.waitJS(5*time.Second, "green badge", `document.querySelector('.badge[data-state="ok"]')`)
+	tb.assertInert()
+}
+
+// browserMembersNotPublic: an anonymous reader of a restricted room that
+// has members is told the members are not public, never "0 members".
+func browserMembersNotPublic(t *testing.T, b *browser) {
+	h := adptest.StartHost(t, node.Config{Rates: highRates()})
+	alice, bob := adptest.NewAgent("alice"), adptest.NewAgent("bob")
+	now := h.Clock.Ms()
+	id := h.CreateRoom(t, alice, map[string]any{"topic": "Closed review", "visibility": "restricted",
+		"start_time": now, "end_time": now + 3_600_000})
+	jr := createJR(t, h, bob, id, "speaker")
+	review(t, h, alice, id, jr, "approve", "speaker")
+	h.MustPost(t, bob, id, "room.join", map[string]any{"role": "speaker", "request_id": jr.id()})
+	// What the host tells an anonymous reader: the room, not its members.
+	expectCode(t, adptest.Do(t, http.MethodGet, h.URL+"/v1/rooms/"+id+"/members", "", nil), "membership_required")
+
+	tb := b.tab(t)
+	tb.run(chromedp.Navigate(h.URL + "/#/rooms/" + id))
+	tb.waitJS(10*time.Second, "members card", `document.querySelector('.members-card .members-hidden') && document.querySelector('.badge[data-state="unavailable"]')`)
+	card := tb.text(".members-card")
+	if !strings.Contains(card, "Members are not public for this room") || strings.Contains(card, "No active members") ||
+		strings.Contains(card, "0") || tb.text(".members-card .count") != "" {
+		t.Fatalf("members card of a restricted room: %q", card)
+	}
+	tb.shot("viewer-members-not-public")
+	tb.assertInert()
 }
 
 // browserHostile posts hostile content everywhere agents can write and

@@ -3,7 +3,9 @@ package hostapi_test
 import (
 	"encoding/json"
 	"net/http"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,10 +62,29 @@ func TestViewerAssets(t *testing.T) {
 	if regexp.MustCompile(`(?is)<script[^>]*>\s*[^<\s]`).MatchString(page) || regexp.MustCompile(`(?i)\son[a-z]+\s*=|\sstyle\s*=`).MatchString(page) {
 		t.Fatal("index.html has inline script, a handler attribute or an inline style")
 	}
-	// The scripts never write HTML strings into the page.
+	// index.html loads every embedded script, each from /ui/ with the CSP,
+	// and no script writes HTML strings into the page.
+	var loaded []string
+	for _, m := range regexp.MustCompile(`<script src="(/ui/[a-z0-9]+\.js)" defer></script>`).FindAllStringSubmatch(page, -1) {
+		loaded = append(loaded, m[1])
+	}
+	embedded, _ := filepath.Glob("web/*.js")
+	if len(loaded) != len(embedded) || len(loaded) < 10 {
+		t.Fatalf("index.html loads %q; embedded scripts %q", loaded, embedded)
+	}
+	for _, f := range embedded {
+		if !slices.Contains(loaded, "/ui/"+filepath.Base(f)) {
+			t.Fatalf("index.html does not load %s (loads %q)", f, loaded)
+		}
+	}
 	sinks := regexp.MustCompile(`innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function|createContextualFragment|DOMParser`)
-	for _, p := range viewerAssets[1:5] {
-		if m := sinks.FindString(string(adptest.Do(t, http.MethodGet, h.URL+p, "", nil).Body)); m != "" {
+	for _, p := range loaded {
+		r := adptest.Do(t, http.MethodGet, h.URL+p, "", nil)
+		expectStatus(t, r, http.StatusOK)
+		if r.Header.Get("Content-Security-Policy") != hostapi.ViewerCSP {
+			t.Fatalf("%s: Content-Security-Policy %q", p, r.Header.Get("Content-Security-Policy"))
+		}
+		if m := sinks.FindString(string(r.Body)); m != "" {
 			t.Fatalf("%s uses %s", p, m)
 		}
 	}

@@ -1,10 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"github.com/adpnode/adpnode/adp/record"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -106,38 +105,27 @@ prints the URLs to look at and the replication progress. Ctrl-C stops it.`,
 			}
 			fmt.Printf("directory (federated) on node 3: %s/v1/rooms/public\n\n", stacks[2].n.Origin())
 
-			lines := []string{
-				"Group commit turns many fsyncs into one; throughput scales with batch size.",
-				"But latency grows with the batch window — what p99 do we accept?",
-				"Measured: 64 writers, p99 under 50 ms, so the window stays small.",
-				"Mirrors verify every record; do they keep up at 2,000 writes/s?",
-				"They parallelise signature checks during catch-up, so yes.",
-				"I remain skeptical until I see the archive verify offline.",
-			}
-			talk := time.NewTicker(4 * time.Second)
-			defer talk.Stop()
+			// The demo conversation runs once, paced within node 1's
+			// per-agent limits; then the agents stay quiet.
+			tctx, tcancel := context.WithCancel(ctx)
+			talkDone := make(chan struct{})
+			go func() {
+				defer close(talkDone)
+				err := runTalk(tctx, talkConfig{Agents: agents, Names: names, RoomID: room.ID, Script: demoScript,
+					Interval: 4 * time.Second, Rates: stacks[0].n.Config().Rates, Now: time.Now, Sleep: sleepCtx,
+					Out: os.Stdout, Err: os.Stderr})
+				if err == nil {
+					fmt.Println("demo script done; the agents stay quiet")
+				}
+			}()
+			defer func() { tcancel(); <-talkDone }()
 			progress := time.NewTicker(2 * time.Second)
 			defer progress.Stop()
-			turn := 0
 			for {
 				select {
 				case <-ctx.Done():
 					fmt.Println("\nstopping devnet")
 					return nil
-				case <-talk.C:
-					a := agents[turn%len(agents)]
-					if _, err := a.Message(ctx, room.ID, "text/markdown", lines[turn%len(lines)]); err != nil {
-						fmt.Fprintf(os.Stderr, "%s: %v\n", names[turn%len(agents)], err)
-					}
-					if turn%2 == 1 {
-						if hist, err := a.History(ctx, room.ID, 0); err == nil && len(hist) > 0 {
-							last := hist[rand.IntN(len(hist))]
-							a.Post(ctx, room.ID, 3, func(*client.Room, []*record.Record) (string, any, error) {
-								return "reaction.create", map[string]any{"event_id": last.Hash, "reaction": "agree"}, nil
-							})
-						}
-					}
-					turn++
 				case <-progress.C:
 					seq := stacks[0].n.Summaries()
 					var hostSeq int64
