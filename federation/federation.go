@@ -27,6 +27,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/assertion"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/periodic"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -217,6 +218,16 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 			f.goLoop(func(ctx context.Context) { <-ctx.Done(); svc.Close() })
 		}
 	}
+	// Gossip lands in the index in memory; it reaches the disk in one
+	// batch a second (and when the federation stops), not one synced
+	// write per announcement under the index lock.
+	f.goLoop(func(ctx context.Context) {
+		periodic.Run(ctx, indexFlushInterval, func() {
+			if err := f.idx.Flush(); err != nil {
+				f.log.Warn("store index entries", "err", err, "pending", f.idx.Pending())
+			}
+		})
+	})
 	f.log.Info("federation up", "peer_id", h.ID().String(), "host_key", f.signer.HostKey(), "addrs", f.Addrs())
 	return f, nil
 }
@@ -239,8 +250,14 @@ func (f *Federation) Close() error {
 	f.cancel()
 	f.closeMu.Unlock()
 	f.wg.Wait()
+	if err := f.idx.Flush(); err != nil {
+		f.log.Warn("store index entries", "err", err)
+	}
 	return f.h.Close()
 }
+
+// indexFlushInterval is how often received index entries are stored.
+const indexFlushInterval = time.Second
 
 // PeerID returns this node's libp2p peer ID.
 func (f *Federation) PeerID() peer.ID { return f.h.ID() }

@@ -153,6 +153,19 @@ type Index struct {
 	perHost  map[identity.AgentID]int               // entries per host key
 	unver    int                                    // entries of unverified hosts (as of their Put)
 	conflict map[string][]byte                      // evidence: signed conflicting claims, by digest
+
+	// pending holds the stored form of what changed since the last Flush
+	// (by storage key, newest value only): gossip is applied in memory
+	// under mu and written in batches by Flush, so no Put waits for a disk
+	// sync while holding the index lock.
+	pending map[string]pendingWrite
+	flushMu sync.Mutex // one Flush at a time, so batches land in order
+}
+
+// pendingWrite is one storage key's latest value, or its deletion.
+type pendingWrite struct {
+	val []byte
+	del bool
 }
 
 const (
@@ -166,7 +179,8 @@ const (
 // limits. self is this node's host key; its own rooms are never stored.
 func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
 	x := &Index{db: db, self: self, m: map[string]*Entry{}, byRoom: map[string]map[identity.AgentID]*Entry{},
-		perHost: map[identity.AgentID]int{}, conflict: map[string][]byte{}, verified: func(Binding) bool { return false }}
+		perHost: map[identity.AgentID]int{}, conflict: map[string][]byte{}, verified: func(Binding) bool { return false },
+		pending: map[string]pendingWrite{}}
 	x.lim.defaults()
 	var expired [][]byte
 	err := db.View(func(txn *badger.Txn) error {
@@ -346,9 +360,7 @@ func (x *Index) Put(e *Entry, now int64) (bool, error) {
 			return false, ErrHostFull
 		}
 	}
-	if err := x.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(pfxIndex+k), e.Raw) }); err != nil {
-		return false, err
-	}
+	x.pending[pfxIndex+k] = pendingWrite{val: e.Raw}
 	if have {
 		x.deleteLocked(old)
 	}
@@ -480,10 +492,10 @@ func (x *Index) DropConflicts(hostKey identity.AgentID) int {
 	}
 	for _, e := range drop {
 		x.deleteLocked(e)
+		x.pending[pfxIndex+key(e)] = pendingWrite{del: true}
 	}
 	x.mu.Unlock()
 	for _, e := range drop {
-		x.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(pfxIndex + key(e))) })
 		x.AddConflict(e.Raw)
 	}
 	return len(drop)
@@ -499,10 +511,61 @@ func (x *Index) AddConflict(raw []byte) {
 	if _, ok := x.conflict[id]; ok || len(x.conflict) >= MaxConflicts {
 		return
 	}
-	if err := x.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(pfxConflict+id), raw) }); err != nil {
-		return
-	}
 	x.conflict[id] = raw
+	x.pending[pfxConflict+id] = pendingWrite{val: raw}
+}
+
+// Flush writes what changed since the last Flush in one batch. The index
+// is a cache of signed gossip: what a crash loses between flushes is
+// announced again. The owner (federation) calls it every second and when
+// it stops. On a write error the batch stays pending (unless newer
+// changes replaced it) for the next Flush.
+func (x *Index) Flush() error {
+	x.flushMu.Lock()
+	defer x.flushMu.Unlock()
+	x.mu.Lock()
+	batch := x.pending
+	if len(batch) == 0 {
+		x.mu.Unlock()
+		return nil
+	}
+	x.pending = map[string]pendingWrite{}
+	x.mu.Unlock()
+	err := x.write(batch)
+	if err != nil {
+		x.mu.Lock()
+		for k, w := range batch {
+			if _, newer := x.pending[k]; !newer {
+				x.pending[k] = w
+			}
+		}
+		x.mu.Unlock()
+	}
+	return err
+}
+
+func (x *Index) write(batch map[string]pendingWrite) error {
+	wb := x.db.NewWriteBatch()
+	defer wb.Cancel()
+	for k, w := range batch {
+		var err error
+		if w.del {
+			err = wb.Delete([]byte(k))
+		} else {
+			err = wb.Set([]byte(k), w.val)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
+}
+
+// Pending reports how many stored keys wait for the next Flush.
+func (x *Index) Pending() int {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	return len(x.pending)
 }
 
 // Conflicts returns the kept conflict evidence, in a stable order.

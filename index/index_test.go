@@ -116,6 +116,9 @@ func TestIndexLimits(t *testing.T) {
 		t.Fatalf("%d pieces of evidence", len(x.Conflicts()))
 	}
 
+	if err := x.Flush(); err != nil || x.Pending() != 0 {
+		t.Fatalf("flush: %v, %d pending", err, x.Pending())
+	}
 	db.Close()
 	db = openDB(t, dir)
 	defer db.Close()
@@ -128,5 +131,42 @@ func TestIndexLimits(t *testing.T) {
 	}
 	if e, _ := y.Room(roomID(3), now); e == nil || e.ExpiresAt > now+y.Limits().MaxTTL.Milliseconds() {
 		t.Fatal("entry lost or unclamped after reopen")
+	}
+}
+
+// TestIndexWritesBehind: a Put stores nothing by itself (its write waits
+// for Flush, so no Put holds the index lock across a disk sync), repeated
+// Puts of one room keep only the newest value pending, and Flush stores
+// the newest announcement.
+func TestIndexWritesBehind(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	defer db.Close()
+	self, h := newHost(t, "self", 1), newHost(t, "wb", 2)
+	x, err := index.Open(db, self.signer.HostKey(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	for i := int64(0); i < 50; i++ { // one room re-announced 50 times
+		if ok, err := x.Put(h.entry(t, roomID(1), now+i, now, now+30_000+i), now+i); !ok || err != nil {
+			t.Fatalf("put %d: %v %v", i, ok, err)
+		}
+	}
+	if x.Pending() != 1 {
+		t.Fatalf("%d keys pending after 50 puts of one room", x.Pending())
+	}
+	if y, err := index.Open(db, self.signer.HostKey(), now); err != nil || y.Len() != 0 {
+		t.Fatalf("before any flush %d entries are stored (%v)", y.Len(), err)
+	}
+	if err := x.Flush(); err != nil || x.Pending() != 0 {
+		t.Fatalf("flush: %v, %d pending", err, x.Pending())
+	}
+	y, err := index.Open(db, self.signer.HostKey(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := y.Room(roomID(1), now); !ok || e.IssuedAt != now+49 {
+		t.Fatalf("stored entry is not the newest announcement: %+v", e)
 	}
 }
