@@ -244,7 +244,8 @@ once; restricted and private rooms wait for a creator or moderator
 works for private rooms you cannot see yet.
 
 A request still pending when --wait runs out stays pending: run join again
-(it resumes your pending request) or give --request ID.`,
+(it resumes your pending request, or joins with it once it is approved) or
+give --request ID.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, id, err := af.roomRef(args[0])
@@ -256,9 +257,13 @@ A request still pending when --wait runs out stays pending: run join again
 			if requestID == "" {
 				jr, err = c.RequestJoin(ctx, id, role, perspective, reason)
 				var ce *client.Error
-				if errors.As(err, &ce) && ce.Data["reason"] == "pending_request" {
+				if errors.As(err, &ce) && (ce.Data["reason"] == "pending_request" || ce.Data["reason"] == "approved_request") {
 					requestID, _ = ce.Data["request_id"].(string)
-					fmt.Fprintf(os.Stderr, "resuming your pending join request %s\n", requestID)
+					what := "pending"
+					if ce.Data["reason"] == "approved_request" {
+						what = "approved"
+					}
+					fmt.Fprintf(os.Stderr, "resuming your %s join request %s\n", what, requestID)
 					err = nil
 				}
 				if err != nil {
