@@ -438,6 +438,7 @@ type stack struct {
 	srv  *http.Server
 	errc chan error
 	addr string
+	ln   net.Listener // the HTTP(S) listener, with the connection cap
 	log  *slog.Logger
 	// challenge answers ACME http-01 challenges (nil unless --acme-http).
 	challenge     *http.Server
@@ -513,6 +514,7 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	s.addr = ln.Addr().String()
 	s.srv = hostapi.NewHTTPServer(hostapi.New(n, opts).Handler(), fs.http)
 	ln = hostapi.LimitListener(ln, fs.http.WithDefaults().MaxConnections)
+	s.ln = ln
 	scheme := "http"
 	if ts == nil {
 		go func() { s.errc <- s.srv.Serve(ln) }()
