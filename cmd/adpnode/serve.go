@@ -521,6 +521,9 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	} else {
 		scheme = "https"
 		s.srv.TLSConfig = ts.config
+		// Failed handshakes (scanners, names outside --acme-domain) are
+		// routine on an open port: debug level.
+		s.srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
 		disableHTTP2(s.srv)
 		go func() { s.errc <- s.srv.ServeTLS(ln, "", "") }()
 		if ts.httpSrv != nil {
