@@ -22,6 +22,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	libp2pwebrtc "github.com/libp2p/go-libp2p/p2p/transport/webrtc"
@@ -361,6 +362,12 @@ func (f *Federation) dialLoop(ctx context.Context) {
 			}
 			if now.Before(next[ai.ID]) {
 				continue
+			}
+			// This loop keeps its own backoff (1 s doubling to 1 min);
+			// the swarm's (5 s growing to 5 min) would hold a static
+			// peer back long after it came back.
+			if sw, ok := f.h.Network().(*swarm.Swarm); ok {
+				sw.Backoff().Clear(ai.ID)
 			}
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			err := f.h.Connect(dctx, ai)
