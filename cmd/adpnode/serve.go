@@ -439,7 +439,9 @@ type stack struct {
 	errc chan error
 	addr string
 	ln   net.Listener // the HTTP(S) listener, with the connection cap
-	log  *slog.Logger
+	// scheme is https when the node terminates TLS, else http.
+	scheme string
+	log    *slog.Logger
 	// challenge answers ACME http-01 challenges (nil unless --acme-http).
 	challenge     *http.Server
 	challengeAddr string
@@ -515,11 +517,11 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	s.srv = hostapi.NewHTTPServer(hostapi.New(n, opts).Handler(), fs.http)
 	ln = hostapi.LimitListener(ln, fs.http.WithDefaults().MaxConnections)
 	s.ln = ln
-	scheme := "http"
+	s.scheme = "http"
 	if ts == nil {
 		go func() { s.errc <- s.srv.Serve(ln) }()
 	} else {
-		scheme = "https"
+		s.scheme = "https"
 		s.srv.TLSConfig = ts.config
 		// Failed handshakes (scanners, names outside --acme-domain) are
 		// routine on an open port: debug level.
@@ -539,7 +541,7 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			}()
 		}
 	}
-	log.Info("adpnode serving", "listen", s.addr, "scheme", scheme, "public_url", n.Origin(), "data", cfg.DataDir)
+	log.Info("adpnode serving", "listen", s.addr, "scheme", s.scheme, "public_url", n.Origin(), "data", cfg.DataDir)
 	return s, nil
 }
 
@@ -577,7 +579,7 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 			fmt.Fprintf(os.Stderr, "adpnode: libp2p %s\n", a)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "adpnode: serving %s (public URL %s, data %s)\n", s.addr, s.n.Origin(), cfg.DataDir)
+	fmt.Fprintf(os.Stderr, "adpnode: serving %s://%s (public URL %s, data %s)\n", s.scheme, s.addr, s.n.Origin(), cfg.DataDir)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
