@@ -165,11 +165,29 @@ func (f *Federation) checkWorker(ctx context.Context) {
 			return
 		case b := <-f.checkQ:
 			if err := f.CheckBinding(ctx, b); err != nil && ctx.Err() == nil {
-				f.log.Warn("host binding not confirmed", "host_key", b.Key, "origin", b.Origin, "err", err)
+				f.logCheckFailure(b, err)
 			}
 			f.checkMu.Lock()
 			delete(f.queued, b.Key)
 			f.checkMu.Unlock()
 		}
 	}
+}
+
+// logCheckFailure logs a failed binding check. Checks refused because the
+// origin is loopback or private repeat every few minutes for as long as
+// the peer announces; only the first is logged above debug, with the
+// operator's switch (Config.PrivateOriginsHint).
+func (f *Federation) logCheckFailure(b index.Binding, err error) {
+	var po *privateOrigin
+	if !errors.As(err, &po) {
+		f.log.Warn("host binding not confirmed", "host_key", b.Key, "origin", b.Origin, "err", err)
+		return
+	}
+	if f.privateNoted.CompareAndSwap(false, true) {
+		f.log.Info("host binding not checked: the origin is a loopback or private address (logged once)",
+			"host_key", b.Key, "origin", b.Origin, "hint", f.cfg.PrivateOriginsHint)
+		return
+	}
+	f.log.Debug("host binding not checked: private origin", "host_key", b.Key, "origin", b.Origin)
 }

@@ -110,7 +110,11 @@ func (f *Federation) checkBinding(ctx context.Context, b index.Binding) error {
 	}
 	resp, err := f.httpClient().Do(req)
 	if err != nil {
-		return errors.New("discovery document " + safehttp.Describe(f.log, "binding check", err))
+		msg := "discovery document " + safehttp.Describe(f.log, "binding check", err)
+		if errors.Is(err, safehttp.ErrRefused) {
+			return &privateOrigin{msg}
+		}
+		return errors.New(msg)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 == 4 {
@@ -131,6 +135,12 @@ func (f *Federation) checkBinding(ctx context.Context, b index.Binding) error {
 	}
 	return nil
 }
+
+// privateOrigin is a binding check not made because the origin resolves
+// to a loopback or private address and Config.AllowPrivateOrigins is off.
+type privateOrigin struct{ msg string }
+
+func (p *privateOrigin) Error() string { return p.msg }
 
 // contradiction is a binding check failure in which the origin answered
 // and denied the binding (as opposed to not answering).

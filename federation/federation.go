@@ -22,6 +22,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	libp2pwebrtc "github.com/libp2p/go-libp2p/p2p/transport/webrtc"
+	ws "github.com/libp2p/go-libp2p/p2p/transport/websocket"
+	webtransport "github.com/libp2p/go-libp2p/p2p/transport/webtransport"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/adpnode/adpnode/adp/identity"
@@ -59,6 +65,9 @@ type Config struct {
 	// AllowPrivateOrigins lets binding cross-checks reach loopback and
 	// private addresses (tests, closed networks).
 	AllowPrivateOrigins bool
+	// PrivateOriginsHint tells the operator how to allow private origins
+	// (logged once with the first check refused for that reason).
+	PrivateOriginsHint string
 	// Limits bound what peers may cost this node (resource manager,
 	// connection manager, index-sync streams, announcement rate).
 	Limits Limits
@@ -136,6 +145,8 @@ type Federation struct {
 
 	scoreMu sync.Mutex
 	scores  map[peer.ID]float64 // gossipsub scores, refreshed every second
+
+	privateNoted atomic.Bool // a check refused for a private origin was logged
 }
 
 func (f *Federation) keepScores(m map[peer.ID]float64) {
@@ -161,6 +172,14 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 	if err != nil {
 		return nil, err
 	}
+	listen := make([]ma.Multiaddr, 0, len(cfg.ListenAddrs))
+	for _, s := range cfg.ListenAddrs {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("libp2p listen address %q: %w", s, err)
+		}
+		listen = append(listen, a)
+	}
 	cm, err := connmgr.NewConnManager(cfg.Limits.ConnLow, cfg.Limits.ConnHigh, connmgr.WithGracePeriod(time.Minute))
 	if err != nil {
 		return nil, err
@@ -170,10 +189,21 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 		return nil, fmt.Errorf("resource manager: %w", err)
 	}
 	bw := metrics.NewBandwidthCounter()
-	h, err := libp2p.New(libp2p.Identity(sk), libp2p.ListenAddrStrings(cfg.ListenAddrs...), libp2p.ConnectionManager(cm),
+	// The default TCP transport sets SO_REUSEPORT, so a second node on the
+	// same port would share it silently; without it, and listening on
+	// each address one by one, a port in use fails Start by name.
+	h, err := libp2p.New(libp2p.Identity(sk), libp2p.NoListenAddrs, libp2p.ConnectionManager(cm),
+		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()), libp2p.Transport(quic.NewTransport),
+		libp2p.Transport(ws.New), libp2p.Transport(webtransport.New), libp2p.Transport(libp2pwebrtc.New),
 		libp2p.ResourceManager(rm), libp2p.BandwidthReporter(bw), libp2p.DisableRelay(), libp2p.Ping(true))
 	if err != nil { // libp2p closes rm and cm itself
 		return nil, fmt.Errorf("libp2p host: %w", err)
+	}
+	for _, a := range listen {
+		if err := h.Network().Listen(a); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("libp2p listen %s: %w (is another node using this port? choose another with --p2p-listen)", a, err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Federation{cfg: cfg, n: n, idx: idx, signer: assertion.NewSigner(cfg.Key), h: h, bw: bw, log: cfg.Log,
@@ -336,6 +366,8 @@ func (f *Federation) Connect(ctx context.Context, addr string) error {
 func (f *Federation) dialLoop(ctx context.Context) {
 	next := map[peer.ID]time.Time{}
 	wait := map[peer.ID]time.Duration{}
+	failed := map[peer.ID]int{}   // dials failed in the current streak
+	dialled := map[peer.ID]bool{} // the loop has connected to the peer before
 	t := time.NewTicker(250 * time.Millisecond)
 	defer t.Stop()
 	for {
@@ -348,9 +380,18 @@ func (f *Federation) dialLoop(ctx context.Context) {
 			if now.Before(next[ai.ID]) {
 				continue
 			}
+			// This loop keeps its own backoff (1 s doubling to 1 min);
+			// the swarm's (5 s growing to 5 min) would hold a static
+			// peer back long after it came back.
+			if sw, ok := f.h.Network().(*swarm.Swarm); ok {
+				sw.Backoff().Clear(ai.ID)
+			}
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			err := f.h.Connect(dctx, ai)
 			cancel()
+			if ctx.Err() != nil {
+				return
+			}
 			if err != nil {
 				w := wait[ai.ID]
 				if w == 0 {
@@ -359,8 +400,22 @@ func (f *Federation) dialLoop(ctx context.Context) {
 					w = min(2*w, time.Minute)
 				}
 				wait[ai.ID], next[ai.ID] = w, now.Add(w)
-				f.log.Debug("peer dial failed", "peer", ai.ID, "retry_in", w, "err", err)
+				failed[ai.ID]++
+				if failed[ai.ID] == 1 {
+					// Once per failure streak; the retries follow at debug.
+					f.log.Info("static peer unreachable; retrying with backoff", "peer", ai.ID, "addrs", ai.Addrs,
+						"retry_in", w, "next_retry", next[ai.ID].UTC().Format(time.RFC3339), "err", err)
+				} else {
+					f.log.Debug("static peer dial failed", "peer", ai.ID, "failures", failed[ai.ID], "retry_in", w, "err", err)
+				}
+				continue
 			}
+			msg := "static peer connected"
+			if dialled[ai.ID] || failed[ai.ID] > 0 {
+				msg = "static peer reconnected"
+			}
+			f.log.Info(msg, "peer", ai.ID, "failed_dials", failed[ai.ID])
+			failed[ai.ID], wait[ai.ID], dialled[ai.ID] = 0, 0, true
 		}
 		select {
 		case <-ctx.Done():

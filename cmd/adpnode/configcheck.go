@@ -32,6 +32,10 @@ nothing: no data directory, no ports. Exit 0 when valid, 2 when not.`,
 				"log_level":           ss.logLevel,
 				"max_body_bytes":      cfg.MaxBodyBytes,
 				"allow_private_packs": cfg.Packs.AllowPrivate,
+				"allow_private_peers": ss.allowPrivatePeers,
+				"mirror_max_rooms":    ss.mirrorMaxRooms,
+				"mirror_max_bytes":    ss.mirrorMaxBytes,
+				"tls":                 tlsOut(ss.tls),
 				"rates": map[string]int{"message": cfg.Rates.Message, "signal": cfg.Rates.Signal,
 					"control": cfg.Rates.Control, "room_create": cfg.Rates.Create},
 				"federation": map[string]any{"enabled": ss.fed.enabled, "listen": ss.fed.listen, "peers": nonNil(ss.fed.peers),
@@ -55,4 +59,17 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// tlsOut is the tls: section of config check's output.
+func tlsOut(t tlsSettings) map[string]any {
+	out := map[string]any{"mode": t.mode()}
+	switch t.mode() {
+	case "static":
+		out["cert"], out["key"] = t.certFile, t.keyFile
+	case "acme":
+		out["domains"], out["email"], out["directory"] = t.acmeDomains, t.acmeEmail, t.acmeDirectory
+		out["ca_root"], out["http"] = t.acmeCARoot, t.acmeHTTP
+	}
+	return out
 }

@@ -52,7 +52,7 @@ prints the URLs to look at and the replication progress. Ctrl-C stops it.`,
 			var first string
 			for i := 0; i < 3; i++ {
 				listen := fmt.Sprintf("127.0.0.1:%d", basePort+i)
-				fs := fedSettings{enabled: true, interval: 5 * time.Second,
+				fs := fedSettings{enabled: true, interval: 5 * time.Second, allowPrivatePeers: true,
 					listen: []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p2pPort+i)}}
 				if first != "" {
 					fs.peers = []string{first}

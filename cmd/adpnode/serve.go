@@ -41,9 +41,24 @@ type fileConfig struct {
 	// disable that limit.
 	Rates             *fileRates `yaml:"rates"`
 	MaxConnections    int        `yaml:"max_connections"`
-	MaxBodyBytes      int64      `yaml:"max_body_bytes"`
+	MaxBodyBytes      string     `yaml:"max_body_bytes"` // bytes, or a size such as 4MiB
 	DiskReserve       string     `yaml:"disk_reserve"`
 	AllowPrivatePacks bool       `yaml:"allow_private_packs"`
+	// AllowPrivatePeers lets federation's binding cross-checks reach
+	// loopback and private origins (nil: unset; an old file's
+	// allow_private_packs then stands in for it, with a deprecation note).
+	AllowPrivatePeers *bool `yaml:"allow_private_peers"`
+	// Mirror caps (0: the defaults, 1000 rooms and 10GiB).
+	MirrorMaxRooms int    `yaml:"mirror_max_rooms"`
+	MirrorMaxBytes string `yaml:"mirror_max_bytes"`
+	// TLS: a static certificate, or ACME (exclusive).
+	TLSCert       string   `yaml:"tls_cert"`
+	TLSKey        string   `yaml:"tls_key"`
+	ACMEDomains   []string `yaml:"acme_domains"`
+	ACMEEmail     string   `yaml:"acme_email"`
+	ACMEDirectory string   `yaml:"acme_directory"`
+	ACMECARoot    string   `yaml:"acme_ca_root"`
+	ACMEHTTP      string   `yaml:"acme_http"`
 	// JoinRequestTTL is how long a join request stays valid (Go duration;
 	// default 1h, and never past the room's end_time).
 	JoinRequestTTL string `yaml:"join_request_ttl"`
@@ -134,6 +149,17 @@ func addServeFlags(cmd *cobra.Command) {
 	f.String("data", "./data", "data directory (Badger)")
 	f.String("log-level", "info", "debug, info, warn or error (debug adds an HTTP access log)")
 	f.Bool("allow-private-packs", false, "allow external packs from loopback/private addresses and plain HTTP")
+	f.Bool("allow-private-peers", false, "let federation's host binding checks reach loopback/private origins (devnets, closed networks)")
+	f.String("max-body-bytes", "1MiB", "cap on a request body (bytes, or a size such as 4MiB)")
+	f.Int("mirror-max-rooms", 1000, "cap on the rooms this node mirrors")
+	f.String("mirror-max-bytes", "10GiB", "cap on the records this node stores as mirrors")
+	f.String("tls-cert", "", "serve HTTPS on --listen with this certificate chain (PEM; needs --tls-key)")
+	f.String("tls-key", "", "private key (PEM) of --tls-cert")
+	f.StringArray("acme-domain", nil, "serve HTTPS with certificates from ACME for this domain (repeatable or comma list; cache in DATA/acme)")
+	f.String("acme-email", "", "contact e-mail of the ACME account")
+	f.String("acme-directory", defaultACMEDirectory, "ACME directory URL")
+	f.String("acme-ca-root", "", "PEM root certificate to trust for the ACME directory (private ACME CA)")
+	f.String("acme-http", "", "also answer ACME http-01 challenges on this address (e.g. :80); tls-alpn-01 on --listen always works")
 	f.Bool("no-federation", false, "run without libp2p federation")
 	f.StringArray("p2p-listen", []string{"/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/udp/4001/quic-v1"},
 		"libp2p listen multiaddr (repeatable)")
@@ -151,6 +177,27 @@ type serveSettings struct {
 	logLevel string
 	level    slog.Level
 	fed      fedSettings
+	tls      tlsSettings
+
+	allowPrivatePeers    bool
+	deprecatedPeersAllow bool // allowPrivatePeers comes from allow_private_packs
+	mirrorMaxRooms       int
+	mirrorMaxBytes       int64
+}
+
+// pickSize resolves a size setting: the flag when given, else the file's
+// value, else the flag's default. Sizes are bytes or a number with KiB,
+// MiB or GiB; a negative or malformed size is a usage error.
+func pickSize(fl *pflag.FlagSet, flag, file string) (int64, error) {
+	v, _ := fl.GetString(flag)
+	if !fl.Changed(flag) && file != "" {
+		v = file
+	}
+	n, err := parseSize(v)
+	if err != nil {
+		return 0, withCode(exitUsage, fmt.Errorf("%s: %w", strings.ReplaceAll(flag, "-", "_"), err))
+	}
+	return n, nil
 }
 
 // resolveServe computes the effective settings from the flags,
@@ -184,33 +231,67 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 	}
 	ss := &serveSettings{}
 	ss.listen = pick("listen", fc.Listen)
+	if _, _, err := net.SplitHostPort(ss.listen); err != nil {
+		return nil, withCode(exitUsage, fmt.Errorf("listen %q: %w", ss.listen, err))
+	}
+	ts := tlsSettings{certFile: pick("tls-cert", fc.TLSCert), keyFile: pick("tls-key", fc.TLSKey),
+		acmeDomains: fc.ACMEDomains, acmeEmail: pick("acme-email", fc.ACMEEmail),
+		acmeDirectory: pick("acme-directory", fc.ACMEDirectory), acmeCARoot: pick("acme-ca-root", fc.ACMECARoot),
+		acmeHTTP: pick("acme-http", fc.ACMEHTTP)}
+	if fl.Changed("acme-domain") {
+		ts.acmeDomains, _ = fl.GetStringArray("acme-domain")
+	}
+	var err error
+	if ss.tls, err = resolveTLS(ts); err != nil {
+		return nil, withCode(exitUsage, err)
+	}
 	publicURL, _ := fl.GetString("public-url")
+	fileDerived := strings.TrimSuffix(fc.PublicURL, "/") == "http://"+fc.Listen || strings.TrimSuffix(fc.PublicURL, "/") == "https://"+fc.Listen
 	switch {
 	case fl.Changed("public-url"):
-	case fc.PublicURL != "" && !(fl.Changed("listen") && strings.TrimSuffix(fc.PublicURL, "/") == "http://"+fc.Listen):
+	case fc.PublicURL != "" && !(fl.Changed("listen") && fileDerived):
 		publicURL = fc.PublicURL
 	default:
-		publicURL = "http://" + ss.listen
+		publicURL = ss.tls.defaultPublicURL(ss.listen)
 	}
 	if u, err := url.Parse(publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, withCode(exitUsage, fmt.Errorf("public_url %q must be an origin like https://adp.example.org", publicURL))
-	}
-	if _, _, err := net.SplitHostPort(ss.listen); err != nil {
-		return nil, withCode(exitUsage, fmt.Errorf("listen %q: %w", ss.listen, err))
 	}
 	ss.logLevel = pick("log-level", fc.LogLevel)
 	if err := ss.level.UnmarshalText([]byte(ss.logLevel)); err != nil {
 		return nil, withCode(exitUsage, fmt.Errorf("log_level: %w", err))
 	}
-	if fc.MaxBodyBytes < 0 {
-		return nil, withCode(exitUsage, fmt.Errorf("max_body_bytes must not be negative"))
+	maxBody, err := pickSize(fl, "max-body-bytes", fc.MaxBodyBytes)
+	if err != nil {
+		return nil, err
 	}
-	ss.cfg = node.Config{PublicURL: publicURL, DataDir: pick("data", fc.Data), MaxBodyBytes: fc.MaxBodyBytes}
+	ss.cfg = node.Config{PublicURL: publicURL, DataDir: pick("data", fc.Data), MaxBodyBytes: maxBody}
 	allow, _ := fl.GetBool("allow-private-packs")
 	if fl.Changed("allow-private-packs") {
 		ss.cfg.Packs.AllowPrivate = allow
 	} else {
 		ss.cfg.Packs.AllowPrivate = allow || fc.AllowPrivatePacks
+	}
+	peersAllow, _ := fl.GetBool("allow-private-peers")
+	switch {
+	case fl.Changed("allow-private-peers"):
+		ss.allowPrivatePeers = peersAllow
+	case fc.AllowPrivatePeers != nil:
+		ss.allowPrivatePeers = *fc.AllowPrivatePeers
+	case ss.cfg.Packs.AllowPrivate:
+		// Before allow_private_peers existed, allow_private_packs also
+		// opened federation's binding checks; an old config keeps working.
+		ss.allowPrivatePeers = true
+		ss.deprecatedPeersAllow = true
+	}
+	if ss.mirrorMaxRooms, _ = fl.GetInt("mirror-max-rooms"); !fl.Changed("mirror-max-rooms") && fc.MirrorMaxRooms != 0 {
+		ss.mirrorMaxRooms = fc.MirrorMaxRooms
+	}
+	if ss.mirrorMaxRooms < 0 {
+		return nil, withCode(exitUsage, fmt.Errorf("mirror_max_rooms %d: must not be negative", ss.mirrorMaxRooms))
+	}
+	if ss.mirrorMaxBytes, err = pickSize(fl, "mirror-max-bytes", fc.MirrorMaxBytes); err != nil {
+		return nil, err
 	}
 	rates, err := fc.Rates.rates()
 	if err != nil {
@@ -263,6 +344,9 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 		}
 	}
 	ss.fed.http = httpOpts
+	ss.fed.tls = ss.tls
+	ss.fed.allowPrivatePeers, ss.fed.deprecatedPeersAllow = ss.allowPrivatePeers, ss.deprecatedPeersAllow
+	ss.fed.mirrorMaxRooms, ss.fed.mirrorMaxBytes = ss.mirrorMaxRooms, ss.mirrorMaxBytes
 	for _, p := range ss.fed.peers {
 		if strings.ContainsAny(p, "<>") || !strings.Contains(p, "/p2p/") {
 			return nil, withCode(exitUsage, fmt.Errorf("peer %q: want a multiaddr ending in /p2p/<peer id>", p))
@@ -308,8 +392,41 @@ type fedSettings struct {
 	// http are the HTTP edge's timeouts and caps (not federation, but
 	// carried with the other serve settings).
 	http   hostapi.HTTPOptions
+	tls    tlsSettings
 	limits federation.Limits
 	index  index.Limits
+
+	allowPrivatePeers    bool
+	deprecatedPeersAllow bool
+	mirrorMaxRooms       int
+	mirrorMaxBytes       int64
+}
+
+// privatePeersHint is the switch that lets federation check host bindings
+// of loopback and private origins.
+const privatePeersHint = "set --allow-private-peers (config: allow_private_peers: true)"
+
+// warnPrivatePeers logs, once at start, what federation will not do on
+// a loopback or private network unless private peers are allowed, and the
+// deprecation of allow_private_packs standing in for that switch.
+func warnPrivatePeers(log *slog.Logger, fs fedSettings, publicURL string) {
+	if fs.deprecatedPeersAllow {
+		log.Warn("allow_private_packs also allows private peers for now; this is deprecated: " + privatePeersHint +
+			" for federation, and keep allow_private_packs only for packs")
+	}
+	if fs.allowPrivatePeers {
+		return
+	}
+	u, err := url.Parse(publicURL)
+	if err != nil {
+		return
+	}
+	host := u.Hostname()
+	ip := net.ParseIP(host)
+	if host == "localhost" || ip != nil && (ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsUnspecified()) {
+		log.Warn("public URL is a loopback or private address: peers on such origins cannot have their host bindings checked, "+
+			"so their rooms stay unverified; "+privatePeersHint, "public_url", publicURL)
+	}
 }
 
 // stack is one running node with its federation peer, mirror and HTTP
@@ -321,7 +438,13 @@ type stack struct {
 	srv  *http.Server
 	errc chan error
 	addr string
-	log  *slog.Logger
+	ln   net.Listener // the HTTP(S) listener, with the connection cap
+	// scheme is https when the node terminates TLS, else http.
+	scheme string
+	log    *slog.Logger
+	// challenge answers ACME http-01 challenges (nil unless --acme-http).
+	challenge     *http.Server
+	challengeAddr string
 }
 
 // startStack opens the node and starts everything around it.
@@ -353,11 +476,13 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			return nil, err
 		}
 		s.fed, err = federation.Start(federation.Config{Key: key, ListenAddrs: fs.listen, Peers: fs.peers, MDNS: fs.mdns,
-			AnnounceInterval: fs.interval, AllowPrivateOrigins: cfg.Packs.AllowPrivate, Limits: fs.limits, Index: fs.index, Log: log}, n, idx)
+			AnnounceInterval: fs.interval, AllowPrivateOrigins: fs.allowPrivatePeers, PrivateOriginsHint: privatePeersHint,
+			Limits: fs.limits, Index: fs.index, Log: log}, n, idx)
 		if err != nil {
 			s.close()
 			return nil, err
 		}
+		warnPrivatePeers(log, fs, cfg.PublicURL)
 		opts.Federation = s.fed
 		met.AttachFederation(s.fed)
 		// Lag is measured on live records only: a backfilled record's
@@ -367,23 +492,56 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 				met.ObserveMirrorLag(time.Duration(n.NowMs()-rec.ReceivedAt) * time.Millisecond)
 			}
 		}
-		if s.mir, err = mirror.Open(mirror.Config{Log: log, OnVerified: onVerified}, n, s.fed, idx); err != nil {
+		if s.mir, err = mirror.Open(mirror.Config{Log: log, OnVerified: onVerified,
+			MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes}, n, s.fed, idx); err != nil {
 			s.close()
 			return nil, err
 		}
 		opts.Mirror = s.mir
 		met.AttachMirror(s.mir)
 	}
+	ts, err := setupTLS(fs.tls, cfg.DataDir, fs.http, log)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
+		if ts != nil && ts.httpLn != nil {
+			ts.httpLn.Close()
+		}
 		s.close()
 		return nil, err
 	}
 	s.addr = ln.Addr().String()
 	s.srv = hostapi.NewHTTPServer(hostapi.New(n, opts).Handler(), fs.http)
 	ln = hostapi.LimitListener(ln, fs.http.WithDefaults().MaxConnections)
-	go func() { s.errc <- s.srv.Serve(ln) }()
-	log.Info("adpnode serving", "listen", s.addr, "public_url", n.Origin(), "data", cfg.DataDir)
+	s.ln = ln
+	s.scheme = "http"
+	if ts == nil {
+		go func() { s.errc <- s.srv.Serve(ln) }()
+	} else {
+		s.scheme = "https"
+		s.srv.TLSConfig = ts.config
+		// Failed handshakes (scanners, names outside --acme-domain) are
+		// routine on an open port: debug level.
+		s.srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+		disableHTTP2(s.srv)
+		go func() { s.errc <- s.srv.ServeTLS(ln, "", "") }()
+		if ts.httpSrv != nil {
+			s.challenge = ts.httpSrv
+			s.challengeAddr = ts.httpLn.Addr().String()
+			go func() {
+				if err := ts.httpSrv.Serve(ts.httpLn); !errors.Is(err, http.ErrServerClosed) {
+					select {
+					case s.errc <- fmt.Errorf("acme http-01 server: %w", err):
+					default:
+					}
+				}
+			}()
+		}
+	}
+	log.Info("adpnode serving", "listen", s.addr, "scheme", s.scheme, "public_url", n.Origin(), "data", cfg.DataDir)
 	return s, nil
 }
 
@@ -398,6 +556,9 @@ func (s *stack) close() error {
 		if err := s.srv.Shutdown(ctx); err != nil {
 			s.log.Warn("http shutdown", "err", err)
 		}
+	}
+	if s.challenge != nil {
+		s.challenge.Close()
 	}
 	if s.mir != nil {
 		s.mir.Close()
@@ -418,7 +579,7 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 			fmt.Fprintf(os.Stderr, "adpnode: libp2p %s\n", a)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "adpnode: serving %s (public URL %s, data %s)\n", s.addr, s.n.Origin(), cfg.DataDir)
+	fmt.Fprintf(os.Stderr, "adpnode: serving %s://%s (public URL %s, data %s)\n", s.scheme, s.addr, s.n.Origin(), cfg.DataDir)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
