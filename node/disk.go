@@ -187,15 +187,42 @@ func precheckTables(dir string, since time.Time) error {
 	if err != nil {
 		return err
 	}
+	listed, haveManifest := manifestTables(dir)
 	for _, name := range names {
 		if fi, err := os.Stat(name); err == nil && !since.IsZero() && fi.ModTime().Before(since) {
 			continue
+		}
+		if haveManifest {
+			// A table the manifest does not list was being written when
+			// the process died (a flush or compaction's output is added
+			// to the manifest only once complete): Badger deletes it at
+			// open, and it holds nothing that was not elsewhere.
+			if id, ok := table.ParseFileID(filepath.Base(name)); ok {
+				if _, in := listed[id]; !in {
+					continue
+				}
+			}
 		}
 		if err := precheckTable(name); err != nil {
 			return &StorageError{Dir: dir, File: filepath.Base(name), Err: err}
 		}
 	}
 	return nil
+}
+
+// manifestTables reads which tables the dir's MANIFEST lists; false when
+// there is no readable manifest (Badger's open then reports what is wrong).
+func manifestTables(dir string) (map[uint64]badger.TableManifest, bool) {
+	f, err := os.Open(filepath.Join(dir, badger.ManifestFilename))
+	if err != nil {
+		return nil, false
+	}
+	defer f.Close()
+	m, _, err := badger.ReplayManifestFile(f, 0, badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		return nil, false
+	}
+	return m.Tables, true
 }
 
 func precheckTable(name string) (err error) {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/adpnode/adpnode/adp"
 )
 
@@ -100,5 +102,44 @@ func TestTablesVerifiedOnce(t *testing.T) {
 	os.WriteFile(fresh, []byte("also not a table"), 0o644)
 	if err := precheckTables(dir, time.Now().Add(-time.Minute)); err == nil || !strings.Contains(err.Error(), "000002.sst") {
 		t.Fatalf("a table written since the last verification was not checked: %v", err)
+	}
+}
+
+// TestUnfinishedTableIgnored: a table the manifest does not list (a
+// flush or compaction killed mid-write leaves one, truncated) does not
+// stop the start: Badger deletes it, and the data it held is elsewhere.
+// A listed table that is damaged still does (TestTablesVerifiedOnce and
+// the corruption tests).
+func TestUnfinishedTableIgnored(t *testing.T) {
+	dir := t.TempDir()
+	db, err := openBadger(BadgerOptions(dir), slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2000; i++ {
+		db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(fmt.Sprintf("k%05d", i)), make([]byte, 512)) })
+	}
+	if err := db.Close(); err != nil { // flushes the memtable: a listed table
+		t.Fatal(err)
+	}
+	listed, ok := manifestTables(dir)
+	if !ok || len(listed) == 0 {
+		t.Fatalf("manifest lists %d tables (%v)", len(listed), ok)
+	}
+	orphan := filepath.Join(dir, "009999.sst")
+	if err := os.WriteFile(orphan, []byte("half a table"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, tablesVerifiedFile)) // verify everything
+	db, err = openBadger(BadgerOptions(dir), slog.Default())
+	if err != nil {
+		t.Fatalf("an unlisted, truncated table stopped the start: %v", err)
+	}
+	defer db.Close()
+	if _, err := os.Stat(orphan); !os.IsNotExist(err) {
+		t.Fatalf("the unfinished table is still there: %v", err)
+	}
+	if err := db.View(func(txn *badger.Txn) error { _, err := txn.Get([]byte("k01999")); return err }); err != nil {
+		t.Fatalf("data after the restart: %v", err)
 	}
 }
