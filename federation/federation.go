@@ -24,8 +24,8 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
-	"github.com/adpnode/adpnode/assertion"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/node"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/adpnode/adpnode/adp"
-	"github.com/adpnode/adpnode/assertion"
+	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/httpwire"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/node"
