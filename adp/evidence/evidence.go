@@ -5,7 +5,6 @@
 package evidence
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/jsonobj"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 )
@@ -212,21 +212,19 @@ func (e *Evidence) Verify() error {
 	return fmt.Errorf("unknown evidence kind %q", e.Kind)
 }
 
+// fields are the members of an Evidence object.
+var fields = []string{"type", "kind", "host", "room_id", "seq", "reason", "detected_at", "detector", "checkpoints", "records", "conflict"}
+
 // Parse decodes one piece of evidence strictly: strict JSON (no duplicate
-// members), no unknown members, nothing after the object. It does not
-// verify it (see Verify).
+// members at any depth), exactly the Evidence members, nothing after the
+// object. It does not verify it (see Verify).
 func Parse(b []byte) (*Evidence, error) {
 	if err := identity.CheckJSON(b); err != nil {
 		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
 	var ev Evidence
-	if err := dec.Decode(&ev); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("trailing data after the evidence object")
+	if err := jsonobj.Unmarshal(b, &ev, fields...); err != nil {
+		return nil, fmt.Errorf("evidence %w", err)
 	}
 	return &ev, nil
 }
