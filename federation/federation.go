@@ -115,8 +115,7 @@ type Federation struct {
 	recSubs  map[peer.ID]*recordSub // remote hosts' record topics we follow
 	backfill BackfillSource
 
-	peersMu sync.Mutex
-	static  []peer.AddrInfo
+	static []peer.AddrInfo // static peers, set in Start before any goroutine reads them
 
 	checkMu  sync.Mutex
 	checks   map[identity.AgentID]bindingCheck

@@ -61,7 +61,7 @@ func (s *Signer) Sign(typ string, payload any, nowMs int64) ([]byte, error) {
 	return env.Raw, nil
 }
 
-// OpenAssertion verifies a host assertion of the given type: strict parse,
+// Open verifies a host assertion of the given type: strict parse,
 // hash, strict signature by its actor, protocol and type. It does not say
 // whether the actor is the host it should be: callers compare the actor
 // with the key they expect.
