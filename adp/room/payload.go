@@ -1,6 +1,7 @@
 package room
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -112,7 +113,8 @@ func (o object) strs(name string) (v []string, present bool, err error) {
 	return v, true, nil
 }
 
-// obj returns an object-valued member as raw canonical bytes.
+// obj returns an object-valued member as raw canonical bytes, copied so
+// state that keeps it does not alias the payload.
 func (o object) obj(name string) (json.RawMessage, bool, error) {
 	raw, ok := o.Get(name)
 	if !ok {
@@ -121,7 +123,7 @@ func (o object) obj(name string) (json.RawMessage, bool, error) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, true, o.fieldErr(name, "an object")
 	}
-	return raw, true, nil
+	return bytes.Clone(raw), true, nil
 }
 
 func (o object) agentID(name string) (identity.AgentID, error) {
