@@ -144,3 +144,25 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+var payload = []byte(`{"content":"a message of ordinary length, with a few words in it","content_type":"text/plain","extra":{"k":"v"},"references":["QmFzZTY0dXJsLXByZXZpb3VzLXJlY29yZC1oYXNoMDA"]}`)
+
+func BenchmarkClosed(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Closed(payload, "content_type", "content", "references", "extra"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUnmarshalMap is what room payloads were decoded with before.
+func BenchmarkUnmarshalMap(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(payload, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
