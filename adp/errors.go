@@ -42,6 +42,13 @@ const (
 	CodePayloadSchemaViolation  Code = "payload_schema_violation"
 	CodePackUnavailable         Code = "pack_unavailable"
 	CodeNotFound                Code = "not_found"
+	// CodeArchiveUnavailable is a host code (not ADP §20): an archive read
+	// of a room that has not ended (archives exist once it has, §19).
+	CodeArchiveUnavailable Code = "archive_unavailable"
+	// CodeRelayFailed is a host code (not ADP §20): a relayed write could
+	// not reach the authoritative host, so nothing is known to have been
+	// accepted.
+	CodeRelayFailed Code = "relay_failed"
 	// CodeUnavailable is not an ADP code: the host answers it when it is
 	// overloaded or shutting down (HTTP 503 with Retry-After).
 	CodeUnavailable Code = "unavailable"

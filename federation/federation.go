@@ -30,8 +30,8 @@ import (
 	webtransport "github.com/libp2p/go-libp2p/p2p/transport/webtransport"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
-	"github.com/adpnode/adpnode/assertion"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/periodic"
 	"github.com/adpnode/adpnode/node"
@@ -125,8 +125,7 @@ type Federation struct {
 	recSubs  map[peer.ID]*recordSub // remote hosts' record topics we follow
 	backfill BackfillSource
 
-	peersMu sync.Mutex
-	static  []peer.AddrInfo
+	static []peer.AddrInfo // static peers, set in Start before any goroutine reads them
 
 	checkMu  sync.Mutex
 	checks   map[identity.AgentID]bindingCheck

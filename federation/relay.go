@@ -14,10 +14,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/adpnode/adpnode/adp"
-	"github.com/adpnode/adpnode/assertion"
+	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/httpwire"
 	"github.com/adpnode/adpnode/index"
-	"github.com/adpnode/adpnode/node"
 )
 
 // Stream protocols.
@@ -121,19 +120,19 @@ func (f *Federation) Relay(ctx context.Context, roomID string, body []byte) (htt
 		}
 	}
 	if e == nil {
-		return httpwire.Error(&adp.Error{Code: httpwire.CodeBadGateway,
+		return httpwire.Error(&adp.Error{Code: adp.CodeRelayFailed,
 			Message: "no host with a verified binding holds this room; the write was not relayed",
 			Data:    map[string]any{"reason": "unverified_host", "room_id": roomID}}), true
 	}
 	id, err := peer.Decode(e.Host.PeerID)
 	if err != nil {
-		return httpwire.Error(&adp.Error{Code: httpwire.CodeBadGateway, Message: "the room's host has a malformed peer ID",
+		return httpwire.Error(&adp.Error{Code: adp.CodeRelayFailed, Message: "the room's host has a malformed peer ID",
 			Data: map[string]any{"reason": "bad_peer_id"}}), true
 	}
 	ans, err := f.relayTo(ctx, id, roomID, body)
 	if err != nil {
 		f.log.Warn("relay failed", "room", roomID, "host", id, "err", err)
-		return httpwire.Error(&adp.Error{Code: httpwire.CodeBadGateway, Message: "could not reach the room's host",
+		return httpwire.Error(&adp.Error{Code: adp.CodeRelayFailed, Message: "could not reach the room's host",
 			Data: map[string]any{"reason": "unreachable", "host": e.Host.Origin, "room_url": e.Room.URL}}), true
 	}
 	return ans, true
@@ -305,5 +304,3 @@ func (f *Federation) checkpointFor(raw []byte) (json.RawMessage, error) {
 	return f.signer.Sign(assertion.TypeCheckpoint, Checkpoint{Host: f.signer.HostKey(), RoomID: r.RoomID, Seq: r.Seq,
 		Hash: r.Hash, ReceivedAt: r.ReceivedAt}, f.n.NowMs())
 }
-
-var _ = node.Result{}

@@ -13,8 +13,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/room"
-	"github.com/adpnode/adpnode/assertion"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/node"
 )

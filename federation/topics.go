@@ -6,8 +6,8 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
-	"github.com/adpnode/adpnode/assertion"
 )
 
 // Verdict is a validator's decision (gossipsub's three values).

@@ -44,7 +44,7 @@ func TestRestrictedRoomAccess(t *testing.T) {
 	for _, p := range []string{"/events", "/members", "/agent-status"} {
 		expectStatus(t, get(t, h, c, "/v1/rooms/"+id+p), http.StatusOK)
 	}
-	expectCode(t, get(t, h, c, "/v1/rooms/"+id+"/archive"), node.CodeArchiveUnavailable)
+	expectCode(t, get(t, h, c, "/v1/rooms/"+id+"/archive"), adp.CodeArchiveUnavailable)
 
 	// A member admitted through review reads too.
 	jr := createJR(t, h, m, id, "speaker")

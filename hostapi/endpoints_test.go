@@ -421,7 +421,7 @@ func TestArchiveEndpoints(t *testing.T) {
 	r.JSON(&m)
 	h.MustPost(t, c, id, "reaction.create", map[string]any{"event_id": m.Hash, "reaction": "agree"})
 	for _, f := range []string{"/archive", "/archive.jsonl", "/archive.md"} {
-		expectCode(t, get(t, h, nil, "/v1/rooms/"+id+f), node.CodeArchiveUnavailable)
+		expectCode(t, get(t, h, nil, "/v1/rooms/"+id+f), adp.CodeArchiveUnavailable)
 	}
 	h.Clock.Advance(time.Second)
 	h.MustPost(t, c, id, "room.close", map[string]any{"reason": "done"})

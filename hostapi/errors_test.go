@@ -3,7 +3,6 @@ package hostapi_test
 import (
 	"crypto/ed25519"
 	"encoding/json"
-	"github.com/adpnode/adpnode/httpwire"
 	"net/http"
 	"sort"
 	"strconv"
@@ -347,7 +346,7 @@ func errCases() []errCase {
 		{code: adp.CodeNotFound, name: "unknown_endpoint", run: func(t *testing.T, f *errFixture) *adptest.Response {
 			return get(t, f.h, nil, "/v1/nothing-here")
 		}},
-		{code: node.CodeArchiveUnavailable, name: "archive_of_active_room", run: func(t *testing.T, f *errFixture) *adptest.Response {
+		{code: adp.CodeArchiveUnavailable, name: "archive_of_active_room", run: func(t *testing.T, f *errFixture) *adptest.Response {
 			return get(t, f.h, nil, "/v1/rooms/"+f.room(t, "public", nil)+"/archive")
 		}, check: func(t *testing.T, f *errFixture, r *adptest.Response) {
 			if r.ErrorData()["status"] != "active" {
@@ -378,7 +377,7 @@ func TestErrorCodes(t *testing.T) {
 	f := &errFixture{h: adptest.StartHost(t, node.Config{}),
 		creator: adptest.NewAgent("err-creator"), bob: adptest.NewAgent("err-bob")}
 	unreachable := map[adp.Code]string{adp.CodeInternal: "only unexpected host failures",
-		httpwire.CodeBadGateway: "needs a federation: federation.TestRelayOverHTTP provokes it"}
+		adp.CodeRelayFailed: "needs a federation: federation.TestRelayOverHTTP provokes it"}
 
 	cases := errCases()
 	covered := map[adp.Code]bool{}

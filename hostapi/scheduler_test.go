@@ -94,7 +94,7 @@ func TestSchedulerAcrossRestart(t *testing.T) {
 	if w := cs.nextRecord(); w.Seq != m.Seq {
 		t.Fatalf("creator stream seq %d, want %d", w.Seq, m.Seq)
 	}
-	expectCode(t, get(t, h, nil, "/v1/rooms/"+id+"/archive"), node.CodeArchiveUnavailable)
+	expectCode(t, get(t, h, nil, "/v1/rooms/"+id+"/archive"), adp.CodeArchiveUnavailable)
 
 	// Past end_time: ended, and every live stream closes.
 	clock.Advance(time.Duration(end-clock.Ms())*time.Millisecond + time.Second)
@@ -164,7 +164,7 @@ func TestSchedulerAcrossRestart(t *testing.T) {
 	}
 	first := verify(h)
 	// The cancelled room has no archive.
-	expectCode(t, get(t, h, nil, "/v1/rooms/"+cancelled+"/archive"), node.CodeArchiveUnavailable)
+	expectCode(t, get(t, h, nil, "/v1/rooms/"+cancelled+"/archive"), adp.CodeArchiveUnavailable)
 
 	// Restart again later: still ended, no new announcement, same archive
 	// (generation time persisted).
@@ -253,7 +253,7 @@ func TestCancelEndsStreams(t *testing.T) {
 	if got := getRoom(t, h, nil, id); got.Status != "cancelled" {
 		t.Fatalf("after cancel %+v", got)
 	}
-	expectCode(t, get(t, h, nil, "/v1/rooms/"+id+"/archive"), node.CodeArchiveUnavailable)
+	expectCode(t, get(t, h, nil, "/v1/rooms/"+id+"/archive"), adp.CodeArchiveUnavailable)
 	expectCode(t, h.Post(t, c, id, "room.update", map[string]any{"topic": "again"}), adp.CodeRoomNotActive)
 	_, r := dialSSE(t, h, c, id)
 	expectCode(t, r, adp.CodeRoomEnded)

@@ -45,19 +45,15 @@ var statusByCode = map[adp.Code]int{
 	adp.CodeRoomNotActive:           http.StatusConflict,
 	adp.CodeRoomEnded:               http.StatusConflict,
 	adp.CodeJoinRequestExpired:      http.StatusConflict,
-	node.CodeArchiveUnavailable:     http.StatusConflict,
+	adp.CodeArchiveUnavailable:      http.StatusConflict,
 	adp.CodePayloadTooLarge:         http.StatusRequestEntityTooLarge,
 	adp.CodePayloadSchemaViolation:  http.StatusUnprocessableEntity,
 	adp.CodePackUnavailable:         http.StatusUnprocessableEntity,
 	adp.CodeRateLimited:             http.StatusTooManyRequests,
 	adp.CodeUnavailable:             http.StatusServiceUnavailable,
-	CodeBadGateway:                  http.StatusBadGateway,
+	adp.CodeRelayFailed:             http.StatusBadGateway,
 	adp.CodeInternal:                http.StatusInternalServerError,
 }
-
-// CodeBadGateway is a host code (not ADP §20): a relayed write could not
-// reach the authoritative host, so nothing is known to have been accepted.
-const CodeBadGateway adp.Code = "relay_failed"
 
 // StatusOf returns the HTTP status for an ADP error code.
 func StatusOf(c adp.Code) int {

@@ -8,9 +8,9 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
-	"github.com/adpnode/adpnode/assertion"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/node"
 )

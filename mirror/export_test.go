@@ -1,6 +1,6 @@
 package mirror
 
-import "github.com/adpnode/adpnode/assertion"
+import "github.com/adpnode/adpnode/adp/assertion"
 
 // WantSeqForTest records that seq exists and queues a catch-up: a mirror
 // told of records it cannot fetch.

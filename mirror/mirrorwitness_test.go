@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/adp/archive"
+	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/room"
-	"github.com/adpnode/adpnode/assertion"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"

@@ -161,7 +161,7 @@ func (r *Room) archive(now int64, transcript io.Writer) (*archive.Archive, []*re
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.st.Created() || r.st.StatusAt(now) != room.StatusEnded {
-		return nil, nil, &adp.Error{Code: node.CodeArchiveUnavailable, Message: "the mirrored room has not ended (as far as the verified chain shows)"}
+		return nil, nil, &adp.Error{Code: adp.CodeArchiveUnavailable, Message: "the mirrored room has not ended (as far as the verified chain shows)"}
 	}
 	if n := int64(len(recs)); n < r.st.Seq {
 		// The verified state is ahead of what the group committer has

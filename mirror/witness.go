@@ -9,9 +9,9 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
-	"github.com/adpnode/adpnode/assertion"
 	"github.com/adpnode/adpnode/federation"
 )
 

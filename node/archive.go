@@ -37,7 +37,7 @@ func (n *Node) archiveInputs(roomID string, viewer identity.AgentID) (*hostedRoo
 	last := hr.st.Seq
 	hr.mu.RUnlock()
 	if status != room.StatusEnded {
-		return nil, nil, 0, &adp.Error{Code: CodeArchiveUnavailable, Message: "archives exist once the room has ended",
+		return nil, nil, 0, &adp.Error{Code: adp.CodeArchiveUnavailable, Message: "archives exist once the room has ended",
 			Data: map[string]any{"status": status}}
 	}
 	if hr.archivedAt.Load() == 0 {
@@ -55,10 +55,6 @@ func (n *Node) archiveInputs(roomID string, viewer identity.AgentID) (*hostedRoo
 	}
 	return hr, recs, hr.archivedAt.Load(), nil
 }
-
-// CodeArchiveUnavailable is a host code (not in ADP §20) for archive reads
-// of rooms that have not ended.
-const CodeArchiveUnavailable adp.Code = "archive_unavailable"
 
 // Archive returns the JSON archive of an ended room (§19, DECISIONS 3).
 func (n *Node) Archive(roomID string, viewer identity.AgentID) (*archive.Archive, error) {

@@ -60,7 +60,7 @@ func (h *hub) subscribe(roomID string, agent identity.AgentID, manager bool) *Su
 	return s
 }
 
-// Unsubscribe ends a subscription (idempotent).
+// unsubscribe ends a subscription with a close reason (idempotent).
 func (h *hub) unsubscribe(s *Subscription, reason string) {
 	h.mu.Lock()
 	if m := h.subs[s.RoomID]; m != nil {

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base32"
@@ -17,7 +16,6 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp"
-	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/internal/groupcommit"
@@ -317,10 +315,6 @@ func (n *Node) lookupEnvelope(d [32]byte) (string, int64, bool, error) {
 func internal(err error) *adp.Error {
 	return &adp.Error{Code: adp.CodeInternal, Message: err.Error()}
 }
-
-func equalBytes(a, b []byte) bool { return bytes.Equal(a, b) }
-
-var _ = identity.EncodeB64
 
 // Ready reports whether the node accepts traffic.
 func (n *Node) Ready() bool { return !n.closing.Load() }

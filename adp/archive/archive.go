@@ -12,11 +12,11 @@ import (
 	"fmt"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/adp/types"
-	"github.com/adpnode/adpnode/assertion"
 )
 
 // Manifest is the §19 archive manifest. ArchiveRoot equals EventsSHA3

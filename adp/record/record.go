@@ -12,6 +12,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/jsonobj"
 )
 
 // Record is a server acceptance record. Its JSON form has exactly the fields
@@ -140,35 +141,32 @@ func Parse(data []byte) (*Record, *identity.Envelope, error) {
 	if err := identity.CheckJSON(data); err != nil {
 		return nil, nil, adp.Reason(adp.CodeInvalidEvent, "record_json", "record: "+err.Error())
 	}
-	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return nil, nil, adp.Reason(adp.CodeInvalidEvent, "record_shape", "record is not a JSON object")
-	}
-	for k := range raw {
-		switch k {
-		case "room_id", "seq", "pre_hash", "hash", "received_at", "envelope":
-		default:
-			return nil, nil, adp.Reason(adp.CodeInvalidEvent, "record_shape", fmt.Sprintf("record has unknown field %q", k))
+	obj, err := jsonobj.Closed(data, "room_id", "seq", "pre_hash", "hash", "received_at", "envelope")
+	if err != nil {
+		if e := err.(*jsonobj.Error); e.Kind == jsonobj.Unknown {
+			return nil, nil, adp.Reason(adp.CodeInvalidEvent, "record_shape", fmt.Sprintf("record has unknown field %q", e.Key))
 		}
+		return nil, nil, adp.Reason(adp.CodeInvalidEvent, "record_shape", "record "+err.Error())
 	}
+	member := func(name string) json.RawMessage { v, _ := obj.Get(name); return v }
 	bad := func(field, why string) error {
 		return adp.Reason(adp.CodeInvalidEvent, "record_"+field, "record "+field+": "+why)
 	}
 	var r Record
-	if err := decodeString(raw["room_id"], &r.RoomID); err != nil || !ValidRoomID(r.RoomID) {
+	if err := decodeString(member("room_id"), &r.RoomID); err != nil || !ValidRoomID(r.RoomID) {
 		return nil, nil, bad("room_id", "missing or not a room ID")
 	}
 	var ok bool
-	if r.Seq, ok = decodeInt(raw["seq"]); !ok || r.Seq < 1 {
+	if r.Seq, ok = decodeInt(member("seq")); !ok || r.Seq < 1 {
 		return nil, nil, bad("seq", "missing or not a positive integer")
 	}
-	if r.ReceivedAt, ok = decodeInt(raw["received_at"]); !ok || r.ReceivedAt < 0 {
+	if r.ReceivedAt, ok = decodeInt(member("received_at")); !ok || r.ReceivedAt < 0 {
 		return nil, nil, bad("received_at", "missing or not a non-negative integer")
 	}
-	if err := decodeString(raw["hash"], &r.Hash); err != nil || !validHash(r.Hash) {
+	if err := decodeString(member("hash"), &r.Hash); err != nil || !validHash(r.Hash) {
 		return nil, nil, bad("hash", "missing or not a base64url SHA3-256 digest")
 	}
-	pre, present := raw["pre_hash"]
+	pre, present := obj.Get("pre_hash")
 	switch {
 	case !present:
 		return nil, nil, bad("pre_hash", "missing")
@@ -184,7 +182,7 @@ func Parse(data []byte) (*Record, *identity.Envelope, error) {
 			return nil, nil, bad("pre_hash", "must be null at seq 1")
 		}
 	}
-	envRaw, present := raw["envelope"]
+	envRaw, present := obj.Get("envelope")
 	if !present {
 		return nil, nil, bad("envelope", "missing")
 	}

@@ -55,7 +55,7 @@ func (s *State) admitMessage(a *Admission) error {
 	if !validContentType(ct) {
 		return invalid("content_type", "content_type %q is empty or not a MIME type", ct)
 	}
-	content, ok := o.m["content"]
+	content, ok := o.Get("content")
 	if !ok {
 		return invalid("missing_field", "message.create payload requires content")
 	}
@@ -65,7 +65,7 @@ func (s *State) admitMessage(a *Admission) error {
 	if content[0] == '{' && !jsonContentType(ct) {
 		return invalid("content", "object content requires a JSON content_type")
 	}
-	if _, _, err := o.obj("extra"); err != nil {
+	if _, err := o.extra(); err != nil {
 		return err
 	}
 	return s.checkReferences(o)

@@ -46,7 +46,7 @@ func (s *State) admitCreate(a *Admission) error {
 		return invalid("bad_visibility", "visibility must be public, restricted or private")
 	}
 	c.Visibility = vis
-	if c.Extra, _, err = o.obj("extra"); err != nil {
+	if c.Extra, err = o.extra(); err != nil {
 		return err
 	}
 	if err := s.checkTimes(c.StartTime, c.EndTime, a.Now); err != nil {
@@ -57,7 +57,7 @@ func (s *State) admitCreate(a *Admission) error {
 	}
 	reg := types.NewRegistry()
 	var imports []types.Import
-	if raw, ok := o.m["types"]; ok {
+	if raw, ok := o.Get("types"); ok {
 		var decls []json.RawMessage
 		if raw[0] != '[' || json.Unmarshal(raw, &decls) != nil {
 			return o.fieldErr("types", "an array of type declarations")
@@ -126,7 +126,7 @@ func parseContract(o object, c *Contract) error {
 	} else if ok {
 		c.EndTime = v
 	}
-	if raw, ok := o.m["policy"]; ok {
+	if raw, ok := o.Get("policy"); ok {
 		if c.Policy, err = parsePolicy(raw); err != nil {
 			return err
 		}
@@ -152,7 +152,7 @@ func parsePolicy(raw json.RawMessage) (Policy, error) {
 		}
 		p.ModeratorAgentIDs = append(p.ModeratorAgentIDs, id)
 	}
-	if raw, ok := o.m["max_speakers"]; ok {
+	if raw, ok := o.Get("max_speakers"); ok {
 		var n json.Number
 		if json.Unmarshal(raw, &n) != nil {
 			return p, o.fieldErr("max_speakers", "an integer")
@@ -168,7 +168,7 @@ func parsePolicy(raw json.RawMessage) (Policy, error) {
 	} else if ok {
 		p.ObserverAllowed = &b
 	}
-	if p.Extra, _, err = o.obj("extra"); err != nil {
+	if p.Extra, err = o.extra(); err != nil {
 		return p, err
 	}
 	return p, nil
@@ -220,7 +220,7 @@ func (s *State) admitUpdate(a *Admission, status Status) error {
 	if err != nil {
 		return err
 	}
-	if len(o.m) == 0 {
+	if len(o.Members) == 0 {
 		return invalid("empty_update", "room.update payload must change at least one field")
 	}
 	if o.has("start_time") && status == StatusActive {
@@ -281,10 +281,10 @@ func (s *State) checkLifecyclePayload(a *Admission, what string) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := o.str("reason"); err != nil {
+	if err := o.reason(); err != nil {
 		return err
 	}
-	if _, _, err := o.obj("extra"); err != nil {
+	if _, err := o.extra(); err != nil {
 		return err
 	}
 	return s.checkReferences(o)

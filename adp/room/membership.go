@@ -30,10 +30,10 @@ func (s *State) admitJoin(a *Admission, jr JoinRequests) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := o.str("reason"); err != nil {
+	if err := o.reason(); err != nil {
 		return err
 	}
-	if _, _, err := o.obj("extra"); err != nil {
+	if _, err := o.extra(); err != nil {
 		return err
 	}
 	if hasReq && hasPerspective {
@@ -200,10 +200,10 @@ func (s *State) admitRoleUpdate(a *Admission) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := o.str("reason"); err != nil {
+	if err := o.reason(); err != nil {
 		return err
 	}
-	if _, _, err := o.obj("extra"); err != nil {
+	if _, err := o.extra(); err != nil {
 		return err
 	}
 	m, ok := s.members[target]
@@ -240,10 +240,10 @@ func (s *State) admitRemove(a *Admission) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := o.str("reason"); err != nil {
+	if err := o.reason(); err != nil {
 		return err
 	}
-	if _, _, err := o.obj("extra"); err != nil {
+	if _, err := o.extra(); err != nil {
 		return err
 	}
 	if err := s.checkReferences(o); err != nil {
@@ -314,7 +314,7 @@ func (s *State) admitReview(a *Admission, jr JoinRequests) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := req.str("reason"); err != nil {
+	if err := req.reason(); err != nil {
 		return err
 	}
 	if _, ok, err := req.integer("created_at"); err != nil || !ok {
@@ -324,7 +324,7 @@ func (s *State) admitReview(a *Admission, jr JoinRequests) error {
 	if err != nil || !ok {
 		return invalid("missing_field", "request.expires_at must be present and an integer")
 	}
-	if _, _, err := req.obj("extra"); err != nil {
+	if _, err := req.extra(); err != nil {
 		return err
 	}
 	decision, err := o.requiredStr("decision")
@@ -338,10 +338,10 @@ func (s *State) admitReview(a *Admission, jr JoinRequests) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := o.str("reason"); err != nil {
+	if err := o.reason(); err != nil {
 		return err
 	}
-	if _, _, err := o.obj("extra"); err != nil {
+	if _, err := o.extra(); err != nil {
 		return err
 	}
 	if _, done := s.requests[id]; done || s.consumed[id] {

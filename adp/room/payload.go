@@ -1,20 +1,22 @@
 package room
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/jsonobj"
 )
 
 // object is a decoded payload object of a built-in type. Payload bytes are
-// canonical JSON that already passed the strict parser, so member values are
-// canonical too and duplicate names cannot occur.
+// canonical JSON that already passed the strict parser; jsonobj checks the
+// object's shape and closes it.
 type object struct {
 	what string // for messages, e.g. "room.join payload"
-	m    map[string]json.RawMessage
+	*jsonobj.Object
 }
 
 func invalid(reason, format string, args ...any) *adp.Error {
@@ -24,28 +26,20 @@ func invalid(reason, format string, args ...any) *adp.Error {
 // parseObject decodes raw as a JSON object whose members are all in allowed.
 func parseObject(what string, raw json.RawMessage, allowed ...string) (object, error) {
 	o := object{what: what}
+	var err error
 	if len(raw) == 0 || raw[0] != '{' {
 		return o, invalid("payload_not_object", "%s must be a JSON object", what)
 	}
-	if err := json.Unmarshal(raw, &o.m); err != nil {
-		return o, invalid("payload_not_object", "%s: %v", what, err)
-	}
-	for k := range o.m {
-		ok := false
-		for _, a := range allowed {
-			if k == a {
-				ok = true
-				break
-			}
+	if o.Object, err = jsonobj.Closed(raw, allowed...); err != nil {
+		if e := err.(*jsonobj.Error); e.Kind == jsonobj.Unknown {
+			return o, invalid("unknown_field", "%s has unknown field %q", what, e.Key)
 		}
-		if !ok {
-			return o, invalid("unknown_field", "%s has unknown field %q", what, k)
-		}
+		return o, invalid("payload_not_object", "%s %v", what, err)
 	}
 	return o, nil
 }
 
-func (o object) has(name string) bool { _, ok := o.m[name]; return ok }
+func (o object) has(name string) bool { return o.Has(name) }
 
 func (o object) fieldErr(name, want string) *adp.Error {
 	return invalid("bad_field", "%s field %q must be %s", o.what, name, want)
@@ -53,7 +47,7 @@ func (o object) fieldErr(name, want string) *adp.Error {
 
 // str returns a string member; present reports whether it was there.
 func (o object) str(name string) (s string, present bool, err error) {
-	raw, ok := o.m[name]
+	raw, ok := o.Get(name)
 	if !ok {
 		return "", false, nil
 	}
@@ -76,7 +70,7 @@ func (o object) requiredStr(name string) (string, error) {
 
 // integer returns a non-negative integer member.
 func (o object) integer(name string) (n int64, present bool, err error) {
-	raw, ok := o.m[name]
+	raw, ok := o.Get(name)
 	if !ok {
 		return 0, false, nil
 	}
@@ -92,7 +86,7 @@ func (o object) integer(name string) (n int64, present bool, err error) {
 }
 
 func (o object) boolean(name string) (b bool, present bool, err error) {
-	raw, ok := o.m[name]
+	raw, ok := o.Get(name)
 	if !ok {
 		return false, false, nil
 	}
@@ -106,7 +100,7 @@ func (o object) boolean(name string) (b bool, present bool, err error) {
 }
 
 func (o object) strs(name string) (v []string, present bool, err error) {
-	raw, ok := o.m[name]
+	raw, ok := o.Get(name)
 	if !ok {
 		return nil, false, nil
 	}
@@ -119,16 +113,17 @@ func (o object) strs(name string) (v []string, present bool, err error) {
 	return v, true, nil
 }
 
-// obj returns an object-valued member as raw canonical bytes.
+// obj returns an object-valued member as raw canonical bytes, copied so
+// state that keeps it does not alias the payload.
 func (o object) obj(name string) (json.RawMessage, bool, error) {
-	raw, ok := o.m[name]
+	raw, ok := o.Get(name)
 	if !ok {
 		return nil, false, nil
 	}
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, true, o.fieldErr(name, "an object")
 	}
-	return raw, true, nil
+	return bytes.Clone(raw), true, nil
 }
 
 func (o object) agentID(name string) (identity.AgentID, error) {
@@ -198,4 +193,18 @@ func isToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// reason checks the optional payload.reason: free text, a string when
+// present.
+func (o object) reason() error {
+	_, _, err := o.str("reason")
+	return err
+}
+
+// extra returns the optional payload.extra, which must be an object when
+// present (nil when absent).
+func (o object) extra() (json.RawMessage, error) {
+	raw, _, err := o.obj("extra")
+	return raw, err
 }

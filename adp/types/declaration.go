@@ -47,7 +47,7 @@ func ParseDeclaration(raw []byte, src PackSource, lim Limits) ([]*Definition, *I
 	}
 	m := map[string]json.RawMessage{}
 	for _, x := range members {
-		m[x.key] = x.value
+		m[x.Key] = x.Value
 	}
 	_, hasType := m["type"]
 	_, hasUse := m["use"]
@@ -72,8 +72,8 @@ func ParseDeclaration(raw []byte, src PackSource, lim Limits) ([]*Definition, *I
 
 func parseUse(members []member, m map[string]json.RawMessage) ([]*Definition, *Import, error) {
 	for _, x := range members {
-		if !useFields[x.key] {
-			return nil, nil, invalid(ReasonUnknownField, x.key, "unknown pack import member "+quote(x.key))
+		if !useFields[x.Key] {
+			return nil, nil, invalid(ReasonUnknownField, x.Key, "unknown pack import member "+quote(x.Key))
 		}
 	}
 	id, err := jsonString(m["use"], "use")
@@ -95,8 +95,8 @@ func parseUse(members []member, m map[string]json.RawMessage) ([]*Definition, *I
 
 func parseExternal(members []member, m map[string]json.RawMessage, src PackSource, lim Limits) ([]*Definition, *Import, error) {
 	for _, x := range members {
-		if !packRefs[x.key] {
-			return nil, nil, invalid(ReasonUnknownField, x.key, "unknown pack import member "+quote(x.key))
+		if !packRefs[x.Key] {
+			return nil, nil, invalid(ReasonUnknownField, x.Key, "unknown pack import member "+quote(x.Key))
 		}
 	}
 	uri, err := jsonString(m["pack"], "pack")
@@ -173,20 +173,20 @@ func importPack(p *Pack, m map[string]json.RawMessage) ([]*Definition, error) {
 			return nil, withField(err, "overrides")
 		}
 		for _, e := range entries {
-			if !selected[e.key] {
-				return nil, invalid(ReasonOverrideType, "overrides", "override of "+quote(e.key)+", which this declaration does not import")
+			if !selected[e.Key] {
+				return nil, invalid(ReasonOverrideType, "overrides", "override of "+quote(e.Key)+", which this declaration does not import")
 			}
-			fields, err := objectMembers(e.value, "override")
+			fields, err := objectMembers(e.Value, "override")
 			if err != nil {
-				return nil, withField(err, "overrides."+e.key)
+				return nil, withField(err, "overrides."+e.Key)
 			}
 			for _, f := range fields {
-				if !overrideOK[f.key] {
-					return nil, invalid(ReasonOverrideField, "overrides."+e.key+"."+f.key,
-						"overrides may set only roles, instructions, status, rate_hint and max_payload_hint, not "+quote(f.key))
+				if !overrideOK[f.Key] {
+					return nil, invalid(ReasonOverrideField, "overrides."+e.Key+"."+f.Key,
+						"overrides may set only roles, instructions, status, rate_hint and max_payload_hint, not "+quote(f.Key))
 				}
 			}
-			overrides[e.key] = fields
+			overrides[e.Key] = fields
 		}
 	}
 	var out []*Definition
@@ -212,19 +212,19 @@ func applyOverride(d *Definition, fields []member) (*Definition, error) {
 	c := *d
 	var err error
 	for _, f := range fields {
-		switch f.key {
+		switch f.Key {
 		case "roles":
-			c.Roles, err = parseRoles(f.value)
+			c.Roles, err = parseRoles(f.Value)
 		case "instructions":
-			c.Instructions, err = jsonString(f.value, "instructions")
+			c.Instructions, err = jsonString(f.Value, "instructions")
 		case "status":
-			c.Status, err = parseStatus(f.value)
+			c.Status, err = parseStatus(f.Value)
 		case "rate_hint":
-			c.RateHint, err = positiveInt(f.value, "rate_hint")
+			c.RateHint, err = positiveInt(f.Value, "rate_hint")
 		case "max_payload_hint":
-			c.MaxPayloadHint, err = positiveInt(f.value, "max_payload_hint")
+			c.MaxPayloadHint, err = positiveInt(f.Value, "max_payload_hint")
 		default:
-			err = fmt.Errorf("unreachable override %q", f.key)
+			err = fmt.Errorf("unreachable override %q", f.Key)
 		}
 		if err != nil {
 			return nil, err

@@ -193,8 +193,8 @@ func RestoreDefinition(raw []byte) (*Definition, error) {
 	var pack string
 	kept := members[:0]
 	for _, m := range members {
-		if m.key == "pack" {
-			if pack, err = jsonString(m.value, "pack"); err != nil {
+		if m.Key == "pack" {
+			if pack, err = jsonString(m.Value, "pack"); err != nil {
 				return nil, err
 			}
 			continue
@@ -226,17 +226,17 @@ func parseDefinition(raw []byte, lim Limits, compile bool) (*Definition, error) 
 	var schemaRaw json.RawMessage
 	have := map[string]bool{}
 	for _, m := range members {
-		if !definitionFields[m.key] {
-			return nil, invalid(ReasonUnknownField, m.key, "unknown type definition member "+quote(m.key))
+		if !definitionFields[m.Key] {
+			return nil, invalid(ReasonUnknownField, m.Key, "unknown type definition member "+quote(m.Key))
 		}
-		have[m.key] = true
-		switch m.key {
+		have[m.Key] = true
+		switch m.Key {
 		case "type":
-			if d.Type, err = jsonString(m.value, "type"); err != nil {
+			if d.Type, err = jsonString(m.Value, "type"); err != nil {
 				return nil, err
 			}
 		case "kind":
-			s, err := jsonString(m.value, "kind")
+			s, err := jsonString(m.Value, "kind")
 			if err != nil {
 				return nil, err
 			}
@@ -245,44 +245,44 @@ func parseDefinition(raw []byte, lim Limits, compile bool) (*Definition, error) 
 			}
 			d.Kind = adp.Kind(s)
 		case "title":
-			if d.Title, err = jsonString(m.value, "title"); err != nil {
+			if d.Title, err = jsonString(m.Value, "title"); err != nil {
 				return nil, err
 			}
 			if d.Title == "" {
 				return nil, invalid(ReasonBadField, "title", "title must not be empty")
 			}
 		case "description":
-			if d.Description, err = jsonString(m.value, "description"); err != nil {
+			if d.Description, err = jsonString(m.Value, "description"); err != nil {
 				return nil, err
 			}
 		case "schema":
-			schemaRaw = m.value
+			schemaRaw = m.Value
 		case "roles":
-			if d.Roles, err = parseRoles(m.value); err != nil {
+			if d.Roles, err = parseRoles(m.Value); err != nil {
 				return nil, err
 			}
 		case "instructions":
-			if d.Instructions, err = jsonString(m.value, "instructions"); err != nil {
+			if d.Instructions, err = jsonString(m.Value, "instructions"); err != nil {
 				return nil, err
 			}
 		case "version":
-			if d.Version, err = jsonString(m.value, "version"); err != nil {
+			if d.Version, err = jsonString(m.Value, "version"); err != nil {
 				return nil, err
 			}
 		case "status":
-			if d.Status, err = parseStatus(m.value); err != nil {
+			if d.Status, err = parseStatus(m.Value); err != nil {
 				return nil, err
 			}
 		case "rate_hint":
-			if d.RateHint, err = positiveInt(m.value, "rate_hint"); err != nil {
+			if d.RateHint, err = positiveInt(m.Value, "rate_hint"); err != nil {
 				return nil, err
 			}
 		case "max_payload_hint":
-			if d.MaxPayloadHint, err = positiveInt(m.value, "max_payload_hint"); err != nil {
+			if d.MaxPayloadHint, err = positiveInt(m.Value, "max_payload_hint"); err != nil {
 				return nil, err
 			}
 		case "extra":
-			c, err := jcs.Transform(m.value)
+			c, err := jcs.Transform(m.Value)
 			if err != nil {
 				return nil, invalid(ReasonBadField, "extra", "extra is not canonicalizable JSON")
 			}

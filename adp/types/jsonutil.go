@@ -3,57 +3,30 @@ package types
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"math"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/adpnode/adpnode/adp/jsonobj"
 )
 
 // member is one member of a JSON object, in document order.
-type member struct {
-	key   string
-	value json.RawMessage
-}
+type member = jsonobj.Member
 
 // objectMembers splits raw, which must hold exactly one JSON object, into its
-// members. Duplicate member names and invalid UTF-8 are rejected.
+// members (jsonobj: duplicate member names and invalid UTF-8 are rejected).
 func objectMembers(raw []byte, what string) ([]member, error) {
-	if !utf8.Valid(raw) {
-		return nil, invalid(ReasonBadJSON, "", what+" is not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
+	o, err := jsonobj.Decode(raw)
 	if err != nil {
-		return nil, invalid(ReasonBadJSON, "", what+" is not valid JSON")
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, invalid(ReasonNotObject, "", what+" must be a JSON object")
-	}
-	var out []member
-	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil, invalid(ReasonBadJSON, "", what+" is not valid JSON")
+		e := err.(*jsonobj.Error)
+		switch e.Kind {
+		case jsonobj.NotObject:
+			return nil, invalid(ReasonNotObject, "", what+" "+e.Msg)
+		case jsonobj.Duplicate:
+			return nil, invalid(ReasonBadJSON, e.Key, what+" "+e.Msg)
 		}
-		key, _ := tok.(string)
-		if seen[key] {
-			return nil, invalid(ReasonBadJSON, key, what+" has a duplicate member "+strconv.Quote(key))
-		}
-		seen[key] = true
-		var v json.RawMessage
-		if err := dec.Decode(&v); err != nil {
-			return nil, invalid(ReasonBadJSON, key, what+" is not valid JSON")
-		}
-		out = append(out, member{key, v})
+		return nil, invalid(ReasonBadJSON, "", what+" "+e.Msg)
 	}
-	if _, err := dec.Token(); err != nil {
-		return nil, invalid(ReasonBadJSON, "", what+" is not valid JSON")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, invalid(ReasonBadJSON, "", what+" has trailing data")
-	}
-	return out, nil
+	return o.Members, nil
 }
 
 func isNull(v json.RawMessage) bool { return string(v) == "null" }
@@ -121,10 +94,10 @@ func encodeMembers(ms []member) []byte {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		k, _ := json.Marshal(m.key)
+		k, _ := json.Marshal(m.Key)
 		b.Write(k)
 		b.WriteByte(':')
-		b.Write(m.value)
+		b.Write(m.Value)
 	}
 	b.WriteByte('}')
 	return b.Bytes()

@@ -160,28 +160,28 @@ func parsePack(raw []byte, source string, lim Limits) (*Pack, error) {
 	var typesRaw json.RawMessage
 	have := map[string]bool{}
 	for _, m := range members {
-		if !packFields[m.key] {
-			return nil, invalid(ReasonUnknownField, m.key, "unknown type pack member "+quote(m.key))
+		if !packFields[m.Key] {
+			return nil, invalid(ReasonUnknownField, m.Key, "unknown type pack member "+quote(m.Key))
 		}
-		have[m.key] = true
-		switch m.key {
+		have[m.Key] = true
+		switch m.Key {
 		case "id":
-			if p.ID, err = jsonString(m.value, "id"); err != nil {
+			if p.ID, err = jsonString(m.Value, "id"); err != nil {
 				return nil, err
 			}
 			if p.ID == "" {
 				return nil, invalid(ReasonBadField, "id", "pack id must not be empty")
 			}
 		case "title":
-			if p.Title, err = jsonString(m.value, "title"); err != nil {
+			if p.Title, err = jsonString(m.Value, "title"); err != nil {
 				return nil, err
 			}
 		case "description":
-			if p.Description, err = jsonString(m.value, "description"); err != nil {
+			if p.Description, err = jsonString(m.Value, "description"); err != nil {
 				return nil, err
 			}
 		case "types":
-			typesRaw = m.value
+			typesRaw = m.Value
 		}
 	}
 	for _, f := range []string{"id", "title", "types"} {

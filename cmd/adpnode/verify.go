@@ -1,19 +1,11 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"os"
-	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/adpnode/adpnode/adp/archive"
-	"github.com/adpnode/adpnode/adp/identity"
-	"github.com/adpnode/adpnode/mirror"
+	"github.com/adpnode/adpnode/cmd/adpnode/internal/verifycmd"
 )
 
 func verifyCmd() *cobra.Command {
@@ -47,7 +39,7 @@ errors (for example an unreadable file).`,
 			if err != nil {
 				return withCode(exitFailure, err)
 			}
-			ok, err := verifyFile(cmd.OutOrStdout(), args[0], b)
+			ok, err := verifycmd.File(cmd.OutOrStdout(), args[0], b)
 			if err != nil {
 				return withCode(exitVerifyFailed, err)
 			}
@@ -57,107 +49,4 @@ errors (for example an unreadable file).`,
 			return nil
 		},
 	}
-}
-
-// verifyFile verifies an archive or evidence file, printing one OK or FAIL
-// line to w. ok is false when the file does not verify; err is for files
-// that are neither (unreadable, malformed).
-func verifyFile(w io.Writer, name string, b []byte) (ok bool, err error) {
-	if isEvidence(b) {
-		return verifyEvidence(w, b), nil
-	}
-	if isMarkdown(name, b) {
-		return false, errors.New("Markdown transcripts are not verifiable; use the json or jsonl archive (adpnode export --format json)")
-	}
-	var rep *archive.Report
-	if t := bytes.TrimSpace(b); len(t) > 0 && bytes.Contains(t[:bytes.IndexByte(append(t, '\n'), '\n')], []byte(`"manifest"`)) {
-		a, perr := archive.ParseJSON(b)
-		if perr != nil {
-			return false, fmt.Errorf("%s: %w", name, perr)
-		}
-		rep, err = archive.Verify(a, archive.Options{})
-	} else {
-		m, packs, recs, perr := archive.ParseJSONL(b)
-		if perr != nil {
-			return false, fmt.Errorf("%s: %w", name, perr)
-		}
-		rep, err = archive.VerifyRecords(m, packs, recs, archive.Options{})
-	}
-	var f *archive.Failure
-	if errors.As(err, &f) {
-		fmt.Fprintf(w, "FAIL %s\n", f.Error())
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	topic := ""
-	if rep.State != nil {
-		topic = fmt.Sprintf(" %q", rep.State.Topic)
-	}
-	fmt.Fprintf(w, "OK room %s%s: %d records, last seq %d, last hash %s, %d members, %d types, status %s%s\n",
-		rep.RoomID, topic, rep.Records, rep.LastSeq, rep.LastHash, rep.Members, rep.Types, rep.Status, witnessCount(len(rep.Witnesses)))
-	fmt.Fprintf(w, "   host-asserted (not signed): host %s, url %s\n", rep.HostAsserted.Host, rep.HostAsserted.URL)
-	return true, nil
-}
-
-// isMarkdown reports whether a file is a Markdown transcript rather than a
-// JSON or JSONL archive.
-func isMarkdown(name string, b []byte) bool {
-	if strings.HasSuffix(strings.ToLower(name), ".md") {
-		return true
-	}
-	t := bytes.TrimSpace(b)
-	return len(t) > 0 && t[0] != '{'
-}
-
-func witnessCount(n int) string {
-	switch n {
-	case 0:
-		return ""
-	case 1:
-		return ", 1 witness"
-	}
-	return fmt.Sprintf(", %d witnesses", n)
-}
-
-// isEvidence reports whether b is one JSON object whose type is
-// adp.evidence.
-func isEvidence(b []byte) bool {
-	var head struct {
-		Type string `json:"type"`
-	}
-	return json.Unmarshal(b, &head) == nil && head.Type == mirror.EvidenceType
-}
-
-// verifyEvidence checks a piece of evidence strictly (no duplicate or
-// unknown members) and with mirror.Evidence.Verify.
-func verifyEvidence(w io.Writer, b []byte) bool {
-	ev, err := parseEvidence(b)
-	if err == nil {
-		err = ev.Verify()
-	}
-	if err != nil {
-		fmt.Fprintf(w, "FAIL evidence: %v\n", err)
-		return false
-	}
-	fmt.Fprintf(w, "OK evidence: %s by host %s in room %s at seq %d (%d checkpoints, %d records): %s\n",
-		ev.Kind, ev.Host, ev.RoomID, ev.Seq, len(ev.Checkpoints), len(ev.Records), ev.Reason)
-	return true
-}
-
-func parseEvidence(b []byte) (*mirror.Evidence, error) {
-	if err := identity.CheckJSON(b); err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	var ev mirror.Evidence
-	if err := dec.Decode(&ev); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("trailing data after the evidence object")
-	}
-	return &ev, nil
 }

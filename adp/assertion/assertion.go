@@ -11,6 +11,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/jsonobj"
 )
 
 // Protocol is event.protocol of host assertions.
@@ -60,7 +61,7 @@ func (s *Signer) Sign(typ string, payload any, nowMs int64) ([]byte, error) {
 	return env.Raw, nil
 }
 
-// OpenAssertion verifies a host assertion of the given type: strict parse,
+// Open verifies a host assertion of the given type: strict parse,
 // hash, strict signature by its actor, protocol and type. It does not say
 // whether the actor is the host it should be: callers compare the actor
 // with the key they expect.
@@ -96,8 +97,8 @@ func OpenCheckpoint(raw []byte) (Checkpoint, error) {
 		return Checkpoint{}, err
 	}
 	var cp Checkpoint
-	if err := json.Unmarshal(env.Event.Payload, &cp); err != nil {
-		return Checkpoint{}, adp.Reason(adp.CodeInvalidEvent, "checkpoint", err.Error())
+	if err := jsonobj.Unmarshal(env.Event.Payload, &cp, "host", "room_id", "seq", "hash", "received_at"); err != nil {
+		return Checkpoint{}, adp.Reason(adp.CodeInvalidEvent, "checkpoint", "checkpoint payload "+err.Error())
 	}
 	if cp.Host != env.Event.Actor {
 		return Checkpoint{}, adp.Reason(adp.CodeInvalidEvent, "checkpoint_host", "checkpoint names a host other than its signer")
@@ -127,8 +128,8 @@ func OpenCosign(raw []byte) (*Cosignature, error) {
 		return nil, err
 	}
 	var c Cosign
-	if err := json.Unmarshal(env.Event.Payload, &c); err != nil {
-		return nil, adp.Reason(adp.CodeInvalidEvent, "cosign", err.Error())
+	if err := jsonobj.Unmarshal(env.Event.Payload, &c, "witness", "checkpoint"); err != nil {
+		return nil, adp.Reason(adp.CodeInvalidEvent, "cosign", "cosign payload "+err.Error())
 	}
 	if c.Witness != env.Event.Actor {
 		return nil, adp.Reason(adp.CodeInvalidEvent, "cosign_witness", "cosignature names a witness other than its signer")

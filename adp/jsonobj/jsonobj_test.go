@@ -1,0 +1,168 @@
+package jsonobj
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestDecode(t *testing.T) {
+	for _, c := range []struct {
+		name, in string
+		kind     Kind
+		keys     string
+	}{
+		{"empty object", `{}`, 0, ""},
+		{"whitespace around", " \n{ \"a\" : 1 , \"b\":[1,{\"c\":\"}\"}] }\t", 0, "a,b"},
+		{"values of every kind", `{"s":"x\"}","n":-1.5e3,"t":true,"f":false,"z":null,"o":{},"a":[]}`, 0, "s,n,t,f,z,o,a"},
+		{"escaped name", `{"a\u0062":1}`, 0, "ab"},
+		{"duplicate", `{"a":1,"a":2}`, Duplicate, ""},
+		{"duplicate after unescaping", `{"ab":1,"a\u0062":2}`, Duplicate, ""},
+		{"nested duplicates are the caller's", `{"a":{"b":1,"b":2}}`, 0, "a"},
+		{"array", `[1]`, NotObject, ""},
+		{"string", `"x"`, NotObject, ""},
+		{"empty", ``, Syntax, ""},
+		{"truncated", `{"a":`, Syntax, ""},
+		{"trailing data", `{"a":1}{}`, Syntax, ""},
+		{"trailing comma", `{"a":1,}`, Syntax, ""},
+		{"bad UTF-8", "{\"a\":\"\xff\"}", Syntax, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o, err := Decode([]byte(c.in))
+			if c.kind != 0 {
+				var e *Error
+				if !errors.As(err, &e) || e.Kind != c.kind {
+					t.Fatalf("Decode(%q) = %v, want kind %d", c.in, err, c.kind)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode(%q): %v", c.in, err)
+			}
+			var keys []string
+			for _, m := range o.Members {
+				keys = append(keys, m.Key)
+			}
+			if got := strings.Join(keys, ","); got != c.keys {
+				t.Fatalf("keys %q, want %q", got, c.keys)
+			}
+		})
+	}
+}
+
+func TestValuesAreExact(t *testing.T) {
+	o, err := Decode([]byte(`{"a" : [1, 2] ,"b":"x\\\"","c":{"d":null}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{"a": `[1, 2]`, "b": `"x\\\""`, "c": `{"d":null}`} {
+		if v, ok := o.Get(k); !ok || string(v) != want {
+			t.Errorf("%s = %q, want %q", k, v, want)
+		}
+	}
+	if o.Has("d") {
+		t.Error("nested member reported at the top level")
+	}
+}
+
+func TestClosed(t *testing.T) {
+	if _, err := Closed([]byte(`{"a":1,"b":2}`), "a", "b", "c"); err != nil {
+		t.Fatal(err)
+	}
+	var e *Error
+	if _, err := Closed([]byte(`{"a":1,"B":2}`), "a", "b"); !errors.As(err, &e) || e.Kind != Unknown || e.Key != "B" {
+		t.Fatalf("case-different name: %v", err)
+	}
+	if _, err := Closed([]byte(`{"a":1}`)); !errors.As(err, &e) || e.Kind != Unknown {
+		t.Fatalf("closed object with no allowed members accepted a member: %v", err)
+	}
+	var v struct{ A int }
+	if err := Unmarshal([]byte(`{"A":1,"a":2}`), &v, "a"); err == nil {
+		t.Fatal("Unmarshal let encoding/json match a name case-insensitively")
+	}
+	if err := Unmarshal([]byte(`{"a":2}`), &v, "a"); err != nil || v.A != 2 {
+		t.Fatalf("Unmarshal = %v, %+v", err, v)
+	}
+}
+
+// TestManyMembersCostLinear bounds a hostile object's cost: 100k distinct
+// members must not take quadratic time (a linear scan per name would be
+// 5e9 comparisons), and a duplicate at the end is still found.
+func TestManyMembersCostLinear(t *testing.T) {
+	const n = 100_000
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+	}
+	b.WriteString(`"k7":0}`)
+	allocs := testing.AllocsPerRun(1, func() {
+		var e *Error
+		if _, err := Decode(b.Bytes()); !errors.As(err, &e) || e.Kind != Duplicate || e.Key != "k7" {
+			t.Fatalf("duplicate at the end: %v", err)
+		}
+	})
+	if allocs > 4*n {
+		t.Fatalf("%v allocations for %d members", allocs, n)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":1}`, `{"a":{"b":[1,"]"]},"c":"\u0041"}`, `{"a":1,"a":2}`, `[]`, `{"a":`, ` {"x" : null } `} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		o, err := Decode(b)
+		if err != nil {
+			if _, ok := err.(*Error); !ok {
+				t.Fatalf("error of type %T", err)
+			}
+			return
+		}
+		// Accepted implies: encoding/json reads the same object, with the
+		// same members and values.
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("accepted %q, encoding/json: %v", b, err)
+		}
+		if len(m) != len(o.Members) {
+			t.Fatalf("%q: %d members, encoding/json sees %d", b, len(o.Members), len(m))
+		}
+		for _, mem := range o.Members {
+			if !json.Valid(mem.Value) {
+				t.Fatalf("%q: member %q value %q is not JSON", b, mem.Key, mem.Value)
+			}
+			var x, y any
+			_ = json.Unmarshal(mem.Value, &x)
+			_ = json.Unmarshal(m[mem.Key], &y)
+			if fmt.Sprint(x) != fmt.Sprint(y) {
+				t.Fatalf("%q: member %q = %q, encoding/json %q", b, mem.Key, mem.Value, m[mem.Key])
+			}
+		}
+	})
+}
+
+var payload = []byte(`{"content":"a message of ordinary length, with a few words in it","content_type":"text/plain","extra":{"k":"v"},"references":["QmFzZTY0dXJsLXByZXZpb3VzLXJlY29yZC1oYXNoMDA"]}`)
+
+func BenchmarkClosed(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Closed(payload, "content_type", "content", "references", "extra"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUnmarshalMap is what room payloads were decoded with before.
+func BenchmarkUnmarshalMap(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(payload, &m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
