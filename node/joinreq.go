@@ -322,7 +322,10 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 	now := n.NowMs()
 	hr.seqMu.Lock() // decisions below must not race membership changes
 	defer hr.seqMu.Unlock()
-	st := hr.st
+	st, err := n.seqView(hr)
+	if err != nil {
+		return nil, err
+	}
 	switch st.StatusAt(now) {
 	case room.StatusEnded:
 		return nil, adp.Errorf(adp.CodeRoomEnded, "room has ended")
@@ -433,13 +436,11 @@ func (n *Node) isManager(roomID string, a identity.AgentID) bool {
 	if !ok || a == "" {
 		return false
 	}
-	hr.mu.RLock()
-	defer hr.mu.RUnlock()
-	if hr.st.Creator == a {
-		return true
+	_, creator, s, err := n.standingOf(hr, a)
+	if err != nil {
+		return false
 	}
-	m, ok := hr.st.Member(a)
-	return ok && m.Active && m.Role == adp.RoleModerator
+	return creator == a || s.member && s.m.Active && s.m.Role == adp.RoleModerator
 }
 
 var errNotFound = errors.New("not found")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -41,6 +42,7 @@ func (e *RoomBroken) adpError() *adp.Error {
 type RecoveryStats struct {
 	Rooms        int  // rooms recovered
 	FromSnapshot int  // of which from a stored snapshot
+	Cold         int  // of which ended and kept cold: summary only, state not decoded (cold.go)
 	Replayed     int  // records replayed (snapshot tails and whole chains)
 	Broken       int  // rooms set aside
 	Upgraded     bool // the data dir was upgraded to the current layout
@@ -78,7 +80,7 @@ func (n *Node) recover() error {
 	// Rooms are independent: recover them on every core.
 	type result struct {
 		hr       *hostedRoom
-		snapshot bool
+		snapshot bool // from a snapshot (or cold: hr.st is nil)
 		replayed int
 		err      error
 	}
@@ -115,7 +117,10 @@ func (n *Node) recover() error {
 		n.rooms[r.hr.id] = r.hr
 		stats.Rooms++
 		stats.Replayed += r.replayed
-		if r.snapshot {
+		switch {
+		case r.hr.st == nil:
+			stats.Cold++
+		case r.snapshot:
 			stats.FromSnapshot++
 		}
 	}
@@ -137,7 +142,7 @@ func (n *Node) recover() error {
 	}
 	stats.Broken = len(n.broken)
 	n.recovered = stats
-	n.log.Info("recovered rooms", "rooms", stats.Rooms, "from_snapshot", stats.FromSnapshot,
+	n.log.Info("recovered rooms", "rooms", stats.Rooms, "from_snapshot", stats.FromSnapshot, "cold", stats.Cold,
 		"records_replayed", stats.Replayed, "broken", stats.Broken, "upgraded", upgrade,
 		"took", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -189,6 +194,11 @@ func (n *Node) storedRoomIDs() ([]string, error) {
 // dir written before layout 2: the envelope index then lacks record hashes,
 // which the full replay adds.
 func (n *Node) recoverRoom(id string, upgrade bool) (hr *hostedRoom, fromSnapshot bool, replayed int, err error) {
+	if !upgrade {
+		if hr, ok := n.recoverCold(id); ok {
+			return hr, true, 0, nil
+		}
+	}
 	cfg := room.Config{Limits: n.cfg.Limits, Packs: n.packs.storedSource(), History: storeHistory{n.db, id}}
 	var st *room.State
 	if !upgrade {
@@ -326,8 +336,21 @@ func (n *Node) loadArchiveMarkers() error {
 // chain is the authority.)
 func (n *Node) reconcileJoinRequests() {
 	for id, hr := range n.rooms {
-		for _, jr := range n.joins.forRoom(id) {
-			rr, ok := hr.st.Reviewed(jr.ID)
+		reqs := n.joins.forRoom(id)
+		hr.mu.RLock()
+		cold := hr.st == nil
+		hr.mu.RUnlock()
+		if cold && !slices.ContainsFunc(reqs, func(jr *JoinRequest) bool { return jr.Status == "pending" }) {
+			// A cold room's requests agreed with its chain when it was
+			// stored; only one still pending could be one the chain decided.
+			continue
+		}
+		for _, jr := range reqs {
+			var rr room.ReviewedRequest
+			var ok bool
+			if err := n.view(hr, func(st *room.State) { rr, ok = st.Reviewed(jr.ID) }); err != nil {
+				break
+			}
 			if !ok {
 				continue
 			}

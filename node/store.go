@@ -15,6 +15,8 @@ const (
 	pfxArchive  = "x/"       // x/<room>                  -> archive generated_at:8
 	pfxPack     = "p/"       // p/<digest>                -> external pack bytes
 	pfxSnapshot = "s/"       // s/<room>                  -> room.State.Encode() at some seq
+	pfxTerminal = "t/"       // t/<room>                  -> cold room summary JSON (cold.go), with its final s/<room>
+	pfxMember   = "a/"       // a/<agent id>/<room>       -> flags:1 | role, for cold rooms (cold.go)
 	keyLayout   = "v/layout" // -> layout version:8
 )
 
@@ -24,6 +26,8 @@ const (
 const layoutVersion = 2
 
 func snapshotKey(roomID string) []byte { return []byte(pfxSnapshot + roomID) }
+
+func terminalKey(roomID string) []byte { return []byte(pfxTerminal + roomID) }
 
 func recordKey(roomID string, seq int64) []byte {
 	k := make([]byte, 0, len(pfxRecord)+len(roomID)+9)
