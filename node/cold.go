@@ -360,9 +360,12 @@ func (n *Node) evict(hr *hostedRoom) {
 	hr.seqMu.Lock()
 	defer hr.seqMu.Unlock()
 	st := hr.st // stable: every change holds the sequencer
-	if st == nil || hr.archivedAt.Load() == 0 || !st.StatusAt(n.NowMs()).Terminal() {
+	if st == nil || n.holdCold.Load() || hr.archivedAt.Load() == 0 || !st.StatusAt(n.NowMs()).Terminal() {
 		return
 	}
+	// The chain no longer changes: agree the join-request store with it
+	// now, as recovery would (which skips cold rooms).
+	n.reconcileRoom(hr.id, st)
 	cold := coldOf(st)
 	summary, _ := json.Marshal(cold)
 	n.snapMu.Lock()

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"slices"
 	"sync"
 	"time"
 
@@ -333,40 +332,36 @@ func (n *Node) loadArchiveMarkers() error {
 // reconcileJoinRequests makes the join-request store agree with the chains:
 // a request a room.join.review decided has that decision. (Both are written
 // in one transaction, so they can only disagree after damage or a bug; the
-// chain is the authority.)
+// chain is the authority.) Cold rooms were reconciled when their states
+// were stored (evict), and their chains do not change: they are skipped, so
+// that recovery reads no cold room's state.
 func (n *Node) reconcileJoinRequests() {
 	for id, hr := range n.rooms {
-		reqs := n.joins.forRoom(id)
-		hr.mu.RLock()
-		cold := hr.st == nil
-		hr.mu.RUnlock()
-		if cold && !slices.ContainsFunc(reqs, func(jr *JoinRequest) bool { return jr.Status == "pending" }) {
-			// A cold room's requests agreed with its chain when it was
-			// stored; only one still pending could be one the chain decided.
+		if hr.st != nil {
+			n.reconcileRoom(id, hr.st)
+		}
+	}
+}
+
+// reconcileRoom reconciles one room's join requests with its state st.
+func (n *Node) reconcileRoom(id string, st *room.State) {
+	for _, jr := range n.joins.forRoom(id) {
+		rr, ok := st.Reviewed(jr.ID)
+		if !ok {
 			continue
 		}
-		for _, jr := range reqs {
-			var rr room.ReviewedRequest
-			var ok bool
-			if err := n.view(hr, func(st *room.State) { rr, ok = st.Reviewed(jr.ID) }); err != nil {
-				break
-			}
-			if !ok {
-				continue
-			}
-			status, role := "rejected", adp.Role("")
-			if rr.Approved {
-				status, role = "approved", rr.Role
-			}
-			if jr.Status == status && jr.ApprovedRole == role {
-				continue
-			}
-			n.log.Warn("join request disagreed with the chain; the chain wins", "room", id, "request", jr.ID,
-				"stored", jr.Status, "chain", status)
-			jr.Status, jr.ApprovedRole = status, role
-			if err := n.joins.save(jr); err != nil {
-				n.log.Error("save reconciled join request", "request", jr.ID, "err", err)
-			}
+		status, role := "rejected", adp.Role("")
+		if rr.Approved {
+			status, role = "approved", rr.Role
+		}
+		if jr.Status == status && jr.ApprovedRole == role {
+			continue
+		}
+		n.log.Warn("join request disagreed with the chain; the chain wins", "room", id, "request", jr.ID,
+			"stored", jr.Status, "chain", status)
+		jr.Status, jr.ApprovedRole = status, role
+		if err := n.joins.save(jr); err != nil {
+			n.log.Error("save reconciled join request", "request", jr.ID, "err", err)
 		}
 	}
 }
