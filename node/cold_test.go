@@ -200,14 +200,14 @@ func TestColdRoomsAnswerAsHot(t *testing.T) {
 	hot := f.answers(t)
 	// The refusals really are refusals, and reads really read.
 	for k, want := range map[string]string{
-		"POST /v1/rooms/" + f.ended + " as member":                `"room_ended"`,
-		"POST /v1/rooms/" + f.cancelled + " as member":            `"room_not_active"`,
+		"POST /v1/rooms/" + f.ended + " as member":                  `"room_ended"`,
+		"POST /v1/rooms/" + f.cancelled + " as member":              `"room_not_active"`,
 		"POST /v1/rooms/" + f.closed + "/join-requests as outsider": `"room_ended"`,
-		"GET /v1/rooms/" + f.closed + "/archive as member":        `"manifest"`,
-		"GET /v1/rooms/" + f.closed + " as outsider":              `"room_not_found"`,
-		"GET /v1/rooms/" + f.closed + " as applicant":             `"room_not_found"`,
-		"GET /v1/me/rooms?limit=100 as applicant":                 `"pending"`,
-		"POST /v1/rooms/" + f.closed + " as anonymous":            `"seq":`,
+		"GET /v1/rooms/" + f.closed + "/archive as member":          `"manifest"`,
+		"GET /v1/rooms/" + f.closed + " as outsider":                `"room_not_found"`,
+		"GET /v1/rooms/" + f.closed + " as applicant":               `"room_not_found"`,
+		"GET /v1/me/rooms?limit=100 as applicant":                   `"pending"`,
+		"POST /v1/rooms/" + f.closed + " as anonymous":              `"seq":`,
 	} {
 		if !bytes.Contains([]byte(hot[k]), []byte(want)) {
 			t.Errorf("%s: %s, want %s", k, hot[k], want)

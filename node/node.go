@@ -49,11 +49,11 @@ type Node struct {
 	listens      []func(Event)
 	archiveExtra func(roomID string) map[string]any
 
-	finishMu sync.Mutex // serialises end-of-room work (scheduler and archive reads)
-	snapMu   sync.Mutex // serialises snapshot writes (snapshotRooms, evict)
-	cold     *coldCache // decoded states of recently read cold rooms (cold.go)
+	finishMu sync.Mutex  // serialises end-of-room work (scheduler and archive reads)
+	snapMu   sync.Mutex  // serialises snapshot writes (snapshotRooms, evict)
+	cold     *coldCache  // decoded states of recently read cold rooms (cold.go)
 	holdCold atomic.Bool // tests: keep ended rooms' states in memory
-	disk     *diskGuard // free space against Config.DiskReserveBytes (disk.go)
+	disk     *diskGuard  // free space against Config.DiskReserveBytes (disk.go)
 
 	closing  atomic.Bool
 	inflight sync.WaitGroup
