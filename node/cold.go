@@ -406,6 +406,20 @@ func (n *Node) evict(hr *hostedRoom) {
 	hr.mu.Unlock()
 }
 
+// evictFinished evicts every hot room whose end-of-room work ran (a retry
+// after a failed store, or a room finished while eviction was held).
+func (n *Node) evictFinished() {
+	now := n.NowMs()
+	for _, hr := range n.roomList() {
+		hr.mu.RLock()
+		due := hr.st != nil && hr.archivedAt.Load() != 0 && hr.st.StatusAt(now).Terminal()
+		hr.mu.RUnlock()
+		if due {
+			n.evict(hr)
+		}
+	}
+}
+
 // warm makes a cold room hot again from a private copy of its stored state
 // (the caller holds hr.seqMu and is about to write).
 func (n *Node) warm(hr *hostedRoom) error {

@@ -11,8 +11,4 @@ func ActorStripe(a identity.AgentID) int { return actorStripe(a) }
 func (n *Node) HoldCold(on bool) { n.holdCold.Store(on) }
 
 // EvictEnded makes every finished terminal room cold now.
-func (n *Node) EvictEnded() {
-	for _, hr := range n.roomList() {
-		n.evict(hr)
-	}
-}
+func (n *Node) EvictEnded() { n.evictFinished() }

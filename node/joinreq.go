@@ -322,15 +322,15 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 	now := n.NowMs()
 	hr.seqMu.Lock() // decisions below must not race membership changes
 	defer hr.seqMu.Unlock()
-	st, err := n.seqView(hr)
-	if err != nil {
-		return nil, err
-	}
-	switch st.StatusAt(now) {
+	switch n.lifecycle(hr).StatusAt(now) { // before loading a cold room's state
 	case room.StatusEnded:
 		return nil, adp.Errorf(adp.CodeRoomEnded, "room has ended")
 	case room.StatusCancelled:
 		return nil, adp.Errorf(adp.CodeRoomNotActive, "room was cancelled")
+	}
+	st, err := n.seqView(hr)
+	if err != nil {
+		return nil, err
 	}
 	if st.IsActiveMember(applicant) {
 		return nil, adp.Reason(adp.CodePermissionDenied, "already_member", "applicant is already an active member")

@@ -64,5 +64,6 @@ func (n *Node) runSnapshots(ctx context.Context) {
 		if err := n.snapshotRooms(); err != nil {
 			n.log.Warn("store room snapshots", "err", err)
 		}
+		n.evictFinished()
 	})
 }
