@@ -816,8 +816,8 @@ type propView struct {
 	// compare byte for byte: the JSON and Markdown archives, its entry in
 	// the creator's /v1/me/rooms and in the directory.
 	terminal map[string][]byte
-	canRead  map[string]int            // request id -> the applicant's GET room status
-	readAt   [2]int64                  // ms bounds of the reads
+	canRead  map[string]int // request id -> the applicant's GET room status
+	readAt   [2]int64       // ms bounds of the reads
 }
 
 func decodeJSON(t *testing.T, b []byte, v any) {
