@@ -298,3 +298,32 @@ func TestCorruptColdSnapshot(t *testing.T) {
 		goodLive = readRoom(t, f.h, f.creator, f.live)
 	}
 }
+
+// TestColdRoomLiveAgain: a write the stored state admits — possible only
+// when the clock moved back before the room's end_time — makes the cold
+// room hot again; it goes cold again once it ends again, and its reads
+// follow the chain throughout.
+func TestColdRoomLiveAgain(t *testing.T) {
+	f := newColdFixture(t)
+	f.h.Node.HoldCold(false)
+	f.h.Node.EvictEnded()
+	waitCold(t, f.h.Node, 3)
+	f.h.Clock.Advance(-60 * time.Minute) // f.ended's end_time is ahead again
+	f.h.MustPost(t, f.member, f.ended, "message.create", map[string]any{"content_type": "text/plain", "content": "back in time"})
+	if cold, _ := f.h.Node.ColdRooms(); cold != 2 {
+		t.Fatalf("%d cold rooms after a write to one, want 2", cold)
+	}
+	live := readRoom(t, f.h, f.creator, f.ended)
+	if !bytes.Contains(live.events, []byte("back in time")) || !bytes.Contains(live.resource, []byte(`"status":"active"`)) {
+		t.Fatalf("room after the write: %s", live.resource)
+	}
+	f.h.Clock.Advance(60 * time.Minute)
+	f.h.Node.Wake()
+	waitCold(t, f.h.Node, 3)
+	again := readRoom(t, f.h, f.creator, f.ended)
+	if !bytes.Equal(again.events, live.events) || !bytes.Contains(again.resource, []byte(`"status":"ended"`)) {
+		t.Fatalf("room cold again: %s", again.resource)
+	}
+	h := f.h.Restart(t)
+	sameRoom(t, "cold again, after a restart", again, readRoom(t, h, f.creator, f.ended))
+}
