@@ -32,10 +32,8 @@ func (n *Node) archiveInputs(roomID string, viewer identity.AgentID) (*hostedRoo
 		return nil, nil, 0, err
 	}
 	now := n.NowMs()
-	hr.mu.RLock()
-	status := hr.st.StatusAt(now)
-	last := hr.st.Seq
-	hr.mu.RUnlock()
+	status := n.lifecycle(hr).StatusAt(now)
+	last := n.lastSeq(hr)
 	if status != room.StatusEnded {
 		return nil, nil, 0, &adp.Error{Code: adp.CodeArchiveUnavailable, Message: "archives exist once the room has ended",
 			Data: map[string]any{"status": status}}
@@ -63,10 +61,14 @@ func (n *Node) Archive(roomID string, viewer identity.AgentID) (*archive.Archive
 		return nil, err
 	}
 	m := n.manifest(hr, recs, at)
-	hr.mu.RLock()
-	res := hr.st.Resource(n.NowMs(), n.RoomURL(hr.id))
-	packs := archive.PackDocs(hr.st.Imports)
-	hr.mu.RUnlock()
+	var res *room.Resource
+	var packs []archive.PackDoc
+	if err := n.view(hr, func(st *room.State) {
+		res = st.Resource(n.NowMs(), n.RoomURL(hr.id))
+		packs = archive.PackDocs(st.Imports)
+	}); err != nil {
+		return nil, err
+	}
 	roomJSON, _ := json.Marshal(res)
 	a := &archive.Archive{Manifest: m, Room: roomJSON, Packs: packs, Records: make([]json.RawMessage, len(recs))}
 	for i, r := range recs {
@@ -99,9 +101,10 @@ func (n *Node) WriteArchiveJSONL(w io.Writer, roomID string, viewer identity.Age
 	if err != nil {
 		return err
 	}
-	hr.mu.RLock()
-	packs := archive.PackDocs(hr.st.Imports)
-	hr.mu.RUnlock()
+	var packs []archive.PackDoc
+	if err := n.view(hr, func(st *room.State) { packs = archive.PackDocs(st.Imports) }); err != nil {
+		return err
+	}
 	return archive.WriteJSONL(bufio.NewWriter(w), n.manifest(hr, recs, at), packs, recs)
 }
 
@@ -114,9 +117,13 @@ func (n *Node) WriteArchiveMarkdown(w io.Writer, roomID string, viewer identity.
 		return err
 	}
 	m := n.manifest(hr, recs, at)
-	hr.mu.RLock()
-	defer hr.mu.RUnlock()
-	return WriteTranscript(w, m, hr.st, hr.st.Resource(n.NowMs(), n.RoomURL(hr.id)), recs)
+	var werr error
+	if err := n.view(hr, func(st *room.State) {
+		werr = WriteTranscript(w, m, st, st.Resource(n.NowMs(), n.RoomURL(hr.id)), recs)
+	}); err != nil {
+		return err
+	}
+	return werr
 }
 
 // WriteTranscript writes the Markdown transcript of an ended room from its

@@ -322,12 +322,15 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 	now := n.NowMs()
 	hr.seqMu.Lock() // decisions below must not race membership changes
 	defer hr.seqMu.Unlock()
-	st := hr.st
-	switch st.StatusAt(now) {
+	switch n.lifecycle(hr).StatusAt(now) { // before loading a cold room's state
 	case room.StatusEnded:
 		return nil, adp.Errorf(adp.CodeRoomEnded, "room has ended")
 	case room.StatusCancelled:
 		return nil, adp.Errorf(adp.CodeRoomNotActive, "room was cancelled")
+	}
+	st, err := n.seqView(hr)
+	if err != nil {
+		return nil, err
 	}
 	if st.IsActiveMember(applicant) {
 		return nil, adp.Reason(adp.CodePermissionDenied, "already_member", "applicant is already an active member")
@@ -440,13 +443,11 @@ func (n *Node) isManager(roomID string, a identity.AgentID) bool {
 	if !ok || a == "" {
 		return false
 	}
-	hr.mu.RLock()
-	defer hr.mu.RUnlock()
-	if hr.st.Creator == a {
-		return true
+	_, creator, s, err := n.standingOf(hr, a)
+	if err != nil {
+		return false
 	}
-	m, ok := hr.st.Member(a)
-	return ok && m.Active && m.Role == adp.RoleModerator
+	return creator == a || s.member && s.m.Active && s.m.Role == adp.RoleModerator
 }
 
 var errNotFound = errors.New("not found")

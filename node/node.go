@@ -48,8 +48,11 @@ type Node struct {
 	listens      []func(Event)
 	archiveExtra func(roomID string) map[string]any
 
-	finishMu sync.Mutex // serialises end-of-room work (scheduler and archive reads)
-	disk     *diskGuard // free space against Config.DiskReserveBytes (disk.go)
+	finishMu sync.Mutex  // serialises end-of-room work (scheduler and archive reads)
+	snapMu   sync.Mutex  // serialises snapshot writes (snapshotRooms, evict)
+	cold     *coldCache  // decoded states of recently read cold rooms (cold.go)
+	holdCold atomic.Bool // tests: keep ended rooms' states in memory
+	disk     *diskGuard  // free space against Config.DiskReserveBytes (disk.go)
 
 	closing  atomic.Bool
 	inflight sync.WaitGroup
@@ -62,8 +65,11 @@ type Node struct {
 type hostedRoom struct {
 	id    string
 	seqMu sync.Mutex   // the sequencer: one admission+commit at a time
-	mu    sync.RWMutex // guards st against readers while Commit mutates it
-	st    *room.State
+	mu    sync.RWMutex // guards st and cold against readers while Commit mutates st
+	// st is the room's state; nil once the room is cold (ended, its state
+	// stored and dropped, cold.go): read it through Node.view.
+	st   *room.State
+	cold *coldRoom // the compact summary of a cold room (nil while st is held)
 	// archivedAt is when the end-of-room work ran (0 = not yet).
 	archivedAt atomic.Int64
 	// snapSeq is the seq of the room's latest stored snapshot.
@@ -123,6 +129,7 @@ func Open(cfg Config) (*Node, error) {
 		quotas: newQuotas(),
 		status: newStatusBoard(),
 		hub:    newHub(cfg.SSEBuffer),
+		cold:   newColdCache(coldCacheRooms),
 		ctx:    ctx, cancel: cancel,
 		disk: newDiskGuard(cfg.DataDir, cfg.DiskReserveBytes, cfg.Log),
 	}
@@ -346,7 +353,10 @@ func (n *Node) RecordHash(roomID string, seq int64) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	hr.mu.RLock()
-	defer hr.mu.RUnlock()
-	return hr.st.RecordHash(seq)
+	var h string
+	var found bool
+	if n.view(hr, func(st *room.State) { h, found = st.RecordHash(seq) }) != nil {
+		return "", false
+	}
+	return h, found
 }

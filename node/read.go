@@ -18,10 +18,11 @@ import (
 // public; a private room is readable by its creator, active members and
 // applicants holding an approved, unexpired join request.
 func (n *Node) canReadRoom(hr *hostedRoom, viewer identity.AgentID) bool {
-	hr.mu.RLock()
-	vis, creator := hr.st.Visibility, hr.st.Creator
-	member := viewer != "" && hr.st.IsActiveMember(viewer)
-	hr.mu.RUnlock()
+	vis, creator, s, err := n.standingOf(hr, viewer)
+	if err != nil {
+		return false
+	}
+	member := s.member && s.m.Active
 	if vis != room.Private || viewer == creator && viewer != "" || member {
 		return true
 	}
@@ -40,12 +41,14 @@ func (n *Node) canReadRoom(hr *hostedRoom, viewer identity.AgentID) bool {
 // canReadEvents: events, agent status, members and archives. Public rooms
 // are open; restricted and private rooms only to the creator and members.
 func (n *Node) canReadEvents(hr *hostedRoom, viewer identity.AgentID) bool {
-	hr.mu.RLock()
-	defer hr.mu.RUnlock()
-	if hr.st.Visibility == room.Public {
+	vis, creator, s, err := n.standingOf(hr, viewer)
+	if err != nil {
+		return false
+	}
+	if vis == room.Public {
 		return true
 	}
-	return viewer != "" && (viewer == hr.st.Creator || hr.st.IsActiveMember(viewer))
+	return viewer != "" && (viewer == creator || s.member && s.m.Active)
 }
 
 // readableEvents resolves a room for an events-class read: room_not_found
@@ -68,9 +71,11 @@ func (n *Node) Room(roomID string, viewer identity.AgentID) (*room.Resource, err
 	if !ok || !n.canReadRoom(hr, viewer) {
 		return nil, n.noRoom(roomID)
 	}
-	hr.mu.RLock()
-	defer hr.mu.RUnlock()
-	return hr.st.Resource(n.NowMs(), n.RoomURL(roomID)), nil
+	var res *room.Resource
+	if err := n.view(hr, func(st *room.State) { res = st.Resource(n.NowMs(), n.RoomURL(roomID)) }); err != nil {
+		return nil, err
+	}
+	return res, nil
 }
 
 // Events returns records with seq > after, at most limit, and whether more
@@ -80,9 +85,7 @@ func (n *Node) Events(roomID string, viewer identity.AgentID, after int64, limit
 	if err != nil {
 		return nil, false, err
 	}
-	hr.mu.RLock()
-	last := hr.st.Seq
-	hr.mu.RUnlock()
+	last := n.lastSeq(hr)
 	raws, err := n.readRecords(hr.id, after, limit)
 	if err != nil {
 		return nil, false, internal(err)
@@ -110,12 +113,16 @@ func (n *Node) Members(roomID string, viewer identity.AgentID) ([]MemberView, er
 	if err != nil {
 		return nil, err
 	}
-	hr.mu.RLock()
-	defer hr.mu.RUnlock()
-	ms := hr.st.Members()
-	out := make([]MemberView, len(ms))
-	for i, m := range ms {
-		out[i] = MemberView{m.Agent, m.Role, m.Perspective, m.JoinedSeq, m.Agent == hr.st.Creator}
+	var out []MemberView
+	err = n.view(hr, func(st *room.State) {
+		ms := st.Members()
+		out = make([]MemberView, len(ms))
+		for i, m := range ms {
+			out[i] = MemberView{m.Agent, m.Role, m.Perspective, m.JoinedSeq, m.Agent == st.Creator}
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -131,15 +138,19 @@ func (n *Node) Subscribe(roomID string, agent identity.AgentID) (*Subscription, 
 	// membership check and the registration.
 	hr.seqMu.Lock()
 	defer hr.seqMu.Unlock()
-	m, ok := hr.st.Member(agent)
-	if !ok || !m.Active {
+	_, creator, s, err := n.standingOf(hr, agent)
+	if err != nil {
+		return nil, internal(err)
+	}
+	m := s.m
+	if !s.member || !m.Active {
 		return nil, adp.Errorf(adp.CodeMembershipRequired, "live streams are for active members of the room")
 	}
-	switch hr.st.StatusAt(n.NowMs()) {
+	switch n.lifecycle(hr).StatusAt(n.NowMs()) {
 	case room.StatusEnded, room.StatusCancelled:
 		return nil, adp.Errorf(adp.CodeRoomEnded, "room is no longer live")
 	}
-	return n.hub.subscribe(roomID, agent, agent == hr.st.Creator || m.Role == adp.RoleModerator), nil
+	return n.hub.subscribe(roomID, agent, agent == creator || m.Role == adp.RoleModerator), nil
 }
 
 // Unsubscribe ends a live stream.
@@ -178,6 +189,12 @@ func (n *Node) summary(hr *hostedRoom, now int64) RoomSummary {
 	hr.mu.RLock()
 	defer hr.mu.RUnlock()
 	st := hr.st
+	if st == nil {
+		c := hr.cold
+		return RoomSummary{ID: hr.id, URL: n.RoomURL(hr.id), Host: n.host, Status: c.Life.StatusAt(now), Topic: c.Topic, Agenda: c.Agenda,
+			Visibility: c.Visibility, Creator: c.Creator, StartTime: c.Life.StartTime, EndTime: c.Life.EndTime, Tags: c.Tags,
+			Language: c.Language, Seq: c.Seq, Head: c.Head, Members: c.Members, LastActive: c.LastActive}
+	}
 	return RoomSummary{ID: hr.id, URL: n.RoomURL(hr.id), Host: n.host, Status: st.StatusAt(now), Topic: st.Topic, Agenda: st.Agenda,
 		Visibility: st.Visibility, Creator: st.Creator, StartTime: st.StartTime, EndTime: st.EndTime, Tags: st.Tags,
 		Language: st.Language, Seq: st.Seq, Head: st.Head, Members: len(st.Members()), LastActive: st.LastReceivedAt}
@@ -395,12 +412,23 @@ func (n *Node) MyRooms(agent identity.AgentID, f MyRoomsFilter) ([]MyRoom, strin
 			latest[r.RoomID] = r
 		}
 	}
+	// Cold rooms answer from the membership index, not their states.
+	cold, err := n.coldStandings(agent)
+	if err != nil {
+		return nil, "", internal(err)
+	}
 	var out []MyRoom
 	for _, hr := range n.roomList() {
+		var sd standing
 		hr.mu.RLock()
-		m, member := hr.st.Member(agent)
-		creator := hr.st.Creator == agent
+		if st := hr.st; st != nil {
+			sd.m, sd.member = st.Member(agent)
+			sd.creator = st.Creator == agent
+		} else {
+			sd = cold[hr.id]
+		}
 		hr.mu.RUnlock()
+		m, member, creator := sd.m, sd.member, sd.creator
 		var membership string
 		switch {
 		case member && m.Active:

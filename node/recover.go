@@ -41,6 +41,7 @@ func (e *RoomBroken) adpError() *adp.Error {
 type RecoveryStats struct {
 	Rooms        int  // rooms recovered
 	FromSnapshot int  // of which from a stored snapshot
+	Cold         int  // of which ended and kept cold: summary only, state not decoded (cold.go)
 	Replayed     int  // records replayed (snapshot tails and whole chains)
 	Broken       int  // rooms set aside
 	Upgraded     bool // the data dir was upgraded to the current layout
@@ -85,7 +86,7 @@ func (n *Node) recover() error {
 	// Rooms are independent: recover them on every core.
 	type result struct {
 		hr       *hostedRoom
-		snapshot bool
+		snapshot bool // from a snapshot (or cold: hr.st is nil)
 		replayed int
 		err      error
 	}
@@ -128,7 +129,10 @@ func (n *Node) recover() error {
 		n.rooms[r.hr.id] = r.hr
 		stats.Rooms++
 		stats.Replayed += r.replayed
-		if r.snapshot {
+		switch {
+		case r.hr.st == nil:
+			stats.Cold++
+		case r.snapshot:
 			stats.FromSnapshot++
 		}
 	}
@@ -153,7 +157,7 @@ func (n *Node) recover() error {
 	}
 	stats.Broken = len(n.broken)
 	n.recovered = stats
-	n.log.Info("recovered rooms", "rooms", stats.Rooms, "from_snapshot", stats.FromSnapshot,
+	n.log.Info("recovered rooms", "rooms", stats.Rooms, "from_snapshot", stats.FromSnapshot, "cold", stats.Cold,
 		"records_replayed", stats.Replayed, "broken", stats.Broken, "upgraded", upgrade,
 		"took", time.Since(start).Round(time.Millisecond))
 	return nil
@@ -236,6 +240,11 @@ func (n *Node) storedRoomIDs() ([]string, error) {
 // written before layout 2: the envelope index then lacks record hashes,
 // which the full replay adds.
 func (n *Node) recoverRoom(id string, upgrade, useSnapshot bool) (hr *hostedRoom, fromSnapshot bool, replayed int, err error) {
+	if useSnapshot {
+		if hr, ok := n.recoverCold(id); ok {
+			return hr, true, 0, nil
+		}
+	}
 	cfg := room.Config{Limits: n.cfg.Limits, Packs: n.packs.storedSource(), History: storeHistory{n.db, id}}
 	var st *room.State
 	if useSnapshot {
@@ -379,27 +388,36 @@ func (n *Node) loadArchiveMarkers() error {
 // reconcileJoinRequests makes the join-request store agree with the chains:
 // a request a room.join.review decided has that decision. (Both are written
 // in one transaction, so they can only disagree after damage or a bug; the
-// chain is the authority.)
+// chain is the authority.) Cold rooms were reconciled when their states
+// were stored (evict), and their chains do not change: they are skipped, so
+// that recovery reads no cold room's state.
 func (n *Node) reconcileJoinRequests() {
 	for id, hr := range n.rooms {
-		for _, jr := range n.joins.forRoom(id) {
-			rr, ok := hr.st.Reviewed(jr.ID)
-			if !ok {
-				continue
-			}
-			status, role := "rejected", adp.Role("")
-			if rr.Approved {
-				status, role = "approved", rr.Role
-			}
-			if jr.Status == status && jr.ApprovedRole == role {
-				continue
-			}
-			n.log.Warn("join request disagreed with the chain; the chain wins", "room", id, "request", jr.ID,
-				"stored", jr.Status, "chain", status)
-			jr.Status, jr.ApprovedRole = status, role
-			if err := n.joins.save(jr); err != nil {
-				n.log.Error("save reconciled join request", "request", jr.ID, "err", err)
-			}
+		if hr.st != nil {
+			n.reconcileRoom(id, hr.st)
+		}
+	}
+}
+
+// reconcileRoom reconciles one room's join requests with its state st.
+func (n *Node) reconcileRoom(id string, st *room.State) {
+	for _, jr := range n.joins.forRoom(id) {
+		rr, ok := st.Reviewed(jr.ID)
+		if !ok {
+			continue
+		}
+		status, role := "rejected", adp.Role("")
+		if rr.Approved {
+			status, role = "approved", rr.Role
+		}
+		if jr.Status == status && jr.ApprovedRole == role {
+			continue
+		}
+		n.log.Warn("join request disagreed with the chain; the chain wins", "room", id, "request", jr.ID,
+			"stored", jr.Status, "chain", status)
+		jr.Status, jr.ApprovedRole = status, role
+		if err := n.joins.save(jr); err != nil {
+			n.log.Error("save reconciled join request", "request", jr.ID, "err", err)
 		}
 	}
 }
@@ -422,7 +440,14 @@ func (n *Node) checkSnapshotHead(hr *hostedRoom) error {
 		return nil
 	}
 	hr.mu.RLock()
-	seq, last := hr.st.Seq, hr.st.LastHash
+	var seq int64
+	var last string
+	switch {
+	case hr.st != nil:
+		seq, last = hr.st.Seq, hr.st.LastHash
+	case hr.cold != nil:
+		seq, last = hr.cold.Seq, hr.cold.LastHash
+	}
 	hr.mu.RUnlock()
 	if h, ok := (storeHistory{n.db, hr.id}).RecordHash(seq); ok && identity.EncodeB64(h[:]) == last {
 		hr.unchecked.Store(false)
@@ -444,7 +469,7 @@ func (n *Node) checkSnapshotHead(hr *hostedRoom) error {
 		return rb
 	}
 	hr.mu.Lock()
-	hr.st = fresh.st
+	hr.st, hr.cold = fresh.st, nil // an ended room goes cold again once its snapshot is stored
 	hr.mu.Unlock()
 	hr.snapSeq.Store(-1) // store a snapshot of the rebuilt state
 	hr.unchecked.Store(false)

@@ -811,8 +811,13 @@ type propView struct {
 	jrOwn    map[string]map[string]any // request id -> the applicant's view
 	statuses map[string]map[string]any // agent -> status
 	archive  []byte                    // archive.jsonl of an ended room
-	canRead  map[string]int            // request id -> the applicant's GET room status
-	readAt   [2]int64                  // ms bounds of the reads
+	// terminal holds, for an ended or cancelled room (cold after a
+	// restart: its state is read from storage on demand), more reads to
+	// compare byte for byte: the JSON and Markdown archives, its entry in
+	// the creator's /v1/me/rooms and in the directory.
+	terminal map[string][]byte
+	canRead  map[string]int // request id -> the applicant's GET room status
+	readAt   [2]int64       // ms bounds of the reads
 }
 
 func decodeJSON(t *testing.T, b []byte, v any) {
@@ -876,8 +881,52 @@ func (h *propHarness) view(pr *propRoom) *propView {
 	if v.status == "ended" {
 		v.archive = h.get(pr.creator, "/v1/rooms/"+pr.id+"/archive.jsonl")
 	}
+	if v.status == "ended" || v.status == "cancelled" {
+		v.terminal = map[string][]byte{}
+		if v.status == "ended" {
+			v.terminal["archive"] = h.get(pr.creator, "/v1/rooms/"+pr.id+"/archive")
+			v.terminal["archive.md"] = h.get(pr.creator, "/v1/rooms/"+pr.id+"/archive.md")
+		}
+		v.terminal["me/rooms"] = h.listed(pr, pr.creator, "/v1/me/rooms?membership=creator&limit=200")
+		if pr.st.Visibility != room.Private {
+			v.terminal["directory"] = h.listed(pr, nil, "/v1/rooms/public?status="+v.status+"&limit=200")
+		}
+	}
 	v.readAt[1] = time.Now().UnixMilli()
 	return v
+}
+
+// listed returns pr's entry in a listing (every page), read as a; nil when
+// it is not listed.
+func (h *propHarness) listed(pr *propRoom, a *adptest.Agent, path string) []byte {
+	for cursor := ""; ; {
+		p := path
+		if cursor != "" {
+			p += "&cursor=" + cursor
+		}
+		var page struct {
+			Result []json.RawMessage `json:"result"`
+			Next   string            `json:"next_cursor"`
+		}
+		var body []byte
+		if a == nil {
+			body = h.getAny(nil, p).body
+		} else {
+			body = h.get(a, p)
+		}
+		decodeJSON(h.t, body, &page)
+		for _, r := range page.Result {
+			var e struct {
+				ID string `json:"id"`
+			}
+			if json.Unmarshal(r, &e) == nil && e.ID == pr.id {
+				return r
+			}
+		}
+		if cursor = page.Next; cursor == "" {
+			return nil
+		}
+	}
 }
 
 // consistent checks a view against the model (the kernel replay of the
@@ -1045,6 +1094,11 @@ func (h *propHarness) compare(before map[string]*propView, busy bool) {
 			}
 			if b.archive != nil && !bytes.Equal(after.archive, b.archive) {
 				t.Errorf("round %d: room %s (ended) has another archive after the restart:\nbefore %s\nafter  %s", h.round, pr.id, b.archive, after.archive)
+			}
+			for k, was := range b.terminal {
+				if now := after.terminal[k]; !bytes.Equal(now, was) {
+					t.Errorf("round %d: room %s (%s) answers %s differently after the restart:\nbefore %s\nafter  %s", h.round, pr.id, b.status, k, was, now)
+				}
 			}
 			if !reflect.DeepEqual(after.members, b.members) {
 				t.Errorf("round %d: room %s members changed across the restart:\nbefore %s\nafter  %s", h.round, pr.id, mustJSON(b.members), mustJSON(after.members))

@@ -31,9 +31,7 @@ func newScheduler(n *Node) *scheduler {
 	s := &scheduler{n: n, at: map[string]int64{}, wake: make(chan struct{}, 1), known: map[string]room.Status{}}
 	now := n.NowMs()
 	for _, hr := range n.roomList() {
-		hr.mu.RLock()
-		s.known[hr.id] = hr.st.StatusAt(now)
-		hr.mu.RUnlock()
+		s.known[hr.id] = n.lifecycle(hr).StatusAt(now)
 		s.touch(hr)
 	}
 	return s
@@ -42,10 +40,9 @@ func newScheduler(n *Node) *scheduler {
 // touch (re)schedules a room after a change to its times or status.
 func (s *scheduler) touch(hr *hostedRoom) {
 	now := s.n.NowMs()
-	hr.mu.RLock()
-	next, ok := hr.st.NextTransition(now)
-	status := hr.st.StatusAt(now)
-	hr.mu.RUnlock()
+	life := s.n.lifecycle(hr)
+	next, ok := life.NextTransition(now)
+	status := life.StatusAt(now)
 	s.mu.Lock()
 	if _, seen := s.known[hr.id]; !seen {
 		s.known[hr.id] = status
@@ -118,9 +115,7 @@ func (s *scheduler) fire(id string) {
 		return
 	}
 	now := s.n.NowMs()
-	hr.mu.RLock()
-	status := hr.st.StatusAt(now)
-	hr.mu.RUnlock()
+	status := s.n.lifecycle(hr).StatusAt(now)
 	s.mu.Lock()
 	changed := s.known[id] != status
 	s.known[id] = status
@@ -137,9 +132,17 @@ func (s *scheduler) fire(id string) {
 }
 
 // finish runs end-of-room work once: close live streams and, for ended
-// rooms, persist the archive's generation time.
+// rooms, persist the archive's generation time; then the room's state is
+// stored and dropped from memory (evict, cold.go).
 func (n *Node) finish(hr *hostedRoom, status room.Status) {
 	n.hub.closeRoom(hr.id, "room_"+string(status))
+	n.markFinished(hr, status)
+	if hr.archivedAt.Load() != 0 {
+		n.evict(hr)
+	}
+}
+
+func (n *Node) markFinished(hr *hostedRoom, status room.Status) {
 	n.finishMu.Lock()
 	defer n.finishMu.Unlock()
 	if hr.archivedAt.Load() != 0 {

@@ -16,6 +16,10 @@ const snapshotInterval = 5 * time.Second
 // last snapshot, in one batch. A snapshot is a cache of what the chain
 // says: losing one costs a longer replay, never data.
 func (n *Node) snapshotRooms() error {
+	// Under snapMu, a batch encoded before a room was evicted cannot land
+	// over the final snapshot evict stored; cold rooms are skipped.
+	n.snapMu.Lock()
+	defer n.snapMu.Unlock()
 	wb := n.db.NewWriteBatch()
 	defer wb.Cancel()
 	type done struct {
@@ -25,6 +29,10 @@ func (n *Node) snapshotRooms() error {
 	var written []done
 	for _, hr := range n.roomList() {
 		hr.mu.RLock()
+		if hr.st == nil { // cold: its final state is stored
+			hr.mu.RUnlock()
+			continue
+		}
 		seq := hr.st.Seq
 		if seq == hr.snapSeq.Load() {
 			hr.mu.RUnlock()
@@ -56,5 +64,6 @@ func (n *Node) runSnapshots(ctx context.Context) {
 		if err := n.snapshotRooms(); err != nil {
 			n.log.Warn("store room snapshots", "err", err)
 		}
+		n.evictFinished()
 	})
 }

@@ -132,11 +132,12 @@ func (n *Node) SetAgentStatus(roomID string, agent identity.AgentID, body []byte
 	hr.seqMu.Lock()
 	defer hr.seqMu.Unlock()
 	now := n.NowMs()
-	hr.mu.RLock()
-	st := hr.st
-	status := st.StatusAt(now)
-	m, member := st.Member(agent)
-	hr.mu.RUnlock()
+	status := n.lifecycle(hr).StatusAt(now)
+	_, _, sd, err := n.standingOf(hr, agent)
+	if err != nil {
+		return nil, internal(err)
+	}
+	m, member := sd.m, sd.member
 	if !member || !m.Active {
 		if !n.canReadRoom(hr, agent) {
 			return nil, n.noRoom(roomID)

@@ -16,6 +16,8 @@ const (
 	pfxPack     = "p/"       // p/<digest>                -> external pack bytes
 	pfxSnapshot = "s/"       // s/<room>                  -> room.State.Encode() at some seq
 	pfxRoom     = "h/"       // h/<room>                  -> empty: the room exists (written with its room.create)
+	pfxTerminal = "t/"       // t/<room>                  -> cold room summary JSON (cold.go), with its final s/<room>
+	pfxMember   = "a/"       // a/<agent id>/<room>       -> flags:1 | role, for cold rooms (cold.go)
 	keyLayout   = "v/layout" // -> layout version:8
 )
 
@@ -30,6 +32,7 @@ const layoutVersion = 3
 func snapshotKey(roomID string) []byte { return []byte(pfxSnapshot + roomID) }
 
 func roomKey(roomID string) []byte { return []byte(pfxRoom + roomID) }
+func terminalKey(roomID string) []byte { return []byte(pfxTerminal + roomID) }
 
 func recordKey(roomID string, seq int64) []byte {
 	k := make([]byte, 0, len(pfxRecord)+len(roomID)+9)

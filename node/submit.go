@@ -102,9 +102,11 @@ func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Resul
 	// (whose read would also wait for the commit in flight).
 	if pathRoom != "" {
 		if hr, ok := n.room(pathRoom); ok {
-			hr.mu.RLock()
-			seq, dup := hr.st.SeqOf(env.Hash)
-			hr.mu.RUnlock()
+			var seq int64
+			var dup bool
+			if err := n.view(hr, func(st *room.State) { seq, dup = st.SeqOf(env.Hash) }); err != nil {
+				return nil, err
+			}
 			if dup {
 				return n.resubmission(pathRoom, seq, ev.Actor)
 			}
@@ -176,9 +178,8 @@ func (n *Node) isResubmission(env *identity.Envelope, pathRoom string) bool {
 		if !ok {
 			return false
 		}
-		hr.mu.RLock()
-		defer hr.mu.RUnlock()
-		_, dup := hr.st.SeqOf(env.Hash)
+		dup := false
+		_ = n.view(hr, func(st *room.State) { _, dup = st.SeqOf(env.Hash) })
 		return dup
 	}
 	_, _, ok, err := n.lookupEnvelope(env.Digest)
@@ -214,6 +215,22 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	hr.seqMu.Lock()
 	defer hr.seqMu.Unlock()
 	st := hr.st
+	if st == nil {
+		// A cold room: its stored state refuses the write as before; one
+		// it admits (the clock moved back) makes the room hot again.
+		cst, err := n.seqView(hr)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := cst.Admit(env, max(n.NowMs(), cst.LastReceivedAt), n.joins.lookup(hr.id)); err != nil {
+			return nil, n.withRecovery(hr, err)
+		}
+		if err := n.warm(hr); err != nil {
+			return nil, err
+		}
+		st = hr.st
+		defer n.sched.touch(hr)
+	}
 	st.SetPackSource(src)
 	now := max(n.NowMs(), st.LastReceivedAt)
 	a, err := st.Admit(env, now, n.joins.lookup(hr.id))
@@ -353,9 +370,7 @@ func (n *Node) resubmission(roomID string, seq int64, actor identity.AgentID) (*
 	hr, _ := n.room(roomID)
 	res := &Result{Record: rec, Created: seq == 1, URL: n.RoomURL(roomID), Resubmitted: true}
 	if hr != nil {
-		hr.mu.RLock()
-		res.Status = hr.st.StatusAt(n.NowMs())
-		hr.mu.RUnlock()
+		res.Status = n.lifecycle(hr).StatusAt(n.NowMs())
 	}
 	res.MaxSeenNonce = n.nonces.max(actor, n.NowMs())
 	return res, nil

@@ -77,9 +77,8 @@ func (n *Node) SubscribeViewer(roomID string) (*Subscription, error) {
 	// and the registration.
 	hr.seqMu.Lock()
 	defer hr.seqMu.Unlock()
-	hr.mu.RLock()
-	vis, status := hr.st.Visibility, hr.st.StatusAt(n.NowMs())
-	hr.mu.RUnlock()
+	vis, _, _, _ := n.standingOf(hr, "")
+	status := n.lifecycle(hr).StatusAt(n.NowMs())
 	if vis != room.Public {
 		return nil, adp.Errorf(adp.CodeMembershipRequired, "viewer streams are for public rooms; members use the live stream")
 	}

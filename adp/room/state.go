@@ -155,16 +155,31 @@ func New(cfg Config) *State {
 // Created reports whether the room.create record has been applied.
 func (s *State) Created() bool { return s.Seq > 0 }
 
+// Lifecycle is what a room's status depends on besides the clock: a
+// compact value a host can keep for a room whose state it does not hold.
+type Lifecycle struct {
+	StartTime int64 `json:"start_time"`
+	EndTime   int64 `json:"end_time"`
+	Cancelled bool  `json:"cancelled,omitempty"`
+	Closed    bool  `json:"closed,omitempty"`
+	ClosedAt  int64 `json:"closed_at,omitempty"`
+}
+
+// Lifecycle returns the room's lifecycle facts.
+func (s *State) Lifecycle() Lifecycle {
+	return Lifecycle{StartTime: s.StartTime, EndTime: s.EndTime, Cancelled: s.Cancelled, Closed: s.Closed, ClosedAt: s.ClosedAt}
+}
+
 // StatusAt returns the room's lifecycle state at now (Unix ms). Time
 // transitions (§8) are a function of the contract and the clock, so they are
 // idempotent and need no record.
-func (s *State) StatusAt(now int64) Status {
+func (l Lifecycle) StatusAt(now int64) Status {
 	switch {
-	case s.Cancelled:
+	case l.Cancelled:
 		return StatusCancelled
-	case s.Closed, now >= s.EndTime:
+	case l.Closed, now >= l.EndTime:
 		return StatusEnded
-	case now >= s.StartTime:
+	case now >= l.StartTime:
 		return StatusActive
 	}
 	return StatusScheduled
@@ -172,24 +187,38 @@ func (s *State) StatusAt(now int64) Status {
 
 // EndedAt returns when the room ended (close time or end_time), valid when
 // StatusAt reports ended.
-func (s *State) EndedAt() int64 {
-	if s.Closed {
-		return s.ClosedAt
+func (l Lifecycle) EndedAt() int64 {
+	if l.Closed {
+		return l.ClosedAt
 	}
-	return s.EndTime
+	return l.EndTime
 }
 
 // NextTransition returns the next time after now at which StatusAt changes,
 // or false when the room is in a final state.
-func (s *State) NextTransition(now int64) (int64, bool) {
-	switch s.StatusAt(now) {
+func (l Lifecycle) NextTransition(now int64) (int64, bool) {
+	switch l.StatusAt(now) {
 	case StatusScheduled:
-		return s.StartTime, true
+		return l.StartTime, true
 	case StatusActive:
-		return s.EndTime, true
+		return l.EndTime, true
 	}
 	return 0, false
 }
+
+// Terminal reports whether a status is final (ended or cancelled).
+func (st Status) Terminal() bool { return st == StatusEnded || st == StatusCancelled }
+
+// StatusAt returns the room's lifecycle state at now (Unix ms).
+func (s *State) StatusAt(now int64) Status { return s.Lifecycle().StatusAt(now) }
+
+// EndedAt returns when the room ended (close time or end_time), valid when
+// StatusAt reports ended.
+func (s *State) EndedAt() int64 { return s.Lifecycle().EndedAt() }
+
+// NextTransition returns the next time after now at which StatusAt changes,
+// or false when the room is in a final state.
+func (s *State) NextTransition(now int64) (int64, bool) { return s.Lifecycle().NextTransition(now) }
 
 // Member returns the membership of a (active or former).
 func (s *State) Member(a identity.AgentID) (Member, bool) {
