@@ -272,8 +272,9 @@ func (m *Mirror) load() error {
 			m.recovered.FromSnapshot++
 		}
 	}
+	m.recovered.Took = time.Since(start)
 	m.log.Info("mirror loaded", "targets", len(m.targets), "rooms", len(m.rooms), "bytes", m.bytes.Load(),
-		"from_snapshot", m.recovered.FromSnapshot, "records_replayed", m.recovered.Replayed, "took", time.Since(start).Round(time.Millisecond))
+		"from_snapshot", m.recovered.FromSnapshot, "records_replayed", m.recovered.Replayed, "took", m.recovered.Took.Round(time.Millisecond))
 	return nil
 }
 
@@ -331,6 +332,11 @@ func (m *Mirror) RemoveTarget(id string, purge bool) error {
 		var prefixes [][]byte
 		for _, r := range drop {
 			prefixes = append(prefixes, r.remove()...)
+		}
+		// The rooms are frozen: let the writes already queued for them
+		// land before their keys are dropped, or they would outlive it.
+		if err := m.commit.Flush(); err != nil {
+			m.log.Warn("mirror purge", "err", err)
 		}
 		// Drop the keys and give the bytes back to the file system.
 		if len(prefixes) > 0 {

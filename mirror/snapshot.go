@@ -33,6 +33,8 @@ type RecoveryStats struct {
 	Rooms        int // rooms restored
 	FromSnapshot int // of which from a stored snapshot
 	Replayed     int // records replayed (snapshot tails and whole chains)
+	// Took is how long restoring the rooms took.
+	Took time.Duration
 }
 
 // RecoveryStats reports how the mirror's rooms were restored at Open.
