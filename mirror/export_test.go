@@ -1,6 +1,13 @@
 package mirror
 
-import "github.com/adpnode/adpnode/adp/assertion"
+import (
+	"encoding/json"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/adpnode/adpnode/adp/assertion"
+	"github.com/adpnode/adpnode/adp/identity"
+)
 
 // WantSeqForTest records that seq exists and queues a catch-up: a mirror
 // told of records it cannot fetch.
@@ -18,4 +25,42 @@ func (m *Mirror) DeliverCosignForTest(raw []byte) error {
 	}
 	m.deliverCosign(c, "")
 	return nil
+}
+
+// HistoryPendingForTest reports how many applied records the room's
+// history still answers from memory (not yet durable).
+func (r *Room) HistoryPendingForTest() int { return r.hist.pending() }
+
+// SnapshotKeyForTest is the key of a mirrored room's snapshot.
+func SnapshotKeyForTest(host identity.AgentID, roomID string) []byte {
+	return snapKey(roomKey(host, roomID))
+}
+
+// RecordKeyForTest is the key of a mirrored record.
+func RecordKeyForTest(host identity.AgentID, roomID string, seq int64) []byte {
+	return seqKey(pfxRec, roomKey(host, roomID), seq)
+}
+
+// HashKeyForTest is the hash index key of an envelope or record hash.
+func HashKeyForTest(host identity.AgentID, roomID string, h [32]byte) []byte {
+	return hashKey(roomKey(host, roomID), h)
+}
+
+// WriteLegacyRoomForTest stores a mirrored room the way the code before
+// the hash index and snapshots did: its metadata and its records, nothing
+// else.
+func WriteLegacyRoomForTest(db *badger.DB, host identity.AgentID, hostPeer, roomID, url string, recs [][]byte) error {
+	rk := roomKey(host, roomID)
+	wb := db.NewWriteBatch()
+	defer wb.Cancel()
+	meta, _ := json.Marshal(roomMeta{Host: host, HostPeer: hostPeer, RoomID: roomID, URL: url, AddedAt: 1})
+	if err := wb.Set([]byte(pfxMeta+rk), meta); err != nil {
+		return err
+	}
+	for i, raw := range recs {
+		if err := wb.Set(seqKey(pfxRec, rk, int64(i+1)), raw); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
 }

@@ -140,6 +140,9 @@ type Mirror struct {
 	wg       sync.WaitGroup
 	stopOnce sync.Once
 	closeMu  sync.RWMutex // orders goroutine starts against Close
+
+	snapMu    sync.Mutex // orders snapshot writes against purges
+	recovered RecoveryStats
 }
 
 // Open loads the mirror's targets and rooms (replaying each stored chain
@@ -190,6 +193,7 @@ func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index
 		m.goLoop(m.gapLoop)
 	}
 	m.goLoop(m.cosignLoop)
+	m.goLoop(m.runSnapshots)
 	return m, nil
 }
 
@@ -212,6 +216,11 @@ func (m *Mirror) Close() {
 		m.cancel()
 		m.closeMu.Unlock()
 		m.wg.Wait()
+		// Store the rooms' states, so that the next start replays
+		// nothing (or only what arrives from here on).
+		if err := m.snapshotRooms(); err != nil {
+			m.log.Warn("store mirror room snapshots", "err", err)
+		}
 		m.commit.Close()
 	})
 }
@@ -221,7 +230,8 @@ func (m *Mirror) Stats() *Stats { return &m.stats }
 
 func (m *Mirror) now() int64 { return m.n.NowMs() }
 
-// load reads targets, room metadata and every stored chain.
+// load reads targets and room metadata, and restores every room (from its
+// snapshot and the records after it, or by replaying its whole chain).
 func (m *Mirror) load() error {
 	err := scan(m.db, []byte(pfxTarget), func(k, v []byte) error {
 		var t Target
@@ -246,8 +256,9 @@ func (m *Mirror) load() error {
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	for _, rm := range metas {
-		r, err := m.restoreRoom(rm)
+		r, fromSnapshot, replayed, err := m.restoreRoom(rm)
 		if err != nil {
 			return fmt.Errorf("mirror %s: %w", rm.URL, err)
 		}
@@ -255,8 +266,15 @@ func (m *Mirror) load() error {
 		if rm.Faulty {
 			m.faulty[rm.Host] = true
 		}
+		m.recovered.Rooms++
+		m.recovered.Replayed += replayed
+		if fromSnapshot {
+			m.recovered.FromSnapshot++
+		}
 	}
-	m.log.Info("mirror loaded", "targets", len(m.targets), "rooms", len(m.rooms), "bytes", m.bytes.Load())
+	m.recovered.Took = time.Since(start)
+	m.log.Info("mirror loaded", "targets", len(m.targets), "rooms", len(m.rooms), "bytes", m.bytes.Load(),
+		"from_snapshot", m.recovered.FromSnapshot, "records_replayed", m.recovered.Replayed, "took", m.recovered.Took.Round(time.Millisecond))
 	return nil
 }
 
@@ -307,9 +325,18 @@ func (m *Mirror) RemoveTarget(id string, purge bool) error {
 			}
 		}
 		m.mu.Unlock()
+		// No snapshot of a dropped room may be written after its keys
+		// are gone.
+		m.snapMu.Lock()
+		defer m.snapMu.Unlock()
 		var prefixes [][]byte
 		for _, r := range drop {
 			prefixes = append(prefixes, r.remove()...)
+		}
+		// The rooms are frozen: let the writes already queued for them
+		// land before their keys are dropped, or they would outlive it.
+		if err := m.commit.Flush(); err != nil {
+			m.log.Warn("mirror purge", "err", err)
 		}
 		// Drop the keys and give the bytes back to the file system.
 		if len(prefixes) > 0 {

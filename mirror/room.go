@@ -48,10 +48,13 @@ type Room struct {
 	gapQueued atomic.Bool
 	want      atomic.Int64 // highest seq known to exist
 
+	hist *roomHistory
+
 	mu       sync.Mutex
 	meta     roomMeta
 	st       *room.State
-	last     *record.Record
+	snapSeq  int64  // seq of the newest stored snapshot
+	removed  bool   // purged: store no snapshot
 	cp       []byte // latest host checkpoint at or below the tip
 	cpSeq    int64
 	pending  map[int64]pendingRec
@@ -73,33 +76,44 @@ type pendingRec struct {
 }
 
 func (m *Mirror) newRoom(meta roomMeta, hostPeer peer.ID) *Room {
-	return &Room{m: m, host: meta.Host, hostPeer: hostPeer, id: meta.RoomID, url: meta.URL, rk: roomKey(meta.Host, meta.RoomID),
-		meta: meta, st: room.New(room.Config{Limits: room.ReplayLimits(), Packs: m.n.ExternalPacks()}), pending: map[int64]pendingRec{},
+	rk := roomKey(meta.Host, meta.RoomID)
+	hist := newRoomHistory(m.db, rk)
+	return &Room{m: m, host: meta.Host, hostPeer: hostPeer, id: meta.RoomID, url: meta.URL, rk: rk, hist: hist,
+		meta: meta, st: room.New(m.roomConfig(hist)), pending: map[int64]pendingRec{},
 		subs: map[chan node.Item]struct{}{}}
 }
 
-// restoreRoom rebuilds a room from storage by verified replay.
-func (m *Mirror) restoreRoom(meta roomMeta) (*Room, error) {
+// roomConfig is the kernel configuration of a mirrored room.
+func (m *Mirror) roomConfig(hist *roomHistory) room.Config {
+	return room.Config{Limits: room.ReplayLimits(), Packs: m.n.ExternalPacks(), History: hist}
+}
+
+// restoreRoom rebuilds a room from storage: from its stored snapshot and
+// the records after it, or by verified replay of its whole chain when there
+// is no usable snapshot (see loadSnapshot). Every replayed record is
+// verified by the kernel. It returns whether a snapshot was used and how
+// many records were replayed.
+func (m *Mirror) restoreRoom(meta roomMeta) (*Room, bool, int, error) {
 	hp, err := peer.Decode(meta.HostPeer)
 	if err != nil {
-		return nil, err
+		return nil, false, 0, err
 	}
 	r := m.newRoom(meta, hp)
 	r.frozen = meta.Faulty
-	err = scan(m.db, []byte(pfxRec+r.rk+"/"), func(k, v []byte) error {
-		rec, env, err := record.Parse(v)
-		if err != nil {
-			return err
-		}
-		if err := r.st.Apply(rec, env, nil); err != nil {
-			return err
-		}
-		r.last = rec
-		r.bytes += int64(len(v))
-		return nil
-	})
+	fromSnapshot := false
+	if st, bytes, ok := m.loadSnapshot(r); ok {
+		r.st, r.bytes, r.snapSeq, fromSnapshot = st, bytes, st.Seq, true
+	}
+	replayed, err := r.replay()
+	if err != nil && fromSnapshot {
+		m.log.Warn("mirror room does not replay from its snapshot; replaying the whole chain", "room", meta.URL, "err", err)
+		r = m.newRoom(meta, hp)
+		r.frozen = meta.Faulty
+		fromSnapshot = false
+		replayed, err = r.replay()
+	}
 	if err != nil {
-		return nil, err
+		return nil, false, 0, err
 	}
 	m.bytes.Add(r.bytes)
 	// The newest stored checkpoint.
@@ -115,7 +129,79 @@ func (m *Mirror) restoreRoom(meta roomMeta) (*Room, error) {
 		}
 		return nil
 	})
-	return r, err
+	return r, fromSnapshot, replayed, err
+}
+
+// replayIndexBatch is how many replayed records' hashes are indexed per
+// write batch; until a batch is written, the room's history answers them
+// from memory.
+const replayIndexBatch = 4096
+
+// replay applies the stored records after the state's seq (all of them for
+// a new state), and indexes their hashes: a data dir written before the
+// hash index gets it during its first (whole) replay.
+func (r *Room) replay() (int, error) {
+	replayed := 0
+	wb := r.m.db.NewWriteBatch()
+	defer func() { wb.Cancel() }()
+	flush := func(seq int64) error {
+		if err := wb.Flush(); err != nil {
+			return fmt.Errorf("index record hashes: %w", err)
+		}
+		r.hist.durable(seq)
+		wb = r.m.db.NewWriteBatch()
+		return nil
+	}
+	err := r.m.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, PrefetchSize: 256, Prefix: []byte(pfxRec + r.rk + "/")})
+		defer it.Close()
+		for it.Seek(seqKey(pfxRec, r.rk, r.st.Seq+1)); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			seq := int64(binary.BigEndian.Uint64(k[len(k)-8:]))
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			rec, env, err := record.Parse(v)
+			if err != nil {
+				return fmt.Errorf("seq %d: %w", seq, err)
+			}
+			if rec.Seq != seq || rec.RoomID != r.id {
+				return fmt.Errorf("stored under seq %d: record of room %s seq %d", seq, rec.RoomID, rec.Seq)
+			}
+			if err := r.st.Apply(rec, env, nil); err != nil {
+				return fmt.Errorf("seq %d: %w", seq, err)
+			}
+			for _, kv := range hashEntries(r.rk, rec, env) {
+				if err := wb.Set(kv.K, kv.V); err != nil {
+					return err
+				}
+			}
+			r.bytes += int64(len(v))
+			replayed++
+			if replayed%replayIndexBatch == 0 {
+				if err := flush(seq); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if err := flush(r.st.Seq); err != nil {
+		return 0, err
+	}
+	return replayed, nil
+}
+
+// hashEntries are the hash index entries of a record: its record hash and
+// its envelope hash, each naming its seq.
+func hashEntries(rk string, rec *record.Record, env *identity.Envelope) []groupcommit.KV {
+	h, _ := identity.DecodeB64Len(rec.Hash, 32) // a parsed record's hash decodes
+	v := seqValue(rec.Seq)
+	return []groupcommit.KV{{K: hashKey(rk, [32]byte(h)), V: v}, {K: hashKey(rk, env.Digest), V: v}}
 }
 
 func (r *Room) saveMeta() error {
@@ -293,7 +379,7 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 		return false
 	}
 	raw, _ := rec.MarshalJSON()
-	sets := []groupcommit.KV{{K: seqKey(pfxRec, r.rk, rec.Seq), V: raw}}
+	sets := append([]groupcommit.KV{{K: seqKey(pfxRec, r.rk, rec.Seq), V: raw}}, hashEntries(r.rk, rec, env)...)
 	if cp != nil {
 		sets = append(sets, groupcommit.KV{K: seqKey(pfxCp, r.rk, rec.Seq), V: cp})
 	}
@@ -301,12 +387,14 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 	// mirror is not authoritative, so acknowledging nothing, it may lose a
 	// suffix in a crash and backfill it again.
 	onVerified := r.m.cfg.OnVerified
-	id := r.id
+	id, hist := r.id, r.hist
 	if err := r.m.commit.Enqueue(sets, func(err error) {
 		if err != nil {
+			// The history keeps answering the record from memory.
 			r.m.log.Error("mirror store", "room", id, "seq", rec.Seq, "err", err)
 			return
 		}
+		hist.durable(rec.Seq)
 		if onVerified != nil {
 			onVerified(id, rec, live)
 		}
@@ -314,7 +402,6 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 		r.frozen = true
 		return false
 	}
-	r.last = rec
 	if cp != nil {
 		r.cp, r.cpSeq = cp, rec.Seq
 	}
@@ -433,8 +520,12 @@ func (r *Room) freezeLocked() {
 // for the caller to drop (node.DropAndReclaim, once for all rooms removed).
 func (r *Room) remove() [][]byte {
 	r.freeze()
+	r.mu.Lock()
+	r.removed = true
+	r.mu.Unlock()
 	r.m.bytes.Add(-r.bytes)
-	return [][]byte{[]byte(pfxRec + r.rk + "/"), []byte(pfxCp + r.rk + "/"), []byte(pfxMirrorW + r.rk + "/"), []byte(pfxMeta + r.rk)}
+	return [][]byte{[]byte(pfxRec + r.rk + "/"), []byte(pfxCp + r.rk + "/"), []byte(pfxMirrorW + r.rk + "/"),
+		[]byte(pfxHash + r.rk + "/"), []byte(pfxSnap + r.rk), []byte(pfxMeta + r.rk)}
 }
 
 // ingestBatch verifies a backfill batch and applies the part a checkpoint

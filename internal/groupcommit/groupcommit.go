@@ -114,6 +114,10 @@ func (c *Committer) loop() {
 			}
 		}
 		c.flush(batch)
+		// Drop the written requests: the reused array would otherwise
+		// keep up to MaxBatch requests' keys, values and callbacks alive
+		// after a burst.
+		clear(batch)
 	}
 }
 
