@@ -91,7 +91,7 @@ func importAllowed(imp string) bool {
 func TestAllowlistRefuses(t *testing.T) {
 	for _, imp := range []string{"os", "net", "net/http", "time", "os/exec", "io/ioutil", "log/slog", "context",
 		"github.com/dgraph-io/badger/v4", "github.com/libp2p/go-libp2p", "github.com/adpnode/adpnode/node",
-		"github.com/adpnode/adpnode/adp/assertion", "github.com/adpnode/adpnode/adpx"} {
+		"github.com/adpnode/adpnode/assertion", "github.com/adpnode/adpnode/adpx"} {
 		if importAllowed(imp) {
 			t.Errorf("allowlist accepts %s", imp)
 		}
