@@ -482,12 +482,19 @@ func (r *Room) equivocationLocked(seq int64, b []byte) (*Evidence, error) {
 // invalidLocked records that the host vouched for a record the rules
 // reject.
 func (r *Room) invalidLocked(rec *record.Record, cp []byte, why error) {
-	r.m.commit.Flush()
+	if err := r.m.commit.Flush(); err != nil {
+		r.m.log.Error("store mirrored records", "room", r.id, "err", err)
+	}
 	var recs []json.RawMessage
-	scan(r.m.db, []byte(pfxRec+r.rk+"/"), func(_, v []byte) error {
+	if err := scan(r.m.db, []byte(pfxRec+r.rk+"/"), func(_, v []byte) error {
 		recs = append(recs, v)
 		return nil
-	})
+	}); err != nil {
+		// Evidence without every earlier record does not verify offline:
+		// keep none rather than a partial one.
+		r.m.log.Error("read mirrored records for evidence", "room", r.id, "err", err)
+		return
+	}
 	raw, _ := rec.MarshalJSON()
 	recs = append(recs, raw)
 	r.m.recordEvidence(&Evidence{Type: "adp.evidence", Kind: KindInvalidRecord, Host: r.host, RoomID: r.id, Seq: rec.Seq,
@@ -509,7 +516,10 @@ func (r *Room) freezeLocked() {
 	r.meta.Faulty, r.meta.FrozenAt = true, r.st.Seq
 	meta := r.meta
 	r.pending = map[int64]pendingRec{}
-	r.m.db.Update(func(txn *badger.Txn) error { return putJSON(txn, []byte(pfxMeta+r.rk), meta) })
+	if err := r.m.db.Update(func(txn *badger.Txn) error { return putJSON(txn, []byte(pfxMeta+r.rk), meta) }); err != nil {
+		// Frozen in memory; after a restart replay finds the fault again.
+		r.m.log.Error("store frozen mirror room", "room", r.id, "seq", meta.FrozenAt, "err", err)
+	}
 	for c := range r.subs {
 		delete(r.subs, c)
 		close(c)

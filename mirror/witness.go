@@ -57,13 +57,18 @@ func (m *Mirror) recordEvidence(ev *Evidence) {
 func (m *Mirror) storeEvidence(ev *Evidence, b []byte) bool {
 	k := seqKey(pfxEvidence, roomKey(ev.Host, ev.RoomID), ev.Seq)
 	stored := false
-	m.db.Update(func(txn *badger.Txn) error {
+	err := m.db.Update(func(txn *badger.Txn) error {
 		if _, err := txn.Get(k); err == nil {
 			return nil
 		}
 		stored = true
 		return txn.Set(k, b)
 	})
+	if err != nil {
+		// Not kept: the next sighting of the same fault tries again.
+		m.log.Error("store evidence", "host", ev.Host, "room", ev.RoomID, "seq", ev.Seq, "err", err)
+		return false
+	}
 	if stored {
 		m.stats.Evidence.Add(1)
 	}
@@ -185,16 +190,21 @@ func (m *Mirror) deliverCosign(v any, _ peer.ID) {
 		return
 	}
 	k := []byte(pfxWitness + c.Checkpoint.RoomID + "/" + string(c.Witness))
-	m.db.Update(func(txn *badger.Txn) error {
+	if err := m.db.Update(func(txn *badger.Txn) error {
 		if item, err := txn.Get(k); err == nil {
-			var old []byte
-			old, _ = item.ValueCopy(nil)
+			old, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
 			if prev, err := assertion.OpenCosign(old); err == nil && prev.Checkpoint.Seq >= c.Checkpoint.Seq {
 				return nil
 			}
 		}
 		return txn.Set(k, c.Raw)
-	})
+	}); err != nil {
+		// The witness resends its cosignature; it is stored then.
+		m.log.Error("store cosignature", "witness", c.Witness, "room", c.Checkpoint.RoomID, "seq", c.Checkpoint.Seq, "err", err)
+	}
 }
 
 // witnessesFor lists the stored cosignatures of one of this host's rooms,
