@@ -131,8 +131,17 @@ func unwrap(w gin.ResponseWriter) http.ResponseWriter {
 	return w
 }
 
-// writeItem writes one SSE item unless an earlier write failed.
+// writeItem writes one SSE item unless an earlier write failed: its
+// shared frame when the node built one (one copy into the connection's
+// buffer), else the frame in parts.
 func writeItem(w gin.ResponseWriter, it node.Item, err error) error {
+	if err != nil {
+		return err
+	}
+	if it.Frame != nil {
+		_, err = w.Write(it.Frame)
+		return err
+	}
 	for _, part := range [][]byte{[]byte("event: "), []byte(it.Event), []byte("\ndata: "), it.Data, []byte("\n\n")} {
 		if err != nil {
 			return err
