@@ -44,6 +44,11 @@ func BenchmarkSSEFanout(b *testing.B) {
 		{1, 10, 5000}, {1, 100, 3000}, {1, 1000, 1000}, {1000, 10, 20},
 	} {
 		b.Run(fmt.Sprintf("rooms=%d/subs=%d", c.rooms, c.subs), func(b *testing.B) {
+			// Both ends of every stream are in this process.
+			var lim syscall.Rlimit
+			if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Cur < uint64(2*c.rooms*c.subs+1000) {
+				b.Skipf("needs %d open files (both ends of %d streams); RLIMIT_NOFILE is %d", 2*c.rooms*c.subs+1000, c.rooms*c.subs, lim.Cur)
+			}
 			for range b.N {
 				benchFanout(b, c.rooms, c.subs, c.records)
 			}
@@ -137,6 +142,7 @@ func benchFanout(b *testing.B, rooms, subs, records int) {
 	var ready, done sync.WaitGroup
 	var subErr atomic.Value
 	want := int64(records)
+	dial := make(chan struct{}, 64) // at most 64 subscribes in flight: no listen-backlog overflow
 	for i, r := range rs {
 		tok := agents[i].Token(h.URL, now())
 		for range subs {
@@ -148,9 +154,11 @@ func benchFanout(b *testing.B, rooms, subs, records int) {
 				defer done.Done()
 				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.URL+"/v1/rooms/"+r.id+"/events/live", nil)
 				req.Header.Set("Authorization", "Bearer "+tok)
+				dial <- struct{}{}
 				resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
 				if err != nil || resp.StatusCode != http.StatusOK {
 					subErr.CompareAndSwap(nil, fmt.Sprintf("subscribe: %v %v", err, resp))
+					<-dial
 					ready.Done()
 					return
 				}
@@ -167,6 +175,7 @@ func benchFanout(b *testing.B, rooms, subs, records int) {
 					}
 					if first && bytes.HasPrefix(line, []byte(": subscribed")) {
 						first = false
+						<-dial
 						ready.Done()
 						continue
 					}
@@ -178,6 +187,7 @@ func benchFanout(b *testing.B, rooms, subs, records int) {
 					cnt.Add(1)
 				}
 				if first {
+					<-dial
 					ready.Done()
 				}
 				lagMu.Lock()
