@@ -84,6 +84,25 @@ func (s *Server) pump(c *gin.Context, hello string, ch <-chan node.Item, reason 
 	}
 	beat := time.NewTicker(s.opts.Heartbeat)
 	defer beat.Stop()
+	coalesce := time.NewTimer(time.Hour)
+	coalesce.Stop()
+	defer coalesce.Stop()
+	var lastFlush time.Time
+	// drain writes what is queued without waiting; false if ch closed.
+	drain := func() bool {
+		for werr == nil {
+			select {
+			case it, ok := <-ch:
+				if !ok {
+					return false
+				}
+				werr = writeItem(w, it, werr)
+			default:
+				return true
+			}
+		}
+		return true
+	}
 	ctx := c.Request.Context()
 	for {
 		select {
@@ -101,23 +120,35 @@ func (s *Server) pump(c *gin.Context, hello string, ch <-chan node.Item, reason 
 				closed()
 				return
 			}
-			// Drain what is queued before flushing: one flush per burst.
+			// Drain what is queued before flushing: one flush per burst,
+			// and bursts at most every SSEFlushInterval.
 			werr = writeItem(w, it, werr)
-			for more := true; more && werr == nil; {
-				select {
-				case it, ok := <-ch:
-					if !ok {
-						closed()
+			if !drain() {
+				closed()
+				return
+			}
+			if wait := s.opts.SSEFlushInterval - time.Since(lastFlush); wait > 0 && werr == nil {
+				coalesce.Reset(wait)
+			gather:
+				for {
+					select {
+					case <-ctx.Done():
 						return
+					case it, ok := <-ch:
+						if !ok {
+							closed()
+							return
+						}
+						werr = writeItem(w, it, werr)
+					case <-coalesce.C:
+						break gather
 					}
-					werr = writeItem(w, it, werr)
-				default:
-					more = false
 				}
 			}
 			if !flush() {
 				return
 			}
+			lastFlush = time.Now()
 		}
 	}
 }
@@ -131,8 +162,17 @@ func unwrap(w gin.ResponseWriter) http.ResponseWriter {
 	return w
 }
 
-// writeItem writes one SSE item unless an earlier write failed.
+// writeItem writes one SSE item unless an earlier write failed: its
+// shared frame when the node built one (one copy into the connection's
+// buffer), else the frame in parts.
 func writeItem(w gin.ResponseWriter, it node.Item, err error) error {
+	if err != nil {
+		return err
+	}
+	if it.Frame != nil {
+		_, err = w.Write(it.Frame)
+		return err
+	}
 	for _, part := range [][]byte{[]byte("event: "), []byte(it.Event), []byte("\ndata: "), it.Data, []byte("\n\n")} {
 		if err != nil {
 			return err

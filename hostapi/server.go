@@ -44,11 +44,22 @@ type Federation interface {
 	Conflicts() []json.RawMessage
 }
 
+// DefaultSSEFlushInterval bounds the flushes of a busy SSE stream: at
+// most one per 5 ms, which adds at most 5 ms to a delivery.
+const DefaultSSEFlushInterval = 5 * time.Millisecond
+
 // Options tune the HTTP layer.
 type Options struct {
 	// Heartbeat is the SSE comment interval (default 15 s).
 	Heartbeat time.Duration
-	Log       *slog.Logger
+	// SSEFlushInterval is the least time between two flushes of one SSE
+	// stream (default DefaultSSEFlushInterval; negative: flush every
+	// burst at once). An idle stream's first item is flushed at once;
+	// items arriving sooner than this after a flush are coalesced into
+	// the next one, so a busy room costs one write syscall per
+	// subscriber per interval instead of one per record.
+	SSEFlushInterval time.Duration
+	Log              *slog.Logger
 	// Federation, when set, makes the directory federated, relays writes
 	// for remote rooms, and publishes the host binding in discovery.
 	Federation Federation
@@ -81,6 +92,9 @@ type Server struct {
 func New(n *node.Node, opts Options) *Server {
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = 15 * time.Second
+	}
+	if opts.SSEFlushInterval == 0 {
+		opts.SSEFlushInterval = DefaultSSEFlushInterval
 	}
 	if opts.Log == nil {
 		opts.Log = slog.Default()

@@ -3,6 +3,7 @@ package node
 import (
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
@@ -10,11 +11,31 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 )
 
-// Item is one SSE item: an event name and its JSON data.
+// Item is one SSE item: an event name and its JSON data. Frame, when
+// set, is the whole SSE frame ("event: E\ndata: D\n\n"), built once by
+// NewItem and shared read-only by every subscriber the item is offered
+// to, so a record is encoded once per room, not once per subscriber.
 type Item struct {
 	Event string
 	Data  []byte
+	Frame []byte
 }
+
+// NewItem builds an item with its SSE frame. Data must be one line (JSON
+// without raw newlines, as every item's data is).
+func NewItem(event string, data []byte) Item {
+	f := make([]byte, 0, len("event: \ndata: \n\n")+len(event)+len(data))
+	f = append(f, "event: "...)
+	f = append(f, event...)
+	f = append(f, "\ndata: "...)
+	f = append(f, data...)
+	f = append(f, "\n\n"...)
+	return Item{Event: event, Data: data, Frame: f}
+}
+
+// frameEncodes counts NewItem calls made by the hub, for the test that a
+// record is framed once however many subscribers receive it.
+var frameEncodes atomic.Int64
 
 // Subscription is one live stream of a room (§17). Items arrive on C; when
 // the subscription is dropped C is closed and Reason says why.
@@ -100,7 +121,21 @@ func (h *hub) publish(roomID string, item Item, match func(*Subscription) bool) 
 
 func (h *hub) record(rec *record.Record) {
 	b, _ := rec.MarshalJSON()
-	h.publish(rec.RoomID, Item{Event: "room.event", Data: b}, nil)
+	h.recordJSON(rec.RoomID, b)
+}
+
+// recordJSON publishes a record's JSON (as stored) to the room's
+// subscribers: framed once here, the same bytes for all of them; nothing
+// is built for a room nobody watches.
+func (h *hub) recordJSON(roomID string, recJSON []byte) {
+	h.mu.RLock()
+	none := len(h.subs[roomID]) == 0
+	h.mu.RUnlock()
+	if none {
+		return
+	}
+	frameEncodes.Add(1)
+	h.publish(roomID, NewItem("room.event", recJSON), nil)
 }
 
 // dropAgent ends every subscription of agent to roomID (it stopped being a
@@ -175,5 +210,5 @@ func (h *hub) count() int {
 func (h *hub) joinRequest(roomID string, jr *JoinRequest, st *room.State) {
 	b, _ := json.Marshal(map[string]any{"room_id": roomID, "request_id": jr.ID, "applicant": jr.Applicant,
 		"role": jr.Role, "created_at": jr.CreatedAt, "expires_at": jr.ExpiresAt})
-	h.publish(roomID, Item{Event: "room.join_request", Data: b}, func(s *Subscription) bool { return s.manager })
+	h.publish(roomID, NewItem("room.join_request", b), func(s *Subscription) bool { return s.manager })
 }

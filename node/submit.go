@@ -99,32 +99,53 @@ func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Resul
 	// Step 6: exact resubmission answers from the durable index. A room
 	// event can only be a record of the room it names, whose state indexes
 	// every envelope hash, so only room.create needs the Badger index
-	// (whose read would also wait for the commit in flight).
-	if pathRoom != "" {
-		if hr, ok := n.room(pathRoom); ok {
-			var seq int64
-			var dup bool
-			if err := n.view(hr, func(st *room.State) { seq, dup = st.SeqOf(env.Hash) }); err != nil {
-				return nil, err
-			}
-			if dup {
-				return n.resubmission(pathRoom, seq, ev.Actor)
-			}
+	// (whose read would also wait for the commit in flight). For a room
+	// event the lookup is deferred: an envelope that passes the window and
+	// nonce checks is looked up by Admit under the sequencer lock anyway,
+	// and its duplicate_event answer is turned into the resubmission there
+	// (one index read per write instead of two); only an envelope that
+	// fails those checks is looked up here, before they answer.
+	if pathRoom == "" {
+		if roomID, seq, ok, err := n.lookupEnvelope(env.Digest); err != nil {
+			return nil, internal(err)
+		} else if ok {
+			return n.resubmission(roomID, seq, ev.Actor)
 		}
-	} else if roomID, seq, ok, err := n.lookupEnvelope(env.Digest); err != nil {
-		return nil, internal(err)
-	} else if ok {
-		return n.resubmission(roomID, seq, ev.Actor)
+	}
+	resubmitted := func() (*Result, bool, error) {
+		if pathRoom == "" {
+			return nil, false, nil
+		}
+		hr, ok := n.room(pathRoom)
+		if !ok {
+			return nil, false, nil
+		}
+		var seq int64
+		var dup bool
+		if err := n.view(hr, func(st *room.State) { seq, dup = st.SeqOf(env.Hash) }); err != nil {
+			return nil, true, err
+		}
+		if !dup {
+			return nil, false, nil
+		}
+		res, err := n.resubmission(pathRoom, seq, ev.Actor)
+		return res, true, err
 	}
 
 	// Step 7: time window.
 	now := n.NowMs()
 	if d := now - ev.CreatedAt; d > n.cfg.Window.Milliseconds() || -d > n.cfg.Window.Milliseconds() {
+		if res, dup, err := resubmitted(); dup {
+			return res, err
+		}
 		return nil, &adp.Error{Code: adp.CodeTimestampOutOfWindow, Message: "created_at is outside the live-write window",
 			Data: map[string]any{"window_ms": n.cfg.Window.Milliseconds(), "server_time": now}}
 	}
 	// Step 8: nonce.
 	if max := n.nonces.max(ev.Actor, now); ev.Nonce <= max {
+		if res, dup, err := resubmitted(); dup {
+			return res, err
+		}
 		return nil, &NonceError{Err: &adp.Error{Code: adp.CodeNonceNotGreater,
 			Message: "nonce is not greater than the highest accepted nonce", Data: map[string]any{"max_seen_nonce": max}}, MaxSeenNonce: max}
 	}
@@ -141,6 +162,13 @@ func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Resul
 		}
 	}
 	res, err := n.sequence(hr, env, src, fetched, prepaid)
+	if isDuplicate(err) {
+		// Step 6 for a room event whose nonce memory has lapsed while its
+		// created_at is still in the window: Admit found it in the index.
+		if res, dup, rerr := resubmitted(); dup {
+			return res, rerr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -315,7 +343,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	if a.ClearStatus != "" {
 		n.status.clear(hr.id, a.ClearStatus)
 	}
-	n.hub.record(rec)
+	n.hub.recordJSON(rec.RoomID, recJSON)
 	switch a.Type {
 	case "room.leave", "room.member.remove", "room.member.role.update", "room.join", "room.join.review":
 		hr.mu.RLock()
@@ -328,6 +356,13 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 		n.sched.touch(hr)
 	}
 	return &Result{Record: rec, Created: a.Type == "room.create", Status: st.StatusAt(now), URL: n.RoomURL(hr.id)}, nil
+}
+
+// isDuplicate reports Admit's answer for an envelope that is already a
+// record of the room.
+func isDuplicate(err error) bool {
+	e, ok := err.(*adp.Error)
+	return ok && e.Code == adp.CodeInvalidEvent && e.Data["reason"] == "duplicate_event"
 }
 
 func indexZero(s string) int {

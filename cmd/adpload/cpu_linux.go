@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -101,4 +102,41 @@ func cpuUse(a, b cpuSample, wall time.Duration, procs int) (self, others, machin
 	}
 	machine = float64(b.busy-a.busy) / float64(b.total-a.total)
 	return self, others, machine, true
+}
+
+// procCPU is the utime+stime of process pid.
+func procCPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	t, err := parseProcStat(b)
+	return ticksToDuration(t), err
+}
+
+// threadCPU is the calling thread's user+system CPU time.
+func threadCPU() (time.Duration, bool) {
+	var ru syscall.Rusage
+	if syscall.Getrusage(1 /* RUSAGE_THREAD */, &ru) != nil {
+		return 0, false
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), true
+}
+
+// onThread runs f locked to one OS thread and returns the thread CPU time
+// per unit of work f reports.
+func onThread(f func() (int, error)) (time.Duration, bool, error) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	t0, ok := threadCPU()
+	w0 := time.Now()
+	n, err := f()
+	t1, _ := threadCPU()
+	if err != nil || n == 0 {
+		return 0, false, err
+	}
+	if !ok {
+		return time.Since(w0) / time.Duration(n), false, nil
+	}
+	return (t1 - t0) / time.Duration(n), true, nil
 }

@@ -9,6 +9,14 @@
 //	adpload -inproc -mode message            # in-process node, durable Badger in a temp dir
 //	adpload -inproc -mode reaction           # pre-signed signals: no signing during the run
 //	adpload -url http://127.0.0.1:8080       # an existing node (disable its rates in its config)
+//	adpload -spawn ./adpnode -mode message   # `adpnode serve` as a child: its own CPU per write
+//
+// With -spawn the node is a child process, so its CPU time (utime+stime
+// from /proc/<pid>/stat over the measured window) is the host's alone; it
+// is reported per accepted write and in verify-cost units: that time
+// divided by the thread CPU time of one identity.OpenEnvelope on one core,
+// measured in the same run just before. -hostprofile asks the child for a
+// CPU profile of its whole life (ADPNODE_CPUPROFILE, written on SIGTERM).
 //
 // Modes. message: every agent posts message.create, which must name the
 // current room head (base_seq/base_hash), so each envelope is signed right
@@ -40,6 +48,8 @@ import (
 type options struct {
 	url          string
 	inproc       bool
+	spawn        string
+	hostProfile  string
 	agents       int
 	rooms        int
 	duration     time.Duration
@@ -61,6 +71,8 @@ func main() {
 	var o options
 	flag.StringVar(&o.url, "url", "", "base URL of an existing node (its rate limits must be off: rates: {message: 0, signal: 0, control: 0} in its config file)")
 	flag.BoolVar(&o.inproc, "inproc", false, "start a node in-process on a temporary data dir with durable (synced) Badger")
+	flag.StringVar(&o.spawn, "spawn", "", "run this adpnode binary as a child (`serve`, temporary data dir, 127.0.0.1, rates off, no federation) and measure its own CPU per write")
+	flag.StringVar(&o.hostProfile, "hostprofile", "", "with -spawn: the child writes a CPU profile to this file when it stops")
 	flag.IntVar(&o.agents, "agents", 64, "concurrent agents (one HTTP request in flight each)")
 	flag.IntVar(&o.rooms, "rooms", 64, "rooms; agent i writes to room i mod rooms")
 	flag.DurationVar(&o.duration, "duration", 10*time.Second, "measured run time")
@@ -84,8 +96,17 @@ func main() {
 }
 
 func run(o options) error {
-	if (o.url == "") == !o.inproc {
-		return errors.New("give exactly one of -url or -inproc")
+	hosts := 0
+	for _, set := range []bool{o.url != "", o.inproc, o.spawn != ""} {
+		if set {
+			hosts++
+		}
+	}
+	if hosts != 1 {
+		return errors.New("give exactly one of -url, -inproc or -spawn")
+	}
+	if o.hostProfile != "" && o.spawn == "" {
+		return errors.New("-hostprofile needs -spawn")
 	}
 	if o.mode != "message" && o.mode != "reaction" {
 		return fmt.Errorf("-mode must be message or reaction, not %q", o.mode)
@@ -105,11 +126,22 @@ func run(o options) error {
 
 	// 1. The verification ceiling and the signing cost, before any node runs.
 	var ceiling float64
+	var perVerify time.Duration
 	if o.verifyFor > 0 {
 		envs, err := sampleEnvelopes(o.mode, o.contentBytes, 256)
 		if err != nil {
 			return err
 		}
+		var threadOK bool
+		if perVerify, threadOK, err = verifyCPU(envs, o.verifyFor/2); err != nil {
+			return err
+		}
+		kind := "thread CPU time"
+		if !threadOK {
+			kind = "wall time (no thread CPU clock here)"
+		}
+		fmt.Printf("verify cost:     %.1f µs/envelope of %s on one core (identity.OpenEnvelope: strict parse, JCS, SHA3, Ed25519) = 1 verify-cost\n",
+			float64(perVerify)/1e3, kind)
 		var note string
 		ceiling, note = verifyCeiling(envs, o.verifyFor)
 		fmt.Printf("verify ceiling:  %.0f envelopes/s  (identity.OpenEnvelope, %d goroutines, %s; %.1f µs/envelope per core, %d-byte envelopes)\n",
@@ -132,6 +164,15 @@ func run(o options) error {
 		}
 		defer h.close()
 		base = h.url
+	}
+	childPid := 0
+	if o.spawn != "" {
+		h, err := startSpawn(o)
+		if err != nil {
+			return err
+		}
+		defer h.close()
+		base, childPid = h.url, h.pid()
 	}
 	cl := newClient(base, o.agents, o.timeout)
 	if err := cl.checkHost(o); err != nil {
@@ -164,11 +205,11 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	res := drive(cl, agents, o)
+	res := drive(cl, agents, o, childPid)
 	if err := stopProf(); err != nil {
 		return err
 	}
-	report(o, res, ceiling, sc)
+	report(o, res, ceiling, sc, perVerify)
 	return nil
 }
 

@@ -146,11 +146,15 @@ type result struct {
 	perAgent []int64
 	cpuFrom  cpuSample
 	cpuTo    cpuSample
+	// The spawned host's CPU time over the window (-spawn).
+	hostCPU   time.Duration
+	hostCPUOK bool
+	hostErr   error
 }
 
 // drive runs every agent until warmup+duration and collects the writes
 // accepted in the measured window [warmup, warmup+duration).
-func drive(cl *client, agents []*agent, o options) *result {
+func drive(cl *client, agents []*agent, o options, hostPid int) *result {
 	start := time.Now()
 	from, to := start.Add(o.warmup), start.Add(o.warmup+o.duration)
 	stats := make([]*agentStats, len(agents))
@@ -160,8 +164,18 @@ func drive(cl *client, agents []*agent, o options) *result {
 		defer close(cpuDone)
 		time.Sleep(time.Until(from))
 		res.cpuFrom = sampleCPU()
+		var h0 time.Duration
+		if hostPid > 0 {
+			h0, res.hostErr = procCPU(hostPid)
+		}
 		time.Sleep(time.Until(to))
 		res.cpuTo = sampleCPU()
+		if hostPid > 0 && res.hostErr == nil {
+			var h1 time.Duration
+			if h1, res.hostErr = procCPU(hostPid); res.hostErr == nil {
+				res.hostCPU, res.hostCPUOK = h1-h0, true
+			}
+		}
 	}()
 	var wg sync.WaitGroup
 	for i, a := range agents {
@@ -310,7 +324,7 @@ func pct(sorted []int64, p float64) time.Duration {
 
 func ms(d time.Duration) string { return strconv.FormatFloat(float64(d)/1e6, 'f', 2, 64) + " ms" }
 
-func report(o options, r *result, ceiling float64, sc signCost) {
+func report(o options, r *result, ceiling float64, sc signCost, perVerify time.Duration) {
 	typ := "message.create"
 	if o.mode == "reaction" {
 		typ = "reaction.create"
@@ -332,7 +346,7 @@ func report(o options, r *result, ceiling float64, sc signCost) {
 	if len(r.perAgent) > 0 {
 		pa := slices.Clone(r.perAgent)
 		sort.Slice(pa, func(i, j int) bool { return pa[i] < pa[j] })
-		fmt.Printf("cpu in window:   %s\n", cpuNote(r.cpuFrom, r.cpuTo, r.window, numProcs(), o.url != ""))
+		fmt.Printf("cpu in window:   %s\n", cpuNote(r.cpuFrom, r.cpuTo, r.window, numProcs(), o.url != "" || o.spawn != ""))
 		fmt.Printf("per agent:       min %d  median %d  max %d accepted writes\n", pa[0], pa[len(pa)/2], pa[len(pa)-1])
 	}
 	if r.signs > 0 {
@@ -368,6 +382,18 @@ func report(o options, r *result, ceiling float64, sc signCost) {
 		ratio := wps / ceiling
 		fmt.Printf("verify ceiling:  %.0f envelopes/s (%d cores)\n", ceiling, numProcs())
 		fmt.Printf("ratio:           writes/ceiling = %.1f%%\n", 100*ratio)
+		if o.spawn != "" {
+			switch vc, err := hostCostPerWrite(r.hostCPU, r.ok, perVerify); {
+			case r.hostErr != nil:
+				fmt.Printf("host cpu:        n/a (%v)\n", r.hostErr)
+			case err != nil:
+				fmt.Printf("host cpu:        n/a (%v)\n", err)
+			default:
+				fmt.Printf("host cpu:        %.2f s over %s = %.2f cores; %.1f µs per accepted write = %.2f verify-costs (1 verify-cost = %.1f µs)\n",
+					r.hostCPU.Seconds(), r.window, r.hostCPU.Seconds()/r.window.Seconds(), float64(vc.perWrite)/1e3, vc.units, float64(perVerify)/1e3)
+				fmt.Printf("target ≤ 2.0 verify-costs:     %s (%.2f)\n", map[bool]string{true: "PASS", false: "FAIL"}[vc.units <= 2.0], vc.units)
+			}
+		}
 		fmt.Println()
 		check := func(ok bool) string {
 			if ok {

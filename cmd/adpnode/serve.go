@@ -133,6 +133,11 @@ func serveCmd() *cobra.Command {
 			}
 			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: ss.level}))
 			ss.cfg.Log = log
+			stop, err := startCPUProfile(os.Getenv("ADPNODE_CPUPROFILE"), log)
+			if err != nil {
+				return err
+			}
+			defer stop()
 			return serve(cmd.Context(), ss.cfg, ss.listen, ss.fed, log)
 		},
 	}
