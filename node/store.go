@@ -31,7 +31,7 @@ const layoutVersion = 3
 
 func snapshotKey(roomID string) []byte { return []byte(pfxSnapshot + roomID) }
 
-func roomKey(roomID string) []byte { return []byte(pfxRoom + roomID) }
+func roomKey(roomID string) []byte     { return []byte(pfxRoom + roomID) }
 func terminalKey(roomID string) []byte { return []byte(pfxTerminal + roomID) }
 
 func recordKey(roomID string, seq int64) []byte {
