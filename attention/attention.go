@@ -434,7 +434,7 @@ func (a *Attention) pass(last *time.Time, force bool) time.Duration {
 		s, ok := a.cfg.Lookup(id)
 		if ok && s.Visibility != room.Private {
 			a.observe(id, &s, true, now, &w)
-		} else if _, was := a.known[id]; was {
+		} else if _, was := a.known[id]; was || len(a.byRoom[id]) > 0 {
 			a.observe(id, nil, true, now, &w)
 		}
 	}
