@@ -75,7 +75,9 @@ func (w *world) config(db *badger.DB) Config {
 			s, ok := w.rooms[id]
 			return s, ok
 		},
-		Locate: func(id string) (string, string, bool) { return "http://127.0.0.1:2/v1/rooms/" + id, "127.0.0.1:2", true },
+		Locate: func(id string) (string, string, bool) {
+			return "http://127.0.0.1:2/v1/rooms/" + id, "127.0.0.1:2", true
+		},
 		CanRead: func(id string, a identity.AgentID) bool {
 			w.mu.Lock()
 			defer w.mu.Unlock()
