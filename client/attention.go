@@ -275,3 +275,6 @@ func writeFileAtomic(path string, b []byte) error {
 	}
 	return err
 }
+
+// SaveCursorBytes writes a caller's own cursor state atomically.
+func SaveCursorBytes(path string, b []byte) error { return writeFileAtomic(path, b) }
