@@ -67,6 +67,12 @@ type Config struct {
 	MaxWatchers      int           // live streams per agent (default 4)
 	WatchBuffer      int           // items buffered per live stream (default 256)
 	MaxPending       int           // records queued for the owner (default 65,536)
+	// Batch is the least time between two owner passes (default 25 ms):
+	// what arrives meanwhile is stored in one batch, so the owner's
+	// synced writes do not compete with every write of the node.
+	Batch time.Duration
+
+	onPass func() // tests and benchmarks: after each owner pass
 }
 
 func (c *Config) defaults() {
@@ -90,6 +96,7 @@ func (c *Config) defaults() {
 	dur(&c.DefaultTTL, 7*24*time.Hour)
 	dur(&c.RetentionAge, 7*24*time.Hour)
 	dur(&c.Rescan, 10*time.Second)
+	dur(&c.Batch, 25*time.Millisecond)
 	if c.DefaultTTL > c.MaxTTL {
 		c.DefaultTTL = c.MaxTTL
 	}
@@ -197,19 +204,18 @@ type Attention struct {
 	known    map[string]known           // room -> what was last evaluated
 	inboxes  map[identity.AgentID]*inbox
 
-	pmu        sync.Mutex
-	pendRec    []pendingRecord
-	pendRooms  map[string]struct{}
-	rescanDue  bool
-	dropped    atomic.Int64
-	wake       chan struct{}
-	wmu        sync.Mutex
-	watchers   map[identity.AgentID]map[*Watcher]struct{}
-	closed     atomic.Bool
-	ctx        context.Context
-	cancel     context.CancelFunc
-	done       chan struct{}
-	appendHook func() // tests: after each owner pass
+	pmu       sync.Mutex
+	pendRec   []pendingRecord
+	pendRooms map[string]struct{}
+	rescanDue bool
+	dropped   atomic.Int64
+	wake      chan struct{}
+	wmu       sync.Mutex
+	watchers  map[identity.AgentID]map[*Watcher]struct{}
+	closed    atomic.Bool
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{}
 }
 
 type known struct {
@@ -390,9 +396,19 @@ func (a *Attention) run() {
 	defer t.Stop()
 	var last time.Time
 	for {
+		began := time.Now()
 		var later <-chan time.Time
 		if wait := a.pass(&last, false); wait > 0 {
 			later = time.After(wait)
+		}
+		// Let a batch gather before the next pass.
+		if rest := a.cfg.Batch - time.Since(began); rest > 0 {
+			select {
+			case <-a.ctx.Done():
+				a.pass(&last, true)
+				return
+			case <-time.After(rest):
+			}
 		}
 		select {
 		case <-a.ctx.Done():
@@ -452,7 +468,7 @@ func (a *Attention) pass(last *time.Time, force bool) time.Duration {
 		}
 	}
 	a.deliver(w.live)
-	if h := a.appendHook; h != nil {
+	if h := a.cfg.onPass; h != nil {
 		h()
 	}
 	return wait
