@@ -545,13 +545,17 @@ func TestHostileRequests(t *testing.T) {
 var signer, _ = identity.KeyFromSeed(make([]byte, 32))
 
 func mentionRecord(t testing.TB, roomID string, seq int64, typ string, mentions ...identity.AgentID) *record.Record {
+	return payloadRecord(t, roomID, seq, typ, `{"text":"hi"}`, mentions...)
+}
+
+func payloadRecord(t testing.TB, roomID string, seq int64, typ, payload string, mentions ...identity.AgentID) *record.Record {
 	ms := make([]string, len(mentions))
 	for i, m := range mentions {
 		ms[i] = string(m)
 	}
 	base, hash := seq, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
 	ev := identity.Event{Protocol: adp.Protocol, Type: typ, Actor: identity.AgentIDFromKey(signer.Public().(ed25519.PublicKey)),
-		CreatedAt: 1, Nonce: seq, Payload: json.RawMessage(`{"text":"hi"}`), RoomID: &roomID, BaseSeq: &base, BaseHash: &hash, Mentions: ms}
+		CreatedAt: 1, Nonce: seq, Payload: json.RawMessage(payload), RoomID: &roomID, BaseSeq: &base, BaseHash: &hash, Mentions: ms}
 	env, err := identity.Sign(signer, ev)
 	if err != nil {
 		t.Fatal(err)
@@ -639,6 +643,18 @@ func TestWatchStream(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no live mention")
+	}
+	// A join request's outcome reaches its applicant.
+	review := payloadRecord(t, roomID(1), 2, "room.join.review",
+		`{"decision":"approve","request":{"applicant":"`+string(alice)+`","id":"jr_1","room_id":"`+roomID(1)+`"},"role":"speaker"}`)
+	f.a.NodeEvent(node.Event{Kind: node.EventRecord, RoomID: roomID(1), Record: review})
+	select {
+	case it := <-w.C:
+		if it.Event != "join_request" || !strings.Contains(string(it.Data), `"request_id":"jr_1"`) || !strings.Contains(string(it.Data), `"decision":"approve"`) {
+			t.Fatalf("item %s %s", it.Event, it.Data)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no join request outcome")
 	}
 	// A stream that does not read is dropped, not waited for.
 	for i := int64(2); i < 10; i++ {
