@@ -6,6 +6,7 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
@@ -36,9 +37,25 @@ func TestWatchResumesFromSavedCursor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Inbox items are stored on the owner's next pass: wait for them.
+	stored := func(n int64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			p, err := reader.Mentions(ctx, client.Cursor{After: n - 1}, 1)
+			if err == nil && len(p.Items) == 1 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("mention %d not stored: %v", n, err)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	for i := 0; i < 5; i++ {
 		post()
 	}
+	stored(5)
 	file := filepath.Join(t.TempDir(), "cursor.json")
 	var seqs []int64
 	handle := func(items []json.RawMessage, reset bool) error {
@@ -72,6 +89,7 @@ func TestWatchResumesFromSavedCursor(t *testing.T) {
 	h = h.Restart(t)
 	reader.Origin = h.URL
 	post()
+	stored(6)
 	cur, err = client.LoadCursor(file)
 	if err != nil || cur.After != 2 || cur.StreamID == "" {
 		t.Fatalf("saved cursor %+v %v", cur, err)

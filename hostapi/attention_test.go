@@ -91,13 +91,17 @@ func TestAttentionHTTP(t *testing.T) {
 	}
 	// A private room: carol mentions alice, who may not read it.
 	mention(t, h, carol, privID, alice, carol)
+	var cp feedPage
+	eventually(t, 10*time.Second, "carol's mention stored", func() bool {
+		cp = readPage(t, h, carol, "/v1/me/mentions")
+		return len(cp.Items) > 0
+	})
+	if len(cp.Items) != 1 || !strings.Contains(string(cp.Items[0]), privID) {
+		t.Fatalf("carol's inbox %+v", cp)
+	}
 	mp := readPage(t, h, alice, "/v1/me/mentions?after=0")
 	if len(mp.Items) != 1 || !strings.Contains(string(mp.Items[0]), pubID) || strings.Contains(string(mp.Items[0]), privID) {
 		t.Fatalf("alice's inbox %+v", mp)
-	}
-	cp := readPage(t, h, carol, "/v1/me/mentions")
-	if len(cp.Items) != 1 || !strings.Contains(string(cp.Items[0]), privID) {
-		t.Fatalf("carol's inbox %+v", cp)
 	}
 	// Ending the public room makes it unavailable in the feed.
 	h.MustPost(t, bob, pubID, "room.update", map[string]any{"topic": "renamed"})

@@ -23,9 +23,9 @@ import (
 // agent's key) and resume from it.
 
 // cursorPath is the default cursor file of one feed of one agent on one node.
-func cursorPath(af *agentFlags, c *client.Client, feed string) string {
+func cursorPath(af *agentFlags, c *client.Client, label, feed string) string {
 	d := sha256.Sum256([]byte(c.Origin + "\n" + string(c.Key.ID) + "\n" + feed))
-	return filepath.Join(filepath.Dir(af.key), "adpnode-cursors", feed[:min(len(feed), 8)]+"-"+hex.EncodeToString(d[:8])+".json")
+	return filepath.Join(filepath.Dir(af.key), "adpnode-cursors", label+"-"+hex.EncodeToString(d[:8])+".json")
 }
 
 // watchState is what watch keeps between runs.
@@ -83,7 +83,7 @@ page may be printed twice after a crash, never skipped. A host-local extension.`
 			f.Tags, f.Status = tags, status
 			key, _ := json.Marshal(f)
 			if cursorFile == "" {
-				cursorFile = cursorPath(&af, c, "watch\n"+string(key))
+				cursorFile = cursorPath(&af, c, "watch", string(key))
 			}
 			st, err := loadWatchState(cursorFile)
 			if err != nil {
@@ -178,7 +178,7 @@ new. --follow keeps polling. A host-local extension.`,
 				return err
 			}
 			if cursorFile == "" {
-				cursorFile = cursorPath(&af, c, "inbox")
+				cursorFile = cursorPath(&af, c, "inbox", "inbox")
 			}
 			cur, err := client.LoadCursor(cursorFile)
 			if err != nil {
