@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/adpnode/adpnode/attention"
 	"io"
 	"mime"
 	"net/http"
@@ -64,8 +65,12 @@ func fullServer(t testing.TB) *hostapi.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { n.Close() })
-	return hostapi.New(n, hostapi.Options{Metrics: metrics.New(n)})
+	att, err := attention.Open(attention.ForNode(n, nil, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { att.Close(); n.Close() })
+	return hostapi.New(n, hostapi.Options{Metrics: metrics.New(n), Attention: att})
 }
 
 var ginParam = regexp.MustCompile(`/[:*]([A-Za-z0-9_]+)`)

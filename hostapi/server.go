@@ -18,6 +18,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/types"
+	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/httpwire"
 	"github.com/adpnode/adpnode/index"
@@ -76,6 +77,9 @@ type Options struct {
 	// OperatorToken is the operator credential (see internal/optoken);
 	// operator endpoints refuse every request when it is empty.
 	OperatorToken string
+	// Attention, when set, serves subscriptions, the mentions inbox and
+	// the agent stream under /v1/me (host-local extension, issue 16).
+	Attention *attention.Attention
 }
 
 // Server serves one node over HTTP.
@@ -193,6 +197,7 @@ func (s *Server) routes() {
 	v1.GET("/federation/peers", s.fedPeers)
 	v1.GET("/federation/hosts", s.fedHosts)
 	v1.GET("/federation/conflicts", s.fedConflicts)
+	s.attentionRoutes(v1)
 	s.mirrorRoutes()
 	s.adminRoutes()
 	s.viewerRoutes()
@@ -332,6 +337,10 @@ func (s *Server) discovery(c *gin.Context) {
 		doc["p2p_addrs"] = f.Addrs()
 		doc["features"] = append(doc["features"].([]string), "federation", "relay-submit")
 		doc["endpoints"].(gin.H)["federation"] = o + "/v1/federation"
+	}
+	if s.opts.Attention != nil {
+		doc["features"] = append(doc["features"].([]string), "x-attention")
+		doc["attention"] = s.opts.Attention.Discovery()
 	}
 	writeJSON(c, http.StatusOK, doc)
 }

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -160,6 +161,8 @@ type Index struct {
 	// sync while holding the index lock.
 	pending map[string]pendingWrite
 	flushMu sync.Mutex // one Flush at a time, so batches land in order
+
+	onChange atomic.Pointer[func(roomID string)]
 }
 
 // pendingWrite is one storage key's latest value, or its deletion.
@@ -329,6 +332,25 @@ func (x *Index) deleteLocked(e *Entry) {
 // verified host holds (ErrConflict) is refused. Times are clamped first
 // (see Limits).
 func (x *Index) Put(e *Entry, now int64) (bool, error) {
+	ok, err := x.put(e, now)
+	if ok {
+		x.changed(e.Room.ID)
+	}
+	return ok, err
+}
+
+// OnChange registers fn to be told (outside the index lock, on the
+// caller's goroutine) the room ID of every entry stored or dropped. fn
+// must not block.
+func (x *Index) OnChange(fn func(roomID string)) { x.onChange.Store(&fn) }
+
+func (x *Index) changed(roomID string) {
+	if fn := x.onChange.Load(); fn != nil {
+		(*fn)(roomID)
+	}
+}
+
+func (x *Index) put(e *Entry, now int64) (bool, error) {
 	if e.Host.Key == x.self {
 		return false, nil
 	}
@@ -497,6 +519,7 @@ func (x *Index) DropConflicts(hostKey identity.AgentID) int {
 	x.mu.Unlock()
 	for _, e := range drop {
 		x.AddConflict(e.Raw)
+		x.changed(e.Room.ID)
 	}
 	return len(drop)
 }

@@ -170,3 +170,31 @@ func TestIndexWritesBehind(t *testing.T) {
 		t.Fatalf("stored entry is not the newest announcement: %+v", e)
 	}
 }
+
+// OnChange is told every stored entry's room, outside the index lock (the
+// hook may read the index), and not told of a refused or stale one.
+func TestIndexOnChange(t *testing.T) {
+	db := openDB(t, t.TempDir())
+	defer db.Close()
+	self, h := newHost(t, "self", 1), newHost(t, "oc", 2)
+	x, err := index.Open(db, self.signer.HostKey(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	x.OnChange(func(id string) {
+		x.Len() // would deadlock under the index lock
+		got = append(got, id)
+	})
+	now := time.Now().UnixMilli()
+	e := h.entry(t, roomID(1), now, now, now+30_000)
+	if ok, _ := x.Put(e, now); !ok {
+		t.Fatal("not stored")
+	}
+	if ok, _ := x.Put(e, now); ok { // the same nonce again: not newer
+		t.Fatal("stale entry stored")
+	}
+	if len(got) != 1 || got[0] != roomID(1) {
+		t.Fatalf("changes %v", got)
+	}
+}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/index"
@@ -440,6 +441,7 @@ type stack struct {
 	n    *node.Node
 	fed  *federation.Federation
 	mir  *mirror.Mirror
+	att  *attention.Attention
 	srv  *http.Server
 	errc chan error
 	addr string
@@ -469,13 +471,14 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	}
 	met := metrics.New(n)
 	opts := hostapi.Options{Log: log, Metrics: met, HTTP: fs.http, OperatorToken: tok}
+	var idx *index.Index
 	if fs.enabled {
 		key, err := federation.LoadOrCreateKey(cfg.DataDir)
 		if err != nil {
 			s.close()
 			return nil, err
 		}
-		idx, err := index.Open(n.DB(), identity.AgentIDFromKey(key.Public().(ed25519.PublicKey)), n.NowMs())
+		idx, err = index.Open(n.DB(), identity.AgentIDFromKey(key.Public().(ed25519.PublicKey)), n.NowMs())
 		if err != nil {
 			s.close()
 			return nil, err
@@ -492,10 +495,15 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 		met.AttachFederation(s.fed)
 		// Lag is measured on live records only: a backfilled record's
 		// age is how late the mirror was added, not replication lag.
-		onVerified := func(_ string, rec *record.Record, live bool) {
+		if s.att, err = attention.Open(attention.ForNode(n, s.fed.Directory, idx)); err != nil {
+			s.close()
+			return nil, err
+		}
+		onVerified := func(roomID string, rec *record.Record, live bool) {
 			if live {
 				met.ObserveMirrorLag(time.Duration(n.NowMs()-rec.ReceivedAt) * time.Millisecond)
 			}
+			s.att.Mirrored(roomID, rec, live)
 		}
 		if s.mir, err = mirror.Open(mirror.Config{Log: log, OnVerified: onVerified,
 			MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes}, n, s.fed, idx); err != nil {
@@ -505,6 +513,14 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 		opts.Mirror = s.mir
 		met.AttachMirror(s.mir)
 	}
+	if s.att == nil {
+		if s.att, err = attention.Open(attention.ForNode(n, nil, nil)); err != nil {
+			s.close()
+			return nil, err
+		}
+	}
+	s.att.Attach(n, idx)
+	opts.Attention = s.att
 	ts, err := setupTLS(fs.tls, cfg.DataDir, fs.http, log)
 	if err != nil {
 		s.close()
@@ -570,6 +586,9 @@ func (s *stack) close() error {
 	}
 	if s.fed != nil {
 		s.fed.Close()
+	}
+	if s.att != nil {
+		s.att.Close()
 	}
 	return s.n.Close()
 }

@@ -8,6 +8,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"github.com/adpnode/adpnode/attention"
 	"io"
 	"net"
 	"net/http"
@@ -46,6 +47,7 @@ func (c *Clock) Ms() int64 { return c.ms.Load() }
 // Host is an in-process node behind a real HTTP server on 127.0.0.1.
 type Host struct {
 	Node  *node.Node
+	Att   *attention.Attention
 	API   *hostapi.Server
 	URL   string
 	Clock *Clock
@@ -125,9 +127,16 @@ func startHost(t testing.TB, cfg node.Config, clock *Clock, addr string, ho host
 			t.Fatal(err)
 		}
 	}
-	api := hostapi.New(n, hostapi.Options{Heartbeat: 200 * time.Millisecond, HTTP: ho, OperatorToken: tok})
+	att, err := attention.Open(attention.ForNode(n, nil, nil))
+	if err != nil {
+		n.Close()
+		srv.Close()
+		t.Fatal(err)
+	}
+	att.Attach(n, nil)
+	api := hostapi.New(n, hostapi.Options{Heartbeat: 200 * time.Millisecond, HTTP: ho, OperatorToken: tok, Attention: att})
 	srv.Config.Handler = api.Handler()
-	h := &Host{Node: n, API: api, URL: srv.URL, Clock: clock, srv: srv, cfg: keep, http: ho}
+	h := &Host{Node: n, Att: att, API: api, URL: srv.URL, Clock: clock, srv: srv, cfg: keep, http: ho}
 	t.Cleanup(h.Close)
 	return h
 }
@@ -139,6 +148,7 @@ func (h *Host) Close() {
 		h.Node.DrainStreams()
 		h.srv.CloseClientConnections()
 		h.srv.Close()
+		h.Att.Close()
 		h.Node.Close()
 	})
 }

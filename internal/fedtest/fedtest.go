@@ -16,6 +16,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/index"
@@ -46,6 +47,7 @@ type Peer struct {
 	Index *index.Index
 	Fed   *federation.Federation
 	Mir   *mirror.Mirror
+	Att   *attention.Attention
 	Met   *metrics.Metrics
 	// OperatorToken is the peer's operator credential (dir/operator.token).
 	OperatorToken string
@@ -90,7 +92,11 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 	met := metrics.New(n)
 	met.AttachFederation(fed)
 	p := &Peer{Name: name, Dir: dir, Port: port, URL: origin, Clock: clock, Node: n, Index: idx, Fed: fed, Met: met, OperatorToken: tok, opts: o}
-	apiOpts := hostapi.Options{Federation: fed, Metrics: met, OperatorToken: tok}
+	if p.Att, err = attention.Open(attention.ForNode(n, fed.Directory, idx)); err != nil {
+		t.Fatal(err)
+	}
+	p.Att.Attach(n, idx)
+	apiOpts := hostapi.Options{Federation: fed, Metrics: met, OperatorToken: tok, Attention: p.Att}
 	if o.Mirror {
 		mc := o.MirrorConfig
 		if mc.Log == nil {
@@ -101,6 +107,7 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 				if live {
 					met.ObserveMirrorLag(time.Duration(clock.Ms()-rec.ReceivedAt) * time.Millisecond)
 				}
+				p.Att.Mirrored(roomID, rec, live)
 				if user != nil {
 					user(roomID, rec, live)
 				}
@@ -132,6 +139,10 @@ func (p *Peer) Stop() {
 	if p.Fed != nil {
 		p.Fed.Close()
 		p.Fed = nil
+	}
+	if p.Att != nil {
+		p.Att.Close()
+		p.Att = nil
 	}
 	if p.Node != nil {
 		p.Node.Close()

@@ -1,0 +1,785 @@
+// Package attention is a host-local extension of ADP (not part of ADP 1.0;
+// no ADP shape changes): durable directory subscriptions with a change
+// feed per subscription, a mentions inbox per agent, and one live stream
+// per agent. See docs/attention.md for the cursor rules and retention.
+//
+// State lives in Badger under the prefix "at/". One owner goroutine
+// (started by Open, stopped by Close) turns node events, index changes and
+// mirrored records into feed items; readers enforce expiry, retention and
+// access on every read.
+package attention
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/node"
+)
+
+// Prefix is the key space of this package in the node's Badger.
+const Prefix = "at/"
+
+const (
+	keyInstance = Prefix + "id"  // random instance ID (stream IDs)
+	pfxSub      = Prefix + "s/"  // at/s/<sub>            -> subMeta JSON
+	pfxFeed     = Prefix + "f/"  // at/f/<sub>/<seq8>     -> FeedItem JSON
+	pfxMatch    = Prefix + "x/"  // at/x/<sub>/<room>     -> matchState JSON
+	pfxMention  = Prefix + "m/"  // at/m/<agent>/<seq8>   -> storedMention JSON
+	pfxInbox    = Prefix + "mh/" // at/mh/<agent>         -> head:8 floor:8
+)
+
+// Config wires the package to the node around it.
+type Config struct {
+	DB  *badger.DB
+	Now func() int64 // Unix ms
+	// Directory returns the federated directory (public and restricted
+	// rooms, local and remote); Lookup one room of this node (any
+	// visibility); Locate the Room URL and host of a mirrored room;
+	// CanRead whether agent may read the events of a room of this node.
+	Directory func() []node.RoomSummary
+	Lookup    func(roomID string) (node.RoomSummary, bool)
+	Locate    func(roomID string) (url, host string, ok bool)
+	CanRead   func(roomID string, agent identity.AgentID) bool
+	Log       *slog.Logger
+
+	MaxSubscriptions int           // per agent (default 20)
+	MaxTTL           time.Duration // default 30 days
+	DefaultTTL       time.Duration // default 7 days
+	Retention        int           // items kept per feed/inbox (default 1,000)
+	RetentionAge     time.Duration // items older are gone (default 7 days)
+	MaxMatches       int           // rooms tracked per subscription (default 1,000)
+	Rescan           time.Duration // full directory diff interval (default 10 s)
+	MaxWatchers      int           // live streams per agent (default 4)
+	WatchBuffer      int           // items buffered per live stream (default 256)
+	MaxPending       int           // records queued for the owner (default 65,536)
+	// Batch is the least time between two owner passes (default 25 ms):
+	// what arrives meanwhile is stored in one batch, so the owner's
+	// synced writes do not compete with every write of the node.
+	Batch time.Duration
+
+	onPass func() // tests and benchmarks: after each owner pass
+}
+
+func (c *Config) defaults() {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxSubscriptions, 20)
+	def(&c.Retention, 1000)
+	def(&c.MaxMatches, 1000)
+	def(&c.MaxWatchers, 4)
+	def(&c.WatchBuffer, 256)
+	def(&c.MaxPending, 65536)
+	dur := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	dur(&c.MaxTTL, 30*24*time.Hour)
+	dur(&c.DefaultTTL, 7*24*time.Hour)
+	dur(&c.RetentionAge, 7*24*time.Hour)
+	dur(&c.Rescan, 10*time.Second)
+	dur(&c.Batch, 25*time.Millisecond)
+	if c.DefaultTTL > c.MaxTTL {
+		c.DefaultTTL = c.MaxTTL
+	}
+	if c.Log == nil {
+		c.Log = slog.Default()
+	}
+	if c.Directory == nil {
+		c.Directory = func() []node.RoomSummary { return nil }
+	}
+	if c.Lookup == nil {
+		c.Lookup = func(string) (node.RoomSummary, bool) { return node.RoomSummary{}, false }
+	}
+	if c.Locate == nil {
+		c.Locate = func(string) (string, string, bool) { return "", "", false }
+	}
+	if c.CanRead == nil {
+		c.CanRead = func(string, identity.AgentID) bool { return false }
+	}
+}
+
+// Subscription is one agent's durable directory subscription.
+type Subscription struct {
+	ID        string           `json:"id"`
+	Agent     identity.AgentID `json:"agent"`
+	Filter    Filter           `json:"filter"`
+	CreatedAt int64            `json:"created_at"`
+	ExpiresAt int64            `json:"expires_at"`
+}
+
+type subMeta struct {
+	Subscription
+	Head  int64 `json:"head"`
+	Floor int64 `json:"floor"`
+}
+
+type matchState struct {
+	V int64  `json:"v"`
+	F string `json:"f"`
+}
+
+type sub struct {
+	subMeta
+	matched map[string]matchState
+}
+
+// Feed item kinds and unavailable reasons.
+const (
+	KindAppeared    = "appeared"
+	KindChanged     = "changed"
+	KindUnavailable = "unavailable"
+
+	ReasonEnded       = "ended"
+	ReasonCancelled   = "cancelled"
+	ReasonExpired     = "expired"
+	ReasonRemoved     = "removed"
+	ReasonNoLongerHit = "no_longer_matching"
+)
+
+// FeedItem is one change of a subscription's result set.
+type FeedItem struct {
+	Seq         int64             `json:"seq"`
+	RoomID      string            `json:"room_id"`
+	Version     int64             `json:"version"`
+	Kind        string            `json:"kind"`
+	Unavailable bool              `json:"unavailable,omitempty"`
+	Reason      string            `json:"reason,omitempty"`
+	Room        *node.RoomSummary `json:"room,omitempty"`
+	At          int64             `json:"at"`
+}
+
+// MentionItem is one record that mentions the agent.
+type MentionItem struct {
+	Seq        int64            `json:"seq"`
+	RoomID     string           `json:"room_id"`
+	RoomSeq    int64            `json:"room_seq"`
+	RecordHash string           `json:"record_hash"`
+	RoomURL    string           `json:"room_url"`
+	Host       string           `json:"host"`
+	Actor      identity.AgentID `json:"actor"`
+	Type       string           `json:"type"`
+	CreatedAt  int64            `json:"created_at"`
+	At         int64            `json:"at"`     // when this node stored the record
+	Source     string           `json:"source"` // "local" or "mirror"
+}
+
+type storedMention struct {
+	MentionItem
+	Public   bool `json:"p"` // a public room's record: readable by anyone
+	Readable bool `json:"r"` // whether the agent could read the room when the item was stored
+}
+
+type inbox struct{ head, floor int64 }
+
+// Attention is the subscription, inbox and live-stream service.
+type Attention struct {
+	cfg      Config
+	instance string
+
+	mu       sync.RWMutex
+	subs     map[string]*sub
+	byAgent  map[identity.AgentID]map[string]*sub
+	byTag    map[string]map[string]*sub // first filter tag -> subs
+	untagged map[string]*sub
+	byRoom   map[string]map[string]*sub // room -> subs that hold it matched
+	known    map[string]known           // room -> what was last evaluated
+	inboxes  map[identity.AgentID]*inbox
+
+	pmu       sync.Mutex
+	pendRec   []pendingRecord
+	pendRooms map[string]struct{}
+	rescanDue bool
+	dropped   atomic.Int64
+	wake      chan struct{}
+	wmu       sync.Mutex
+	watchers  map[identity.AgentID]map[*Watcher]struct{}
+	closed    atomic.Bool
+	ctx       context.Context
+	cancel    context.CancelFunc
+	done      chan struct{}
+}
+
+type known struct {
+	fp    string
+	local bool
+}
+
+type pendingRecord struct {
+	rec    *record.Record
+	local  bool
+	reason string
+}
+
+// Open loads stored subscriptions and inboxes and starts the owner.
+func Open(cfg Config) (*Attention, error) {
+	cfg.defaults()
+	a := &Attention{cfg: cfg, subs: map[string]*sub{}, byAgent: map[identity.AgentID]map[string]*sub{},
+		byTag: map[string]map[string]*sub{}, untagged: map[string]*sub{}, byRoom: map[string]map[string]*sub{},
+		known: map[string]known{}, inboxes: map[identity.AgentID]*inbox{}, pendRooms: map[string]struct{}{},
+		wake: make(chan struct{}, 1), watchers: map[identity.AgentID]map[*Watcher]struct{}{}, done: make(chan struct{})}
+	if err := a.load(); err != nil {
+		return nil, err
+	}
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.rescanDue = true
+	go a.run()
+	return a, nil
+}
+
+func (a *Attention) load() error {
+	return a.cfg.DB.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(keyInstance))
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+			var b [8]byte
+			rand.Read(b[:])
+			a.instance = hex.EncodeToString(b[:])
+			if err := txn.Set([]byte(keyInstance), []byte(a.instance)); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		default:
+			v, err := item.ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			a.instance = string(v)
+		}
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxSub)})
+		for it.Rewind(); it.Valid(); it.Next() {
+			var m subMeta
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &m) }); err != nil {
+				it.Close()
+				return err
+			}
+			a.addSub(&sub{subMeta: m, matched: map[string]matchState{}})
+		}
+		it.Close()
+		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxMatch)})
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := string(it.Item().Key()[len(pfxMatch):])
+			if len(k) < 17 || k[16] != '/' {
+				continue
+			}
+			s := a.subs[k[:16]]
+			var ms matchState
+			if s == nil || it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &ms) }) != nil {
+				continue
+			}
+			a.setMatched(s, k[17:], ms)
+			a.known[k[17:]] = known{fp: "?"}
+		}
+		it.Close()
+		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxInbox)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			agent := identity.AgentID(it.Item().Key()[len(pfxInbox):])
+			_ = it.Item().Value(func(v []byte) error {
+				if len(v) == 16 {
+					a.inboxes[agent] = &inbox{head: int64(binary.BigEndian.Uint64(v)), floor: int64(binary.BigEndian.Uint64(v[8:]))}
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+}
+
+// Close stops the owner after it has stored what was queued, and ends
+// every live stream.
+func (a *Attention) Close() error {
+	if a.closed.Swap(true) {
+		return nil
+	}
+	a.cancel()
+	<-a.done
+	a.wmu.Lock()
+	for agent, ws := range a.watchers {
+		for w := range ws {
+			w.end("closed")
+		}
+		delete(a.watchers, agent)
+	}
+	a.wmu.Unlock()
+	return nil
+}
+
+// Dropped counts records not turned into mention items because the queue
+// was full (the owner fell behind by MaxPending records).
+func (a *Attention) Dropped() int64 { return a.dropped.Load() }
+
+// NodeEvent is the node listener (Node.Listen): cheap, never blocks.
+func (a *Attention) NodeEvent(e node.Event) {
+	if a.closed.Load() {
+		return
+	}
+	a.pmu.Lock()
+	a.pendRooms[e.RoomID] = struct{}{}
+	if e.Kind == node.EventRecord && e.Record != nil && interesting(e.Record.Envelope) {
+		a.queueLocked(pendingRecord{rec: e.Record, local: true})
+	}
+	a.pmu.Unlock()
+	a.poke()
+}
+
+// Mirrored is the mirror's verified-record hook (mirror.Config.OnVerified).
+func (a *Attention) Mirrored(roomID string, rec *record.Record, _ bool) {
+	if a.closed.Load() || !interesting(rec.Envelope) {
+		return
+	}
+	a.pmu.Lock()
+	a.queueLocked(pendingRecord{rec: rec})
+	a.pmu.Unlock()
+	a.poke()
+}
+
+// IndexChanged is the index's change hook: a remote room's entry changed.
+func (a *Attention) IndexChanged(string) {
+	if a.closed.Load() {
+		return
+	}
+	a.pmu.Lock()
+	a.rescanDue = true
+	a.pmu.Unlock()
+	a.poke()
+}
+
+func (a *Attention) queueLocked(p pendingRecord) {
+	if len(a.pendRec) >= a.cfg.MaxPending {
+		a.dropped.Add(1)
+		return
+	}
+	a.pendRec = append(a.pendRec, p)
+}
+
+var (
+	mentionsMark = []byte(`"mentions":[`)
+	reviewMark   = []byte(`"type":"room.join.review"`)
+)
+
+// interesting is the write path's whole cost for a record without
+// mentions: two substring scans of its canonical envelope.
+func interesting(env []byte) bool {
+	return bytes.Contains(env, mentionsMark) || bytes.Contains(env, reviewMark)
+}
+
+func (a *Attention) poke() {
+	select {
+	case a.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (a *Attention) run() {
+	defer close(a.done)
+	t := time.NewTicker(a.cfg.Rescan)
+	defer t.Stop()
+	var last time.Time
+	for {
+		began := time.Now()
+		var later <-chan time.Time
+		if wait := a.pass(&last, false); wait > 0 {
+			later = time.After(wait)
+		}
+		// Let a batch gather before the next pass.
+		if rest := a.cfg.Batch - time.Since(began); rest > 0 {
+			select {
+			case <-a.ctx.Done():
+				a.pass(&last, true)
+				return
+			case <-time.After(rest):
+			}
+		}
+		select {
+		case <-a.ctx.Done():
+			a.pass(&last, true)
+			return
+		case <-a.wake:
+		case <-later:
+		case <-t.C:
+			a.pmu.Lock()
+			a.rescanDue = true
+			a.pmu.Unlock()
+		}
+	}
+}
+
+// pass handles what is queued, with a full directory diff when one is due
+// and none ran in the last second (force: regardless). It returns how long
+// until a due diff may run (0: none due).
+func (a *Attention) pass(last *time.Time, force bool) time.Duration {
+	a.pmu.Lock()
+	recs := a.pendRec
+	rooms := a.pendRooms
+	wait := time.Duration(0)
+	rescan := false
+	if a.rescanDue {
+		if since := time.Since(*last); force || since >= time.Second {
+			rescan, a.rescanDue = true, false
+		} else {
+			wait = time.Second - since
+		}
+	}
+	a.pendRec = nil
+	a.pendRooms = map[string]struct{}{}
+	a.pmu.Unlock()
+	var w writes
+	a.mu.Lock()
+	now := a.cfg.Now()
+	for id := range rooms {
+		s, ok := a.cfg.Lookup(id)
+		if ok && s.Visibility != room.Private {
+			a.observe(id, &s, true, now, &w)
+		} else if _, was := a.known[id]; was || len(a.byRoom[id]) > 0 {
+			a.observe(id, nil, true, now, &w)
+		}
+	}
+	if rescan {
+		*last = time.Now()
+		a.rescanLocked(now, &w)
+	}
+	for _, p := range recs {
+		a.recordLocked(p, now, &w)
+	}
+	a.mu.Unlock()
+	if len(w.sets)+len(w.dels) > 0 {
+		if err := a.write(&w); err != nil {
+			a.cfg.Log.Error("attention: store feed items", "err", err)
+		}
+	}
+	a.deliver(w.live)
+	if h := a.cfg.onPass; h != nil {
+		h()
+	}
+	return wait
+}
+
+type kv struct{ k, v []byte }
+
+type liveEvent struct {
+	agent identity.AgentID
+	item  node.Item
+}
+
+type writes struct {
+	sets []kv
+	dels [][]byte
+	live []liveEvent
+}
+
+func (a *Attention) write(w *writes) error {
+	wb := a.cfg.DB.NewWriteBatch()
+	defer wb.Cancel()
+	for _, d := range w.dels {
+		if err := wb.Delete(d); err != nil {
+			return err
+		}
+	}
+	for _, s := range w.sets {
+		if err := wb.Set(s.k, s.v); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
+}
+
+func seqKey(pfx, owner string, seq int64) []byte {
+	k := make([]byte, 0, len(pfx)+len(owner)+9)
+	k = append(k, pfx...)
+	k = append(k, owner...)
+	k = append(k, '/')
+	return binary.BigEndian.AppendUint64(k, uint64(seq))
+}
+
+func (a *Attention) rescanLocked(now int64, w *writes) {
+	dir := a.cfg.Directory()
+	seen := make(map[string]bool, len(dir))
+	for i := range dir {
+		s := &dir[i]
+		if s.Visibility == room.Private {
+			continue
+		}
+		seen[s.ID] = true
+		if a.known[s.ID].fp != fingerprint(s) {
+			_, local := a.cfg.Lookup(s.ID)
+			a.observe(s.ID, s, local, now, w)
+		}
+	}
+	for id, k := range a.known {
+		if !seen[id] {
+			a.observe(id, nil, k.local, now, w)
+		}
+	}
+	// Expired subscriptions go now (reads already ignore them).
+	for _, s := range a.subs {
+		if s.ExpiresAt <= now {
+			a.dropSubLocked(s, w)
+		}
+	}
+}
+
+// observe evaluates one room (nil: gone from the directory) against every
+// subscription that could hold it.
+func (a *Attention) observe(id string, s *node.RoomSummary, local bool, now int64, w *writes) {
+	fp := ""
+	hay := ""
+	if s != nil {
+		fp = fingerprint(s)
+		if k, ok := a.known[id]; ok && k.fp == fp {
+			return // nothing a feed shows changed (a new record, say)
+		}
+		hay = haystack(s)
+		a.known[id] = known{fp: fp, local: local}
+	} else {
+		delete(a.known, id)
+	}
+	visit := func(sb *sub) {
+		if sb.ExpiresAt <= now {
+			return
+		}
+		was, had := sb.matched[id]
+		hit := s != nil && sb.Filter.match(s, hay)
+		switch {
+		case !had && hit:
+			if len(sb.matched) >= a.cfg.MaxMatches {
+				return
+			}
+			ms := matchState{V: 1, F: fp}
+			a.appendFeed(sb, FeedItem{RoomID: id, Version: ms.V, Kind: KindAppeared, Room: s, At: now}, w)
+			a.setMatched(sb, id, ms)
+			w.sets = append(w.sets, kv{[]byte(pfxMatch + sb.ID + "/" + id), mustJSON(ms)})
+		case had && hit && was.F != fp:
+			ms := matchState{V: was.V + 1, F: fp}
+			a.appendFeed(sb, FeedItem{RoomID: id, Version: ms.V, Kind: KindChanged, Room: s, At: now}, w)
+			a.setMatched(sb, id, ms)
+			w.sets = append(w.sets, kv{[]byte(pfxMatch + sb.ID + "/" + id), mustJSON(ms)})
+		case had && !hit:
+			reason := ReasonNoLongerHit
+			switch {
+			case s == nil && local:
+				reason = ReasonRemoved
+			case s == nil:
+				reason = ReasonExpired
+			case s.Status == room.StatusEnded:
+				reason = ReasonEnded
+			case s.Status == room.StatusCancelled:
+				reason = ReasonCancelled
+			}
+			a.appendFeed(sb, FeedItem{RoomID: id, Version: was.V + 1, Kind: KindUnavailable, Unavailable: true, Reason: reason, At: now}, w)
+			a.unsetMatched(sb, id)
+			w.dels = append(w.dels, []byte(pfxMatch+sb.ID+"/"+id))
+		}
+	}
+	seen := map[*sub]bool{}
+	for _, sb := range a.byRoom[id] {
+		seen[sb] = true
+	}
+	for sb := range seen {
+		visit(sb)
+	}
+	if s == nil {
+		return
+	}
+	try := func(sb *sub) {
+		if !seen[sb] {
+			seen[sb] = true
+			visit(sb)
+		}
+	}
+	for _, sb := range a.untagged {
+		try(sb)
+	}
+	for _, t := range s.Tags {
+		for _, sb := range a.byTag[strings.ToLower(t)] {
+			try(sb)
+		}
+	}
+}
+
+func (a *Attention) appendFeed(sb *sub, it FeedItem, w *writes) {
+	sb.Head++
+	it.Seq = sb.Head
+	w.sets = append(w.sets, kv{seqKey(pfxFeed, sb.ID, it.Seq), mustJSON(it)})
+	for sb.Head-sb.Floor > int64(a.cfg.Retention) {
+		sb.Floor++
+		w.dels = append(w.dels, seqKey(pfxFeed, sb.ID, sb.Floor))
+	}
+	w.sets = append(w.sets, kv{[]byte(pfxSub + sb.ID), mustJSON(sb.subMeta)})
+	w.live = append(w.live, liveEvent{sb.Agent, node.Item{Event: "subscription", Data: mustJSON(map[string]any{"subscription_id": sb.ID, "item": it})}})
+}
+
+func (a *Attention) setMatched(sb *sub, id string, ms matchState) {
+	sb.matched[id] = ms
+	m := a.byRoom[id]
+	if m == nil {
+		m = map[string]*sub{}
+		a.byRoom[id] = m
+	}
+	m[sb.ID] = sb
+}
+
+func (a *Attention) unsetMatched(sb *sub, id string) {
+	delete(sb.matched, id)
+	if m := a.byRoom[id]; m != nil {
+		delete(m, sb.ID)
+		if len(m) == 0 {
+			delete(a.byRoom, id)
+		}
+	}
+}
+
+func (a *Attention) addSub(s *sub) {
+	a.subs[s.ID] = s
+	m := a.byAgent[s.Agent]
+	if m == nil {
+		m = map[string]*sub{}
+		a.byAgent[s.Agent] = m
+	}
+	m[s.ID] = s
+	if len(s.Filter.Tags) == 0 {
+		a.untagged[s.ID] = s
+		return
+	}
+	t := a.byTag[s.Filter.Tags[0]]
+	if t == nil {
+		t = map[string]*sub{}
+		a.byTag[s.Filter.Tags[0]] = t
+	}
+	t[s.ID] = s
+}
+
+func (a *Attention) removeSub(s *sub) {
+	delete(a.subs, s.ID)
+	if m := a.byAgent[s.Agent]; m != nil {
+		delete(m, s.ID)
+		if len(m) == 0 {
+			delete(a.byAgent, s.Agent)
+		}
+	}
+	delete(a.untagged, s.ID)
+	if len(s.Filter.Tags) > 0 {
+		if t := a.byTag[s.Filter.Tags[0]]; t != nil {
+			delete(t, s.ID)
+			if len(t) == 0 {
+				delete(a.byTag, s.Filter.Tags[0])
+			}
+		}
+	}
+	for id := range s.matched {
+		a.unsetMatched(s, id)
+	}
+}
+
+// dropSubLocked removes a subscription and queues the deletion of its keys.
+func (a *Attention) dropSubLocked(s *sub, w *writes) {
+	for id := range s.matched {
+		w.dels = append(w.dels, []byte(pfxMatch+s.ID+"/"+id))
+	}
+	for q := s.Floor + 1; q <= s.Head; q++ {
+		w.dels = append(w.dels, seqKey(pfxFeed, s.ID, q))
+	}
+	w.dels = append(w.dels, []byte(pfxSub+s.ID))
+	a.removeSub(s)
+}
+
+// recordLocked turns one accepted or mirrored record into mention items
+// and join-request outcomes.
+func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
+	env, err := identity.ParseEnvelope(p.rec.Envelope)
+	if err != nil {
+		return
+	}
+	ev := &env.Event
+	if p.local && ev.Type == "room.join.review" {
+		a.joinOutcome(p.rec, ev, w)
+	}
+	if len(ev.Mentions) == 0 {
+		return
+	}
+	it := storedMention{MentionItem: MentionItem{RoomID: p.rec.RoomID, RoomSeq: p.rec.Seq, RecordHash: p.rec.Hash,
+		Actor: ev.Actor, Type: ev.Type, CreatedAt: ev.CreatedAt, At: p.rec.ReceivedAt}}
+	if p.local {
+		s, ok := a.cfg.Lookup(p.rec.RoomID)
+		if !ok {
+			return
+		}
+		it.RoomURL, it.Host, it.Source, it.Public = s.URL, s.Host, "local", s.Visibility == room.Public
+	} else {
+		url, host, ok := a.cfg.Locate(p.rec.RoomID)
+		if !ok {
+			return
+		}
+		it.RoomURL, it.Host, it.Source, it.Public = url, host, "mirror", true // only public rooms are mirrored
+	}
+	seen := map[string]bool{}
+	for _, m := range ev.Mentions {
+		if seen[m] {
+			continue
+		}
+		seen[m] = true
+		agent := identity.AgentID(m)
+		it := it
+		it.Readable = it.Public || a.cfg.CanRead(it.RoomID, agent)
+		ib := a.inboxes[agent]
+		if ib == nil {
+			ib = &inbox{}
+			a.inboxes[agent] = ib
+		}
+		ib.head++
+		it.Seq = ib.head
+		w.sets = append(w.sets, kv{seqKey(pfxMention, m, it.Seq), mustJSON(it)})
+		for ib.head-ib.floor > int64(a.cfg.Retention) {
+			ib.floor++
+			w.dels = append(w.dels, seqKey(pfxMention, m, ib.floor))
+		}
+		hf := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(ib.head)), uint64(ib.floor))
+		w.sets = append(w.sets, kv{[]byte(pfxInbox + m), hf})
+		if it.Readable {
+			w.live = append(w.live, liveEvent{agent, node.Item{Event: "mention", Data: mustJSON(it.MentionItem)}})
+		}
+	}
+}
+
+func (a *Attention) joinOutcome(rec *record.Record, ev *identity.Event, w *writes) {
+	var p struct {
+		Request struct {
+			ID        string           `json:"id"`
+			Applicant identity.AgentID `json:"applicant"`
+		} `json:"request"`
+		Decision string `json:"decision"`
+		Role     string `json:"role"`
+	}
+	if json.Unmarshal(ev.Payload, &p) != nil || p.Request.Applicant == "" {
+		return
+	}
+	w.live = append(w.live, liveEvent{p.Request.Applicant, node.Item{Event: "join_request", Data: mustJSON(map[string]any{
+		"room_id": rec.RoomID, "request_id": p.Request.ID, "decision": p.Decision, "role": p.Role, "room_seq": rec.Seq})}})
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

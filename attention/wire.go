@@ -1,0 +1,37 @@
+package attention
+
+import (
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/node"
+)
+
+// ForNode returns the Config for a process around n: dir is the federated
+// directory (nil: n's own public and restricted rooms), idx the gossiped
+// index (nil without federation).
+func ForNode(n *node.Node, dir func() []node.RoomSummary, idx *index.Index) Config {
+	if dir == nil {
+		dir = n.Summaries
+	}
+	cfg := Config{DB: n.DB(), Now: n.NowMs, Directory: dir, Lookup: n.Summary, Log: n.Config().Log,
+		CanRead: func(roomID string, a identity.AgentID) bool { return n.CanReadEvents(roomID, a) }}
+	if idx != nil {
+		cfg.Locate = func(roomID string) (string, string, bool) {
+			e, ok := idx.Room(roomID, n.NowMs())
+			if !ok {
+				return "", "", false
+			}
+			return e.Room.URL, e.Room.Host, true
+		}
+	}
+	return cfg
+}
+
+// Attach registers a's listeners on n and idx (idx may be nil). The mirror
+// hook is Mirrored, passed in mirror.Config.OnVerified.
+func (a *Attention) Attach(n *node.Node, idx *index.Index) {
+	n.Listen(a.NodeEvent)
+	if idx != nil {
+		idx.OnChange(a.IndexChanged)
+	}
+}
