@@ -493,12 +493,12 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 		warnPrivatePeers(log, fs, cfg.PublicURL)
 		opts.Federation = s.fed
 		met.AttachFederation(s.fed)
-		// Lag is measured on live records only: a backfilled record's
-		// age is how late the mirror was added, not replication lag.
 		if s.att, err = attention.Open(attention.ForNode(n, s.fed.Directory, idx)); err != nil {
 			s.close()
 			return nil, err
 		}
+		// Lag is measured on live records only: a backfilled record's
+		// age is how late the mirror was added, not replication lag.
 		onVerified := func(roomID string, rec *record.Record, live bool) {
 			if live {
 				met.ObserveMirrorLag(time.Duration(n.NowMs()-rec.ReceivedAt) * time.Millisecond)
