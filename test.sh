@@ -42,4 +42,6 @@ pkgs=./...
 for a in "$@"; do
 	case "$a" in ./* | github.com/*) pkgs= ;; esac
 done
-exec go test -race "$@" $pkgs
+# Under -race the node and mirror packages take minutes each on 2 cores;
+# the default 10 min per package is too tight when packages run side by side.
+exec go test -race -timeout 25m "$@" $pkgs
