@@ -144,6 +144,13 @@ func TestJoinPrivateRoomThroughRequests(t *testing.T) {
 	if !strings.Contains(errOut, "join request jr_") {
 		t.Fatalf("join did not report the request: %s", errOut)
 	}
+	// The resume hint works as printed: it repeats --node and --key.
+	_, hint, ok := strings.Cut(strings.TrimSpace(errOut), "resume with: ")
+	want := "adpnode join " + id + " --request jr_"
+	if !ok || !strings.HasPrefix(hint, want) || !strings.Contains(hint, " --node "+e.node) || !strings.Contains(hint, " --key "+e.key("bob")) {
+		t.Fatalf("resume hint %q: want %q… with --node and --key", hint, want)
+	}
+	wantExit(t, exitConflict, "still pending", append(strings.Fields(hint)[1:], "--wait", "0")...)
 	// Re-running join resumes the same pending request.
 	errOut = wantExit(t, exitConflict, "--request jr_", append([]string{"join", id, "--wait", "0"}, bob...)...)
 	if !strings.Contains(errOut, "resuming your pending join request") {
