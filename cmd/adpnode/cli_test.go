@@ -303,3 +303,14 @@ func TestJoinResumesAcrossRestart(t *testing.T) {
 		t.Fatalf("join: %s", out)
 	}
 }
+
+// A management command pointed at the wrong data dir says which token it
+// needs and how to give it, before it contacts any node.
+func TestOperatorTokenMissingSaysWhatToDo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not-the-nodes-data")
+	errOut := wantExit(t, exitNotFound, "pass that node's --data DIR, or --operator-token-file FILE",
+		"mirror", "add", "http://127.0.0.1:1/v1/rooms/r1", "--node", "http://127.0.0.1:1", "--data", dir)
+	if !strings.Contains(errOut, filepath.Join(dir, "operator.token")) {
+		t.Fatalf("the error does not name the file it looked for: %s", errOut)
+	}
+}

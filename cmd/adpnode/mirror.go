@@ -217,7 +217,7 @@ func (o *operatorFlags) token() (string, error) {
 	}
 	tok, err := optoken.Read(path)
 	if err != nil {
-		return "", fmt.Errorf("operator token: %w (pass --data DIR or --operator-token-file)", err)
+		return "", fmt.Errorf("operator token: %w (management commands send the token of the node they talk to: pass that node's --data DIR, or --operator-token-file FILE)", err)
 	}
 	return tok, nil
 }
