@@ -92,8 +92,12 @@ func TestExitCodes(t *testing.T) {
 	wantExit(t, exitUsage, "accepts 1 arg", "room", "show")
 	wantExit(t, exitUsage, "unknown command", "no-such-command")
 	wantExit(t, exitNotFound, "room_not_found", "room", "show", "--node", e.node, "d0000000000000000000")
-	wantExit(t, exitNotFound, "no such file", "post", "--node", e.node, "--key", filepath.Join(e.dir, "missing.key"), "x", "hi")
+	missing := filepath.Join(e.dir, "missing.key")
+	wantExit(t, exitNotFound, "no such file", "post", "--node", e.node, "--key", missing, "x", "hi")
+	// Both errors a newcomer meets first say what to do.
+	wantExit(t, exitNotFound, "adpnode keygen --out "+missing, "post", "--node", e.node, "--key", missing, "x", "hi")
 	wantExit(t, exitUnavailable, "connection refused", "room", "show", "--node", "http://"+freeAddr(t), "d0000000000000000000")
+	wantExit(t, exitUnavailable, "start one (adpnode serve), or point --node at a running node", "room", "show", "--node", "http://"+freeAddr(t), "d0000000000000000000")
 	wantExit(t, exitUsage, "--node must be the node's origin", "token", "--key", e.key("alice"), "--node", "not a url")
 	id := e.createRoom(t, "public")
 	// Carol never joined: posting is refused as a permission matter.
