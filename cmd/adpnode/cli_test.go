@@ -318,3 +318,16 @@ func TestOperatorTokenMissingSaysWhatToDo(t *testing.T) {
 		t.Fatalf("the error does not name the file it looked for: %s", errOut)
 	}
 }
+
+// export of a room that has not ended says how to end it; a bad --format
+// is a usage error, refused before any request.
+func TestExportBeforeEndSaysWhatToDo(t *testing.T) {
+	e := newCLIEnv(t)
+	id := e.createRoom(t, "public")
+	out := filepath.Join(e.dir, "a.json")
+	wantExit(t, exitConflict, "close it with adpnode room close", "export", id, "--node", e.node, "-o", out)
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a refused export left %s behind: %v", out, err)
+	}
+	wantExit(t, exitUsage, "--format must be json, jsonl or md", "export", id, "--node", "http://"+freeAddr(t), "--format", "pdf")
+}

@@ -294,10 +294,13 @@ func exportCmd() *cobra.Command {
 			}
 			suffix := map[string]string{"json": "/archive", "jsonl": "/archive.jsonl", "md": "/archive.md"}[format]
 			if suffix == "" {
-				return fmt.Errorf("--format must be json, jsonl or md")
+				return usageErrorf("--format must be json, jsonl or md")
 			}
 			fmt.Fprintf(os.Stderr, "downloading %s%s …\n", base, suffix)
 			b, err := call(http.MethodGet, base+suffix, nil)
+			if client.CodeOf(err) == adp.CodeArchiveUnavailable {
+				return fmt.Errorf("%w (the room has not ended: wait for its end_time, or close it with adpnode room close)", err)
+			}
 			if err != nil {
 				return err
 			}
