@@ -274,7 +274,7 @@ func (m *Mirror) load() error {
 	}
 	m.recovered.Took = time.Since(start)
 	m.log.Info("mirror loaded", "targets", len(m.targets), "rooms", len(m.rooms), "bytes", m.bytes.Load(),
-		"from_snapshot", m.recovered.FromSnapshot, "records_replayed", m.recovered.Replayed, "took", m.recovered.Took.Round(time.Millisecond))
+		"from_snapshot", m.recovered.FromSnapshot, "records_replayed", m.recovered.Replayed, "took", m.recovered.Took.Round(time.Millisecond).String())
 	return nil
 }
 

@@ -159,7 +159,7 @@ func (n *Node) recover() error {
 	n.recovered = stats
 	n.log.Info("recovered rooms", "rooms", stats.Rooms, "from_snapshot", stats.FromSnapshot, "cold", stats.Cold,
 		"records_replayed", stats.Replayed, "broken", stats.Broken, "upgraded", upgrade,
-		"took", time.Since(start).Round(time.Millisecond))
+		"took", time.Since(start).Round(time.Millisecond).String())
 	return nil
 }
 

@@ -230,6 +230,20 @@ and restricted rooms need.`,
 	return cmd
 }
 
+// joinResumeCommand is the command line that resumes a pending join request:
+// it repeats --node (unless the room was given as a Room URL, which names the
+// node) and --key when they were given, so it works as printed.
+func joinResumeCommand(cmd *cobra.Command, ref, requestID string) string {
+	parts := []string{"adpnode", "join", ref, "--request", requestID}
+	if f := cmd.Flags().Lookup("node"); f != nil && f.Changed && !strings.Contains(ref, "://") {
+		parts = append(parts, "--node", f.Value.String())
+	}
+	if f := cmd.Flags().Lookup("key"); f != nil && f.Changed {
+		parts = append(parts, "--key", f.Value.String())
+	}
+	return strings.Join(parts, " ")
+}
+
 func joinCmd() *cobra.Command {
 	var af agentFlags
 	var role, perspective, reason, requestID string
@@ -291,8 +305,8 @@ give --request ID.`,
 			switch jr.Status {
 			case "approved":
 			case "pending":
-				return withCode(exitConflict, fmt.Errorf("join request %s is still pending after %s; resume with: adpnode join %s --request %s",
-					requestID, wait, args[0], requestID))
+				return withCode(exitConflict, fmt.Errorf("join request %s is still pending after %s; resume with: %s",
+					requestID, wait, joinResumeCommand(cmd, args[0], requestID)))
 			case "rejected":
 				msg := "join request " + requestID + " was rejected"
 				if jr.ReviewReason != "" {

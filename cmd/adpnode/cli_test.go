@@ -92,8 +92,12 @@ func TestExitCodes(t *testing.T) {
 	wantExit(t, exitUsage, "accepts 1 arg", "room", "show")
 	wantExit(t, exitUsage, "unknown command", "no-such-command")
 	wantExit(t, exitNotFound, "room_not_found", "room", "show", "--node", e.node, "d0000000000000000000")
-	wantExit(t, exitNotFound, "no such file", "post", "--node", e.node, "--key", filepath.Join(e.dir, "missing.key"), "x", "hi")
+	missing := filepath.Join(e.dir, "missing.key")
+	wantExit(t, exitNotFound, "no such file", "post", "--node", e.node, "--key", missing, "x", "hi")
+	// Both errors a newcomer meets first say what to do.
+	wantExit(t, exitNotFound, "adpnode keygen --out "+missing, "post", "--node", e.node, "--key", missing, "x", "hi")
 	wantExit(t, exitUnavailable, "connection refused", "room", "show", "--node", "http://"+freeAddr(t), "d0000000000000000000")
+	wantExit(t, exitUnavailable, "start one (adpnode serve), or point --node at a running node", "room", "show", "--node", "http://"+freeAddr(t), "d0000000000000000000")
 	wantExit(t, exitUsage, "--node must be the node's origin", "token", "--key", e.key("alice"), "--node", "not a url")
 	id := e.createRoom(t, "public")
 	// Carol never joined: posting is refused as a permission matter.
@@ -144,6 +148,13 @@ func TestJoinPrivateRoomThroughRequests(t *testing.T) {
 	if !strings.Contains(errOut, "join request jr_") {
 		t.Fatalf("join did not report the request: %s", errOut)
 	}
+	// The resume hint works as printed: it repeats --node and --key.
+	_, hint, ok := strings.Cut(strings.TrimSpace(errOut), "resume with: ")
+	want := "adpnode join " + id + " --request jr_"
+	if !ok || !strings.HasPrefix(hint, want) || !strings.Contains(hint, " --node "+e.node) || !strings.Contains(hint, " --key "+e.key("bob")) {
+		t.Fatalf("resume hint %q: want %q… with --node and --key", hint, want)
+	}
+	wantExit(t, exitConflict, "still pending", append(strings.Fields(hint)[1:], "--wait", "0")...)
 	// Re-running join resumes the same pending request.
 	errOut = wantExit(t, exitConflict, "--request jr_", append([]string{"join", id, "--wait", "0"}, bob...)...)
 	if !strings.Contains(errOut, "resuming your pending join request") {
@@ -295,4 +306,28 @@ func TestJoinResumesAcrossRestart(t *testing.T) {
 	if out := mustCLI(t, append([]string{"join", id, "--wait", "5s", "--request", reqs.Result[0].Request.ID}, bob...)...); !strings.Contains(out, "joined as speaker") {
 		t.Fatalf("join: %s", out)
 	}
+}
+
+// A management command pointed at the wrong data dir says which token it
+// needs and how to give it, before it contacts any node.
+func TestOperatorTokenMissingSaysWhatToDo(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "not-the-nodes-data")
+	errOut := wantExit(t, exitNotFound, "pass that node's --data DIR, or --operator-token-file FILE",
+		"mirror", "add", "http://127.0.0.1:1/v1/rooms/r1", "--node", "http://127.0.0.1:1", "--data", dir)
+	if !strings.Contains(errOut, filepath.Join(dir, "operator.token")) {
+		t.Fatalf("the error does not name the file it looked for: %s", errOut)
+	}
+}
+
+// export of a room that has not ended says how to end it; a bad --format
+// is a usage error, refused before any request.
+func TestExportBeforeEndSaysWhatToDo(t *testing.T) {
+	e := newCLIEnv(t)
+	id := e.createRoom(t, "public")
+	out := filepath.Join(e.dir, "a.json")
+	wantExit(t, exitConflict, "close it with adpnode room close", "export", id, "--node", e.node, "-o", out)
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("a refused export left %s behind: %v", out, err)
+	}
+	wantExit(t, exitUsage, "--format must be json, jsonl or md", "export", id, "--node", "http://"+freeAddr(t), "--format", "pdf")
 }

@@ -212,6 +212,13 @@ func TestConfigCheckRejects(t *testing.T) {
 		})
 	}
 	wantExit(t, exitNotFound, "no such file", "config", "check", "--config", filepath.Join(t.TempDir(), "missing.yaml"))
+	// A listen address with a bad port names listen, not the public_url derived from it.
+	for _, l := range []string{"127.0.0.1:notaport", "127.0.0.1:70000", "127.0.0.1:-1"} {
+		errOut := wantExit(t, exitUsage, "the port must be a number", "config", "check", "--listen", l)
+		if strings.Contains(errOut, "public_url") {
+			t.Errorf("--listen %s: the error blames public_url: %s", l, errOut)
+		}
+	}
 }
 
 // Every shipped config passes config check, and none carries a peer that

@@ -124,6 +124,7 @@ func runTalk(ctx context.Context, cfg talkConfig) error {
 		return p
 	}
 	hashes := make([]string, len(cfg.Script)) // event hash of each accepted step
+	seqs := make([]int64, len(cfg.Script))    // and its seq, as printed
 	for i, st := range cfg.Script {
 		if i > 0 {
 			if err := cfg.Sleep(ctx, cfg.Interval); err != nil {
@@ -144,8 +145,8 @@ func runTalk(ctx context.Context, cfg talkConfig) error {
 			fmt.Fprintf(cfg.Err, "%s: %s: %v\n", cfg.Names[st.agent], typ, err)
 			continue
 		}
-		hashes[i] = envelopeHash(rec)
-		fmt.Fprintf(cfg.Out, "#%d %s%s\n", rec.Seq, cfg.Names[st.agent], describeStep(st))
+		hashes[i], seqs[i] = envelopeHash(rec), rec.Seq
+		fmt.Fprintf(cfg.Out, "#%d %s%s\n", rec.Seq, cfg.Names[st.agent], describeStep(st, seqs))
 	}
 	return nil
 }
@@ -206,12 +207,14 @@ func stepEvent(st demoStep, hashes []string) (string, adp.Kind, any) {
 	return "message.create", adp.KindMessage, map[string]any{"content_type": "text/markdown", "content": st.text}
 }
 
-func describeStep(st demoStep) string {
+// describeStep is the line printed for an accepted step; a reply or a
+// reaction names the record it answers by the seq printed for it (#4).
+func describeStep(st demoStep, seqs []int64) string {
 	switch st.kind {
 	case "reply":
-		return fmt.Sprintf(" (re step %d): %s", st.about+1, st.text)
+		return fmt.Sprintf(" (re #%d): %s", seqs[st.about], st.text)
 	case "reaction":
-		return fmt.Sprintf(" reacted %q to step %d", st.text, st.about+1)
+		return fmt.Sprintf(" reacted %q to #%d", st.text, seqs[st.about])
 	case "close":
 		return " closed the room: " + st.text
 	}

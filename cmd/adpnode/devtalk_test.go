@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -147,12 +148,20 @@ func (f *talkFixture) checkTranscript(t *testing.T) {
 		t.Fatalf("%d output lines for %d steps:\n%s", len(lines), len(demoScript), f.out.String())
 	}
 	printed := map[string]bool{}
-	for _, l := range lines {
+	for i, l := range lines {
 		text := l[strings.Index(l, " ")+1:] // without the seq
 		if printed[text] {
 			t.Fatalf("repeated output line %q", l)
 		}
 		printed[text] = true
+		// A reply or reaction names what it answers by the seq printed
+		// for that record, never by a script step number.
+		if st := demoScript[i]; st.kind == "reply" || st.kind == "reaction" {
+			target := "#" + strconv.FormatInt(hist[st.about].Seq, 10)
+			if !strings.HasPrefix(lines[st.about], target+" ") || !strings.Contains(l, target) || strings.Contains(l, "step") {
+				t.Errorf("line %q should name %s, the record it answers (%q)", l, target, lines[st.about])
+			}
+		}
 	}
 }
 

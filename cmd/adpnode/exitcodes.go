@@ -114,5 +114,8 @@ func loadAgentKey(path string) (*client.Key, error) {
 	if errors.Is(err, client.ErrNodeKey) {
 		return nil, withCode(exitUsage, err)
 	}
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w (make a key with: adpnode keygen --out %s, or pass --key FILE)", err, path)
+	}
 	return k, err
 }

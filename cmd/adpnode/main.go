@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
@@ -24,6 +25,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := root.Execute(); err != nil {
 		if !errors.Is(err, errSilent) {
 			fmt.Fprintln(stderr, "adpnode:", err)
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				fmt.Fprintln(stderr, "adpnode: no node is listening there: start one (adpnode serve), or point --node at a running node")
+			}
 		}
 		return exitCode(err)
 	}

@@ -217,7 +217,7 @@ func (o *operatorFlags) token() (string, error) {
 	}
 	tok, err := optoken.Read(path)
 	if err != nil {
-		return "", fmt.Errorf("operator token: %w (pass --data DIR or --operator-token-file)", err)
+		return "", fmt.Errorf("operator token: %w (management commands send the token of the node they talk to: pass that node's --data DIR, or --operator-token-file FILE)", err)
 	}
 	return tok, nil
 }
@@ -294,10 +294,13 @@ func exportCmd() *cobra.Command {
 			}
 			suffix := map[string]string{"json": "/archive", "jsonl": "/archive.jsonl", "md": "/archive.md"}[format]
 			if suffix == "" {
-				return fmt.Errorf("--format must be json, jsonl or md")
+				return usageErrorf("--format must be json, jsonl or md")
 			}
 			fmt.Fprintf(os.Stderr, "downloading %s%s …\n", base, suffix)
 			b, err := call(http.MethodGet, base+suffix, nil)
+			if client.CodeOf(err) == adp.CodeArchiveUnavailable {
+				return fmt.Errorf("%w (the room has not ended: wait for its end_time, or close it with adpnode room close)", err)
+			}
 			if err != nil {
 				return err
 			}

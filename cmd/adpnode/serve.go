@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -237,8 +238,10 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 	}
 	ss := &serveSettings{}
 	ss.listen = pick("listen", fc.Listen)
-	if _, _, err := net.SplitHostPort(ss.listen); err != nil {
+	if _, port, err := net.SplitHostPort(ss.listen); err != nil {
 		return nil, withCode(exitUsage, fmt.Errorf("listen %q: %w", ss.listen, err))
+	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+		return nil, withCode(exitUsage, fmt.Errorf("listen %q: the port must be a number from 0 to 65535, as in 127.0.0.1:8080", ss.listen))
 	}
 	ts := tlsSettings{certFile: pick("tls-cert", fc.TLSCert), keyFile: pick("tls-key", fc.TLSKey),
 		acmeDomains: fc.ACMEDomains, acmeEmail: pick("acme-email", fc.ACMEEmail),
