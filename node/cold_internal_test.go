@@ -87,6 +87,9 @@ func buildRooms(t testing.TB, dir string, rooms, members, keep int, t0 int64) ma
 		for i := 0; i < 3; i++ {
 			post((creator+1+i*13)%pool, "message.create", fmt.Sprintf(`{"content":"message %d","content_type":"text/plain"}`, i))
 		}
+		if err := wb.Set(roomKey(id), nil); err != nil {
+			t.Fatal(err)
+		}
 		if err := wb.Set(snapshotKey(id), st.Encode()); err != nil {
 			t.Fatal(err)
 		}

@@ -343,10 +343,11 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 			return nil, &adp.Error{Code: adp.CodePermissionDenied, Message: "applicant already has a pending join request",
 				Data: map[string]any{"reason": "pending_request", "request_id": r.ID}}
 		}
-		// An approval not yet used is what the applicant needs: a second
-		// request would only queue again for moderators. The answer names
+		// A moderator's approval not yet used is what the applicant needs:
+		// a second request would only queue again for moderators (an
+		// auto-approved request costs nobody anything to repeat). The answer names
 		// it, so a client can join with it (adpnode join does).
-		if r.Applicant == applicant && r.Status == "approved" && r.ConsumedSeq == 0 && now < r.ExpiresAt {
+		if r.Applicant == applicant && r.Status == "approved" && r.ReviewedBy != nil && r.ConsumedSeq == 0 && now < r.ExpiresAt {
 			return nil, &adp.Error{Code: adp.CodePermissionDenied, Message: "applicant already has an approved join request; join with its request_id",
 				Data: map[string]any{"reason": "approved_request", "request_id": r.ID}}
 		}
