@@ -47,6 +47,8 @@ type Entry struct {
 	IssuedAt int64
 	Nonce    int64
 	Raw      []byte // the signed envelope, as gossiped
+	// ID is SHA-256 of Raw: the entry's item id in set reconciliation.
+	ID [32]byte
 }
 
 // MaxAnnouncementBytes bounds one announcement.
@@ -90,7 +92,7 @@ func Parse(raw []byte) (*Entry, error) {
 	if a.Room.URL != a.Host.Origin+"/v1/rooms/"+a.Room.ID || a.Room.Host != u.Host {
 		return nil, bad("room_url", "room URL does not belong to the announcing host's origin")
 	}
-	return &Entry{Announcement: a, IssuedAt: env.Event.CreatedAt, Nonce: env.Event.Nonce, Raw: raw}, nil
+	return &Entry{Announcement: a, IssuedAt: env.Event.CreatedAt, Nonce: env.Event.Nonce, Raw: raw, ID: sha256.Sum256(raw)}, nil
 }
 
 // newer reports whether e supersedes old.
@@ -105,9 +107,12 @@ type Limits struct {
 	// (default 1,000), and MaxUnverified all unverified hosts' entries
 	// together (default 20,000).
 	MaxPerHost, MaxPerUnverified, MaxUnverified int
-	// MaxTTL bounds how far ahead of its receipt a live entry may expire
-	// (default 2 min, a few announce intervals); MaxTombstoneTTL the same
-	// for ended and cancelled rooms (default 25 h).
+	// MaxTTL bounds how long a live entry may live: it expires at the
+	// latest MaxTTL after it was issued and MaxTTL after it was received,
+	// whatever its signed expires_at says, and across restarts (default
+	// 7 h: hosts announce with a 6 h TTL and refresh every ~2 h);
+	// MaxTombstoneTTL the same for ended and cancelled rooms (default
+	// 25 h).
 	MaxTTL, MaxTombstoneTTL time.Duration
 	// Skew is how far in the future an announcement's created_at may be
 	// (default 1 min); last_active is clamped to the time of receipt.
@@ -124,7 +129,7 @@ func (l *Limits) defaults() {
 	def(&l.MaxPerUnverified, 1_000)
 	def(&l.MaxUnverified, 20_000)
 	if l.MaxTTL <= 0 {
-		l.MaxTTL = 2 * time.Minute
+		l.MaxTTL = 7 * time.Hour
 	}
 	if l.MaxTombstoneTTL <= 0 {
 		l.MaxTombstoneTTL = 25 * time.Hour
@@ -280,7 +285,9 @@ func (x *Index) clamp(e *Entry, now int64) {
 	if e.Room.Status == room.StatusEnded || e.Room.Status == room.StatusCancelled {
 		ttl = x.lim.MaxTombstoneTTL
 	}
-	e.ExpiresAt = min(e.ExpiresAt, now+ttl.Milliseconds())
+	// Bounded by issue as well as by receipt, so that relaying (or
+	// replaying after a restart) an old entry never extends its life.
+	e.ExpiresAt = min(e.ExpiresAt, now+ttl.Milliseconds(), e.IssuedAt+ttl.Milliseconds())
 	e.Room.LastActive = min(e.Room.LastActive, now)
 	e.Room.Verified = nil
 }
@@ -590,6 +597,20 @@ func (x *Index) Len() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return len(x.m)
+}
+
+// Live returns every unexpired entry (of verified hosts only, with
+// verifiedOnly). Entries are immutable: callers must not modify them.
+func (x *Index) Live(now int64, verifiedOnly bool) []*Entry {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]*Entry, 0, len(x.m))
+	for _, e := range x.m {
+		if e.ExpiresAt > now && (!verifiedOnly || x.verified(e.Host)) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Raw returns the signed bytes of every unexpired entry (of verified hosts
