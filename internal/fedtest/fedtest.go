@@ -30,6 +30,8 @@ import (
 type Options struct {
 	Rates            node.Rates    // zero: node defaults
 	AnnounceInterval time.Duration // zero: 2 s
+	// ReconcileInterval is the anti-entropy period (zero: the default).
+	ReconcileInterval time.Duration
 	Log              *slog.Logger
 	Mirror           bool // run a mirror
 	MirrorConfig     mirror.Config
@@ -79,7 +81,7 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 		t.Fatal(err)
 	}
 	fed, err := federation.Start(federation.Config{Key: key, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		AnnounceInterval: o.AnnounceInterval, AllowPrivateOrigins: true, Log: o.Log}, n, idx)
+		AnnounceInterval: o.AnnounceInterval, ReconcileInterval: o.ReconcileInterval, AllowPrivateOrigins: true, Log: o.Log}, n, idx)
 	if err != nil {
 		t.Fatal(err)
 	}
