@@ -246,7 +246,7 @@ func (f *Federation) reconcileWith(ctx context.Context, id peer.ID) (ReconcileRe
 		res.Need += len(n)
 		need = append(need, n[:min(len(n), reconWantBatch*reconMaxFetches-len(need))]...)
 	}
-	for len(need) > 0 {
+	for fetches := 0; len(need) > 0 && fetches < reconMaxFetches; fetches++ {
 		batch := need[:min(len(need), reconWantBatch)]
 		need = need[len(batch):]
 		req := make([]byte, 1, 1+len(batch)*negentropy.IDSize)
@@ -270,15 +270,27 @@ func (f *Federation) reconcileWith(ctx context.Context, id peer.ID) (ReconcileRe
 			s.Reset()
 			return res, errors.New("malformed fetch answer")
 		}
+		got := 0
 		for _, raw := range raws {
 			h := sha256.Sum256(raw)
 			if !want[h] { // only what was asked, each once
 				continue
 			}
 			delete(want, h)
+			got++
 			res.Fetched++
 			if f.admitRelayed(ctx, raw) {
 				res.Learned++
+			}
+		}
+		// An answer cut at reconAnswerMax: ask again for the rest (the
+		// fetch count bounds the session). Ids the peer no longer has
+		// (an answer with none of them) are dropped.
+		if got > 0 && len(want) > 0 {
+			for _, x := range batch {
+				if want[x] {
+					need = append(need, x)
+				}
 			}
 		}
 	}
