@@ -91,7 +91,9 @@ func (f *Federation) announceLoop(ctx context.Context) {
 	pending := map[string]bool{} // room -> urgent
 	last := map[string]time.Time{}
 	for _, s := range f.n.Summaries() {
-		pending[s.ID] = true
+		if f.changed(s) {
+			pending[s.ID] = true
+		}
 	}
 	for {
 		select {
@@ -137,6 +139,27 @@ func (f *Federation) announceLoop(ctx context.Context) {
 				}
 			}
 		}
+	}
+}
+
+// loadOwn restores this node's announcements from before a restart: an
+// unchanged room is not announced again (peers hold that very entry), and
+// its refresh comes after a random part of what is left of its TTL.
+func (f *Federation) loadOwn() {
+	now := f.n.NowMs()
+	self, _ := json.Marshal(f.Binding())
+	for id, raw := range f.idx.Own() {
+		e, err := index.Parse(raw)
+		if err != nil || e.ExpiresAt <= now || e.Room.ID != id {
+			continue
+		}
+		if b, _ := json.Marshal(e.Host); !bytes.Equal(b, self) {
+			continue // new addresses or origin: announce afresh
+		}
+		sum, _ := json.Marshal(e.Room)
+		left := time.Duration(e.ExpiresAt-now) * time.Millisecond
+		f.published[id] = published{raw: raw, id: e.ID, issued: e.IssuedAt, expires: e.ExpiresAt, summary: sum,
+			refresh: time.Now().Add(time.Duration(rand.Int64N(int64(left/2) + 1)))}
 	}
 }
 
@@ -231,6 +254,7 @@ func (f *Federation) announce(ctx context.Context, s node.RoomSummary) bool {
 	f.published[s.ID] = published{raw: raw, id: sha256.Sum256(raw), issued: now, expires: now + ttl.Milliseconds(),
 		summary: sum, refresh: time.Now().Add(refresh)}
 	f.pubMu.Unlock()
+	f.idx.SetOwn(s.ID, raw)
 	if err := f.idxTopic.Publish(ctx, raw); err != nil && ctx.Err() == nil {
 		f.log.Warn("publish announcement", "room", s.ID, "err", err)
 	}

@@ -234,6 +234,7 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 		syncSlots: peerSlots{max: cfg.Limits.SyncPerPeer}, reconSlots: peerSlots{max: cfg.Limits.SyncPerPeer},
 		published: map[string]published{}, reconBusy: map[peer.ID]bool{}}
 	f.loadChecks()
+	f.loadOwn()
 	idx.SetLimits(cfg.Index)
 	idx.SetVerifier(f.Verified)
 	idx.Reverify()

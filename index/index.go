@@ -158,6 +158,7 @@ type Index struct {
 	perHost  map[identity.AgentID]int               // entries per host key
 	unver    int                                    // entries of unverified hosts (as of their Put)
 	conflict map[string][]byte                      // evidence: signed conflicting claims, by digest
+	own      map[string][]byte                      // this host's latest announcement per room
 
 	// pending holds the stored form of what changed since the last Flush
 	// (by storage key, newest value only): gossip is applied in memory
@@ -176,6 +177,7 @@ type pendingWrite struct {
 const (
 	pfxIndex    = "i/"
 	pfxConflict = "ic/"
+	pfxOwn      = "io/"
 	// MaxConflicts bounds the stored conflict evidence.
 	MaxConflicts = 1000
 )
@@ -184,7 +186,7 @@ const (
 // limits. self is this node's host key; its own rooms are never stored.
 func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
 	x := &Index{db: db, self: self, m: map[string]*Entry{}, byRoom: map[string]map[identity.AgentID]*Entry{},
-		perHost: map[identity.AgentID]int{}, conflict: map[string][]byte{}, verified: func(Binding) bool { return false },
+		perHost: map[identity.AgentID]int{}, conflict: map[string][]byte{}, own: map[string][]byte{}, verified: func(Binding) bool { return false },
 		pending: map[string]pendingWrite{}}
 	x.lim.defaults()
 	var expired [][]byte
@@ -205,6 +207,19 @@ func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
 				continue
 			}
 			x.insertLocked(e)
+		}
+		it3 := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxOwn)})
+		defer it3.Close()
+		for it3.Rewind(); it3.Valid(); it3.Next() {
+			raw, err := it3.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if e, err := Parse(raw); err != nil || e.ExpiresAt <= now || e.Host.Key != self {
+				expired = append(expired, it3.Item().KeyCopy(nil))
+				continue
+			}
+			x.own[string(it3.Item().Key()[len(pfxOwn):])] = raw
 		}
 		it2 := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxConflict)})
 		defer it2.Close()
@@ -520,6 +535,28 @@ func (x *Index) AddConflict(raw []byte) {
 	}
 	x.conflict[id] = raw
 	x.pending[pfxConflict+id] = pendingWrite{val: raw}
+}
+
+// SetOwn keeps this host's latest signed announcement of one of its
+// rooms (stored at the next Flush), so that a restart reuses it instead of
+// announcing every room again.
+func (x *Index) SetOwn(roomID string, raw []byte) {
+	x.mu.Lock()
+	x.own[roomID] = raw
+	x.pending[pfxOwn+roomID] = pendingWrite{val: raw}
+	x.mu.Unlock()
+}
+
+// Own returns this host's stored announcements (unexpired at Open), by
+// room ID.
+func (x *Index) Own() map[string][]byte {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make(map[string][]byte, len(x.own))
+	for k, v := range x.own {
+		out[k] = v
+	}
+	return out
 }
 
 // Flush writes what changed since the last Flush in one batch. The index

@@ -217,3 +217,33 @@ func TestEntryLifeBoundedByIssue(t *testing.T) {
 		t.Fatalf("live: %d", len(live))
 	}
 }
+
+// This host's own announcements survive a restart until they expire; a
+// stored one signed by another key is dropped.
+func TestOwnAnnouncementsAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	defer db.Close()
+	self, other := newHost(t, "self", 1), newHost(t, "other", 2)
+	x, err := index.Open(db, self.signer.HostKey(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	mine := self.entry(t, roomID(1), now, now, now+60_000)
+	x.SetOwn(roomID(1), mine.Raw)
+	x.SetOwn(roomID(2), other.entry(t, roomID(2), now, now, now+60_000).Raw) // hostile or corrupt
+	if err := x.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	y, err := index.Open(db, self.signer.HostKey(), now+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own := y.Own(); len(own) != 1 || string(own[roomID(1)]) != string(mine.Raw) {
+		t.Fatalf("own after restart: %d entries", len(own))
+	}
+	if z, err := index.Open(db, self.signer.HostKey(), now+60_000); err != nil || len(z.Own()) != 0 {
+		t.Fatalf("expired own announcement kept: %v", err)
+	}
+}
