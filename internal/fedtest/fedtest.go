@@ -34,9 +34,9 @@ type Options struct {
 	P2PListen []string
 	// ReconcileInterval is the anti-entropy period (zero: the default).
 	ReconcileInterval time.Duration
-	Log              *slog.Logger
-	Mirror           bool // run a mirror
-	MirrorConfig     mirror.Config
+	Log               *slog.Logger
+	Mirror            bool // run a mirror
+	MirrorConfig      mirror.Config
 }
 
 // Peer is one federated node.
