@@ -189,6 +189,7 @@ type ReconcileResult struct {
 	Have    int // ids this node has and the peer lacked
 	Fetched int // signed announcements received
 	Learned int // of which admitted into the index
+	Items   int // this node's directory items in the session
 }
 
 // reconcileWith runs one session with a peer, one at a time per peer.
@@ -220,7 +221,9 @@ func (f *Federation) reconcileWith(ctx context.Context, id peer.ID) (ReconcileRe
 		s.SetDeadline(dl)
 	}
 	r := bufio.NewReader(s)
-	sess := negentropy.NewSession(f.reconItems().set, reconFrameLimit)
+	items := f.reconItems()
+	res.Items = items.set.Len()
+	sess := negentropy.NewSession(items.set, reconFrameLimit)
 	msg := sess.Initiate()
 	var need []negentropy.ID
 	for msg != nil {
