@@ -1,7 +1,11 @@
 package federation
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"math/rand/v2"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -13,22 +17,35 @@ import (
 	"github.com/adpnode/adpnode/node"
 )
 
-// announceReq asks for a room's entry to be re-announced; urgent ones
-// (a new room, a status change) go out at the next flush, others (a new
-// seq) at most every seqAnnounceEvery per room.
+// announceReq asks for a room's entry to be announced if it changed;
+// urgent changes (a new room, a status or topic change) go out within
+// urgentAnnounceEvery per room, others (a new seq, counts) within
+// seqAnnounceEvery per room.
 type announceReq struct {
 	id     string
 	urgent bool
 }
 
 const (
-	flushEvery       = 200 * time.Millisecond
-	seqAnnounceEvery = 2 * time.Second
+	flushEvery          = 200 * time.Millisecond
+	urgentAnnounceEvery = time.Second
+	seqAnnounceEvery    = 5 * time.Second
 	// publishBurst bounds how many announcements go out back to back; the
 	// rest wait for the next flush so gossipsub's per-peer queues never
 	// overflow (a full queue drops messages silently).
 	publishBurst = 256
 )
+
+// published is this node's latest announcement of one of its rooms: what
+// peers hold and reconcile against.
+type published struct {
+	raw     []byte
+	id      [32]byte
+	issued  int64
+	expires int64
+	summary []byte // the announced summary, to tell real changes
+	refresh time.Time
+}
 
 // onNodeEvent runs on the node's writer goroutine: it only queues work.
 func (f *Federation) onNodeEvent(e node.Event) {
@@ -44,7 +61,8 @@ func (f *Federation) onNodeEvent(e node.Event) {
 	}
 	select {
 	case f.announceQ <- announceReq{e.RoomID, urgent}:
-	default: // the periodic re-announcement catches up
+	default: // the refresh sweep notices the change later
+		f.log.Debug("announce queue full", "room", e.RoomID)
 	}
 	if e.Kind == node.EventRecord {
 		select {
@@ -55,18 +73,27 @@ func (f *Federation) onNodeEvent(e node.Event) {
 	}
 }
 
-// announceLoop announces changed rooms — urgent changes within 200 ms, seq
-// changes at most every 2 s per room — and re-announces every local room
-// each interval, all paced in bursts of at most publishBurst.
+// refreshSweepEvery is how often announceLoop looks for entries due for a
+// refresh.
+const refreshSweepEvery = 5 * time.Second
+
+// announceLoop announces rooms when they appear, change or end — urgent
+// changes at most every urgentAnnounceEvery per room, others at most every
+// seqAnnounceEvery — and refreshes each announcement after a third of its
+// TTL on average (uniformly in TTL/6..TTL/2, so refreshes do not burst),
+// all paced in bursts of at most publishBurst. A room whose summary did
+// not change is not announced again before its refresh.
 func (f *Federation) announceLoop(ctx context.Context) {
-	tick := time.NewTicker(f.cfg.AnnounceInterval)
-	defer tick.Stop()
 	flush := time.NewTicker(flushEvery)
 	defer flush.Stop()
+	sweep := time.NewTicker(refreshSweepEvery)
+	defer sweep.Stop()
 	pending := map[string]bool{} // room -> urgent
 	last := map[string]time.Time{}
 	for _, s := range f.n.Summaries() {
-		pending[s.ID] = true
+		if f.changed(s) {
+			pending[s.ID] = true
+		}
 	}
 	for {
 		select {
@@ -81,26 +108,120 @@ func (f *Federation) announceLoop(ctx context.Context) {
 				if sent >= publishBurst {
 					break
 				}
-				if !urgent && now.Sub(last[id]) < seqAnnounceEvery {
+				gap := seqAnnounceEvery
+				if urgent {
+					gap = urgentAnnounceEvery
+				}
+				if now.Sub(last[id]) < gap {
 					continue
 				}
-				f.announceRoom(ctx, id)
-				last[id] = now
 				delete(pending, id)
-				sent++
+				if f.announceRoom(ctx, id, false) {
+					last[id] = now
+					sent++
+				}
 			}
-		case <-tick.C:
-			for _, s := range f.n.Summaries() {
-				pending[s.ID] = true
+		case <-sweep.C:
+			now := time.Now()
+			for _, id := range f.dueForRefresh(now) {
+				if _, ok := pending[id]; !ok {
+					pending[id] = false
+				}
+				f.markRefresh(id)
+			}
+			// Changes the full queue dropped: compare every summary
+			// with what was announced (cheap: no signing).
+			if len(f.announceQ) == 0 {
+				for _, s := range f.n.Summaries() {
+					if _, ok := pending[s.ID]; !ok && f.changed(s) {
+						pending[s.ID] = false
+					}
+				}
 			}
 		}
 	}
 }
 
-func (f *Federation) announceRoom(ctx context.Context, id string) {
-	if s, ok := f.n.Summary(id); ok {
-		f.announce(ctx, s)
+// loadOwn restores this node's announcements from before a restart: an
+// unchanged room is not announced again (peers hold that very entry), and
+// its refresh comes after a random part of what is left of its TTL.
+func (f *Federation) loadOwn() {
+	now := f.n.NowMs()
+	self, _ := json.Marshal(f.Binding())
+	for id, raw := range f.idx.Own() {
+		e, err := index.Parse(raw)
+		if err != nil || e.ExpiresAt <= now || e.Room.ID != id {
+			continue
+		}
+		if b, _ := json.Marshal(e.Host); !bytes.Equal(b, self) {
+			continue // new addresses or origin: announce afresh
+		}
+		sum, _ := json.Marshal(e.Room)
+		left := time.Duration(e.ExpiresAt-now) * time.Millisecond
+		f.published[id] = published{raw: raw, id: e.ID, issued: e.IssuedAt, expires: e.ExpiresAt, summary: sum,
+			refresh: time.Now().Add(time.Duration(rand.Int64N(int64(left/2) + 1)))}
 	}
+}
+
+// dueForRefresh lists rooms whose announcement is due for a refresh.
+func (f *Federation) dueForRefresh(now time.Time) []string {
+	f.pubMu.Lock()
+	defer f.pubMu.Unlock()
+	var out []string
+	for id, p := range f.published {
+		if !p.refresh.IsZero() && !now.Before(p.refresh) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// markRefresh makes the room's next announceRoom publish even if its
+// summary did not change.
+func (f *Federation) markRefresh(id string) {
+	f.pubMu.Lock()
+	if p, ok := f.published[id]; ok {
+		p.summary = nil
+		p.refresh = time.Time{}
+		f.published[id] = p
+	}
+	f.pubMu.Unlock()
+}
+
+func (f *Federation) lastPublished(id string) (published, bool) {
+	f.pubMu.Lock()
+	defer f.pubMu.Unlock()
+	p, ok := f.published[id]
+	return p, ok
+}
+
+// changed reports whether a room's summary differs from what this node
+// last announced (or was never announced).
+func (f *Federation) changed(s node.RoomSummary) bool {
+	if s.Visibility == room.Private {
+		return false
+	}
+	b, _ := json.Marshal(s)
+	p, ok := f.lastPublished(s.ID)
+	return !ok || !bytes.Equal(p.summary, b)
+}
+
+// announceRoom announces a local room if its summary changed since the
+// last announcement (or force), and reports whether it published.
+func (f *Federation) announceRoom(ctx context.Context, id string, force bool) bool {
+	s, ok := f.n.Summary(id)
+	if !ok || !force && !f.changed(s) {
+		return false
+	}
+	return f.announce(ctx, s)
+}
+
+// ttlOf is how long an announcement of the room is valid.
+func (f *Federation) ttlOf(s node.RoomSummary) time.Duration {
+	if s.Status == room.StatusEnded || s.Status == room.StatusCancelled {
+		return f.cfg.TombstoneTTL
+	}
+	return f.cfg.AnnounceTTL
 }
 
 // Binding returns this node's host binding.
@@ -114,18 +235,30 @@ func (f *Federation) Binding() index.Binding {
 
 // announce publishes a signed entry for a local room. Private rooms are
 // never announced (DECISIONS 12).
-func (f *Federation) announce(ctx context.Context, s node.RoomSummary) {
+func (f *Federation) announce(ctx context.Context, s node.RoomSummary) bool {
 	if s.Visibility == room.Private {
-		return
+		return false
 	}
-	raw, err := f.signAnnouncement(s, f.n.NowMs())
+	now := f.n.NowMs()
+	raw, err := f.signAnnouncement(s, now)
 	if err != nil {
 		f.log.Error("sign announcement", "room", s.ID, "err", err)
-		return
+		return false
 	}
+	sum, _ := json.Marshal(s)
+	ttl := f.ttlOf(s)
+	// Refresh after TTL/6..TTL/2, uniformly: a third of the TTL on
+	// average, and a burst of new rooms refreshes spread over a third.
+	refresh := ttl/6 + time.Duration(rand.Int64N(int64(ttl/3)+1))
+	f.pubMu.Lock()
+	f.published[s.ID] = published{raw: raw, id: sha256.Sum256(raw), issued: now, expires: now + ttl.Milliseconds(),
+		summary: sum, refresh: time.Now().Add(refresh)}
+	f.pubMu.Unlock()
+	f.idx.SetOwn(s.ID, raw)
 	if err := f.idxTopic.Publish(ctx, raw); err != nil && ctx.Err() == nil {
 		f.log.Warn("publish announcement", "room", s.ID, "err", err)
 	}
+	return true
 }
 
 // validateAnnouncement is the index topic validator. Reject (the sender is

@@ -39,10 +39,9 @@ import (
 
 // Topic names.
 const (
-	IndexTopic         = "adp/index/1.0"
-	recordTopicPrefix  = "adp/records/1.0/"
-	maxGossipBytes     = 1 << 20
-	defaultAnnounceTTL = 3
+	IndexTopic        = "adp/index/1.0"
+	recordTopicPrefix = "adp/records/1.0/"
+	maxGossipBytes    = 1 << 20
 )
 
 // RecordTopic is the per-host record stream topic of a host (README:
@@ -55,9 +54,17 @@ type Config struct {
 	ListenAddrs []string // multiaddrs, e.g. /ip4/127.0.0.1/tcp/4001, /ip4/127.0.0.1/udp/4001/quic-v1
 	Peers       []string // static peers: multiaddrs ending in /p2p/<peer id>
 	MDNS        bool
-	// AnnounceInterval is how often every local public/restricted room is
-	// re-announced; entries expire after three intervals without refresh.
+	// AnnounceInterval paces binding re-checks and the default
+	// per-host announcement rate (rooms are announced when they change,
+	// not every interval: see AnnounceTTL).
 	AnnounceInterval time.Duration
+	// AnnounceTTL is how long an announcement of a live room is valid
+	// (default 6 h); each is refreshed after TTL/6..TTL/2 (uniformly
+	// spread) if nothing changed sooner.
+	AnnounceTTL time.Duration
+	// ReconcileInterval is how often the directory is reconciled with
+	// every connected peer (default 2 min, ±25 %); also on connect.
+	ReconcileInterval time.Duration
 	// TombstoneTTL is how long ended/cancelled rooms stay announced.
 	TombstoneTTL time.Duration
 	// Reconnect is the initial static-peer redial backoff (doubles to 1 min).
@@ -72,7 +79,7 @@ type Config struct {
 	// connection manager, index-sync streams, announcement rate).
 	Limits Limits
 	// Index bounds what the index takes from any one host; MaxTTL
-	// defaults to four announce intervals (at least 2 min).
+	// defaults to AnnounceTTL plus a sixth.
 	Index index.Limits
 	Log   *slog.Logger
 }
@@ -80,6 +87,12 @@ type Config struct {
 func (c *Config) defaults() {
 	if c.AnnounceInterval == 0 {
 		c.AnnounceInterval = 30 * time.Second
+	}
+	if c.AnnounceTTL == 0 {
+		c.AnnounceTTL = 6 * time.Hour
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = 2 * time.Minute
 	}
 	if c.TombstoneTTL == 0 {
 		c.TombstoneTTL = 24 * time.Hour
@@ -92,7 +105,7 @@ func (c *Config) defaults() {
 	}
 	c.Limits.defaults(c.AnnounceInterval)
 	if c.Index.MaxTTL == 0 {
-		c.Index.MaxTTL = max(4*c.AnnounceInterval, 2*time.Minute)
+		c.Index.MaxTTL = c.AnnounceTTL + c.AnnounceTTL/6
 	}
 	if len(c.ListenAddrs) == 0 {
 		c.ListenAddrs = []string{"/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"}
@@ -139,6 +152,14 @@ type Federation struct {
 	snapMu    sync.Mutex
 	snap      syncSnapshot
 	snapDirty atomic.Bool // the index or the local rooms changed since snap
+
+	pubMu     sync.Mutex
+	published map[string]published // room ID -> this node's latest announcement
+
+	reconMu    sync.Mutex
+	recon      *reconSet
+	reconBusy  map[peer.ID]bool // sessions this node initiated, by peer
+	reconSlots peerSlots        // sessions served, by peer
 
 	stats Stats
 
@@ -209,8 +230,10 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 		ctx: ctx, cancel: cancel, announceQ: make(chan announceReq, 16384), recordQ: make(chan node.Event, 16384),
 		recSubs: map[peer.ID]*recordSub{}, checks: map[identity.AgentID]bindingCheck{}, queued: map[identity.AgentID]bool{},
 		checkQ: make(chan index.Binding, 1024), inflight: map[identity.AgentID]chan struct{}{}, inline: make(chan struct{}, inlineWaiters), rate: newHostRate(cfg.Limits.AnnounceBurst, cfg.Limits.AnnounceRate),
-		syncSlots: peerSlots{max: cfg.Limits.SyncPerPeer}}
+		syncSlots: peerSlots{max: cfg.Limits.SyncPerPeer}, reconSlots: peerSlots{max: cfg.Limits.SyncPerPeer},
+		published: map[string]published{}, reconBusy: map[peer.ID]bool{}}
 	f.loadChecks()
+	f.loadOwn()
 	idx.SetLimits(cfg.Index)
 	idx.SetVerifier(f.Verified)
 	idx.Reverify()
@@ -230,10 +253,12 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 	h.SetStreamHandler(RelayProtocol, f.serveRelay)
 	h.SetStreamHandler(BackfillProtocol, f.serveBackfill)
 	h.SetStreamHandler(SyncProtocol, f.serveSync)
+	h.SetStreamHandler(ReconcileProtocol, f.serveReconcile)
 	h.Network().Notify(syncNotifiee{f})
 	n.Listen(f.onNodeEvent)
 	f.goLoop(f.dialLoop)
 	f.goLoop(f.announceLoop)
+	f.goLoop(f.antiEntropyLoop)
 	f.goLoop(f.publishLoop)
 	f.goLoop(f.bindingLoop)
 	for i := 0; i < bindingCheckers; i++ {

@@ -68,14 +68,16 @@ func resourceManager(l Limits) (network.ResourceManager, error) {
 	syncAll, syncPeer := proto(64, 2*l.SyncPerPeer, 64<<20)
 	relayAll, relayPeer := proto(256, 16, 64<<20)
 	backAll, backPeer := proto(128, 8, 128<<20)
+	reconAll, reconPeer := proto(64, 2*l.SyncPerPeer, 64<<20)
 	cfg := rcmgr.PartialLimitConfig{
 		System: rcmgr.ResourceLimits{Conns: lv(l.Conns), ConnsInbound: lv(l.Conns), Streams: lv(16 * l.Conns),
 			Memory: rcmgr.LimitVal64(l.Memory), FD: lv(l.Conns)},
 		Transient:   rcmgr.ResourceLimits{Conns: lv(l.Conns / 4), Streams: lv(l.Conns), Memory: rcmgr.LimitVal64(l.Memory / 8)},
 		PeerDefault: rcmgr.ResourceLimits{Conns: lv(l.PeerConns), ConnsInbound: lv(l.PeerConns), Streams: lv(l.PeerStreams), Memory: rcmgr.LimitVal64(l.PeerMemory)},
-		Protocol:    map[protocol.ID]rcmgr.ResourceLimits{SyncProtocol: syncAll, RelayProtocol: relayAll, BackfillProtocol: backAll},
+		Protocol: map[protocol.ID]rcmgr.ResourceLimits{SyncProtocol: syncAll, RelayProtocol: relayAll, BackfillProtocol: backAll,
+			ReconcileProtocol: reconAll},
 		ProtocolPeer: map[protocol.ID]rcmgr.ResourceLimits{SyncProtocol: syncPeer, RelayProtocol: relayPeer,
-			BackfillProtocol: backPeer},
+			BackfillProtocol: backPeer, ReconcileProtocol: reconPeer},
 	}
 	return rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(cfg.Build(rcmgr.DefaultLimits.AutoScale())))
 }

@@ -8,7 +8,6 @@ import (
 	"io"
 	"time"
 
-	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
@@ -79,7 +78,9 @@ func (f *Federation) snapshot() [][]byte {
 		if len(entries) >= maxSyncEntries {
 			break
 		}
-		if raw, err := f.signAnnouncement(sum, now); err == nil {
+		if p, ok := f.lastPublished(sum.ID); ok && p.expires > now {
+			entries = append(entries, p.raw) // the one peers hold: same item id
+		} else if raw, err := f.signAnnouncement(sum, now); err == nil {
 			entries = append(entries, raw)
 		}
 	}
@@ -182,18 +183,7 @@ func (f *Federation) syncFrom(ctx context.Context, id peer.ID) {
 		}
 		pages = p.Pages
 		for _, raw := range p.Entries {
-			e, err := index.Parse(raw)
-			if err != nil {
-				continue
-			}
-			pid, err := peer.Decode(e.Host.PeerID)
-			if err != nil {
-				continue
-			}
-			if k, ok := HostKeyOf(pid); !ok || k != e.Host.Key || e.ExpiresAt <= f.n.NowMs() {
-				continue
-			}
-			if f.admit(ctx, e) != pubsub.ValidationReject {
+			if f.admitRelayed(ctx, raw) {
 				learned++
 			}
 		}
@@ -230,11 +220,7 @@ func (f *Federation) signAnnouncement(sum node.RoomSummary, now int64) ([]byte, 
 	if sum.Visibility == room.Private {
 		return nil, errPrivate
 	}
-	ttl := defaultAnnounceTTL * f.cfg.AnnounceInterval
-	if sum.Status == room.StatusEnded || sum.Status == room.StatusCancelled {
-		ttl = f.cfg.TombstoneTTL
-	}
-	return f.signer.Sign(assertion.TypeAnnounce, index.Announcement{Room: sum, Host: f.Binding(), ExpiresAt: now + ttl.Milliseconds()}, now)
+	return f.signer.Sign(assertion.TypeAnnounce, index.Announcement{Room: sum, Host: f.Binding(), ExpiresAt: now + f.ttlOf(sum).Milliseconds()}, now)
 }
 
 // syncNotifiee pulls the index from every newly connected peer.
@@ -249,7 +235,7 @@ func (n syncNotifiee) Connected(_ network.Network, c network.Conn) {
 			return
 		case <-time.After(100 * time.Millisecond):
 		}
-		n.f.syncFrom(ctx, id)
+		n.f.syncPeer(ctx, id)
 	})
 }
 func (syncNotifiee) Disconnected(network.Network, network.Conn) {}

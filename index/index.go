@@ -48,6 +48,8 @@ type Entry struct {
 	IssuedAt int64
 	Nonce    int64
 	Raw      []byte // the signed envelope, as gossiped
+	// ID is SHA-256 of Raw: the entry's item id in set reconciliation.
+	ID [32]byte
 }
 
 // MaxAnnouncementBytes bounds one announcement.
@@ -91,7 +93,7 @@ func Parse(raw []byte) (*Entry, error) {
 	if a.Room.URL != a.Host.Origin+"/v1/rooms/"+a.Room.ID || a.Room.Host != u.Host {
 		return nil, bad("room_url", "room URL does not belong to the announcing host's origin")
 	}
-	return &Entry{Announcement: a, IssuedAt: env.Event.CreatedAt, Nonce: env.Event.Nonce, Raw: raw}, nil
+	return &Entry{Announcement: a, IssuedAt: env.Event.CreatedAt, Nonce: env.Event.Nonce, Raw: raw, ID: sha256.Sum256(raw)}, nil
 }
 
 // newer reports whether e supersedes old.
@@ -106,9 +108,12 @@ type Limits struct {
 	// (default 1,000), and MaxUnverified all unverified hosts' entries
 	// together (default 20,000).
 	MaxPerHost, MaxPerUnverified, MaxUnverified int
-	// MaxTTL bounds how far ahead of its receipt a live entry may expire
-	// (default 2 min, a few announce intervals); MaxTombstoneTTL the same
-	// for ended and cancelled rooms (default 25 h).
+	// MaxTTL bounds how long a live entry may live: it expires at the
+	// latest MaxTTL after it was issued and MaxTTL after it was received,
+	// whatever its signed expires_at says, and across restarts (default
+	// 7 h: hosts announce with a 6 h TTL and refresh every ~2 h);
+	// MaxTombstoneTTL the same for ended and cancelled rooms (default
+	// 25 h).
 	MaxTTL, MaxTombstoneTTL time.Duration
 	// Skew is how far in the future an announcement's created_at may be
 	// (default 1 min); last_active is clamped to the time of receipt.
@@ -125,7 +130,7 @@ func (l *Limits) defaults() {
 	def(&l.MaxPerUnverified, 1_000)
 	def(&l.MaxUnverified, 20_000)
 	if l.MaxTTL <= 0 {
-		l.MaxTTL = 2 * time.Minute
+		l.MaxTTL = 7 * time.Hour
 	}
 	if l.MaxTombstoneTTL <= 0 {
 		l.MaxTombstoneTTL = 25 * time.Hour
@@ -154,6 +159,7 @@ type Index struct {
 	perHost  map[identity.AgentID]int               // entries per host key
 	unver    int                                    // entries of unverified hosts (as of their Put)
 	conflict map[string][]byte                      // evidence: signed conflicting claims, by digest
+	own      map[string][]byte                      // this host's latest announcement per room
 
 	// pending holds the stored form of what changed since the last Flush
 	// (by storage key, newest value only): gossip is applied in memory
@@ -174,6 +180,7 @@ type pendingWrite struct {
 const (
 	pfxIndex    = "i/"
 	pfxConflict = "ic/"
+	pfxOwn      = "io/"
 	// MaxConflicts bounds the stored conflict evidence.
 	MaxConflicts = 1000
 )
@@ -182,7 +189,7 @@ const (
 // limits. self is this node's host key; its own rooms are never stored.
 func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
 	x := &Index{db: db, self: self, m: map[string]*Entry{}, byRoom: map[string]map[identity.AgentID]*Entry{},
-		perHost: map[identity.AgentID]int{}, conflict: map[string][]byte{}, verified: func(Binding) bool { return false },
+		perHost: map[identity.AgentID]int{}, conflict: map[string][]byte{}, own: map[string][]byte{}, verified: func(Binding) bool { return false },
 		pending: map[string]pendingWrite{}}
 	x.lim.defaults()
 	var expired [][]byte
@@ -203,6 +210,19 @@ func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
 				continue
 			}
 			x.insertLocked(e)
+		}
+		it3 := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxOwn)})
+		defer it3.Close()
+		for it3.Rewind(); it3.Valid(); it3.Next() {
+			raw, err := it3.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			if e, err := Parse(raw); err != nil || e.ExpiresAt <= now || e.Host.Key != self {
+				expired = append(expired, it3.Item().KeyCopy(nil))
+				continue
+			}
+			x.own[string(it3.Item().Key()[len(pfxOwn):])] = raw
 		}
 		it2 := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxConflict)})
 		defer it2.Close()
@@ -283,7 +303,9 @@ func (x *Index) clamp(e *Entry, now int64) {
 	if e.Room.Status == room.StatusEnded || e.Room.Status == room.StatusCancelled {
 		ttl = x.lim.MaxTombstoneTTL
 	}
-	e.ExpiresAt = min(e.ExpiresAt, now+ttl.Milliseconds())
+	// Bounded by issue as well as by receipt, so that relaying (or
+	// replaying after a restart) an old entry never extends its life.
+	e.ExpiresAt = min(e.ExpiresAt, now+ttl.Milliseconds(), e.IssuedAt+ttl.Milliseconds())
 	e.Room.LastActive = min(e.Room.LastActive, now)
 	e.Room.Verified = nil
 }
@@ -538,6 +560,28 @@ func (x *Index) AddConflict(raw []byte) {
 	x.pending[pfxConflict+id] = pendingWrite{val: raw}
 }
 
+// SetOwn keeps this host's latest signed announcement of one of its
+// rooms (stored at the next Flush), so that a restart reuses it instead of
+// announcing every room again.
+func (x *Index) SetOwn(roomID string, raw []byte) {
+	x.mu.Lock()
+	x.own[roomID] = raw
+	x.pending[pfxOwn+roomID] = pendingWrite{val: raw}
+	x.mu.Unlock()
+}
+
+// Own returns this host's stored announcements (unexpired at Open), by
+// room ID.
+func (x *Index) Own() map[string][]byte {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make(map[string][]byte, len(x.own))
+	for k, v := range x.own {
+		out[k] = v
+	}
+	return out
+}
+
 // Flush writes what changed since the last Flush in one batch. The index
 // is a cache of signed gossip: what a crash loses between flushes is
 // announced again. The owner (federation) calls it every second and when
@@ -613,6 +657,20 @@ func (x *Index) Len() int {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	return len(x.m)
+}
+
+// Live returns every unexpired entry (of verified hosts only, with
+// verifiedOnly). Entries are immutable: callers must not modify them.
+func (x *Index) Live(now int64, verifiedOnly bool) []*Entry {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]*Entry, 0, len(x.m))
+	for _, e := range x.m {
+		if e.ExpiresAt > now && (!verifiedOnly || x.verified(e.Host)) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
 
 // Raw returns the signed bytes of every unexpired entry (of verified hosts

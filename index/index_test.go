@@ -198,3 +198,80 @@ func TestIndexOnChange(t *testing.T) {
 		t.Fatalf("changes %v", got)
 	}
 }
+
+// A hostile relay cannot make an entry live longer than MaxTTL after it
+// was issued: not by a far expires_at, not by relaying it late, not by the
+// receiver restarting (which once re-clamped from the time of reopening).
+func TestEntryLifeBoundedByIssue(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	defer db.Close()
+	self, h := newHost(t, "self", 1), newHost(t, "old", 2)
+	x, err := index.Open(db, self.signer.HostKey(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ttl := x.Limits().MaxTTL.Milliseconds()
+	if x.Limits().MaxTTL < 6*time.Hour {
+		t.Fatalf("default MaxTTL %v is shorter than the 6 h announcement TTL", x.Limits().MaxTTL)
+	}
+	issued := time.Now().UnixMilli()
+	tenYears := issued + 10*365*86_400_000
+	// Relayed half a TTL late, with a signed expiry ten years ahead.
+	late := issued + ttl/2
+	if ok, err := x.Put(h.entry(t, roomID(7), issued, issued, tenYears), late); !ok || err != nil {
+		t.Fatalf("put: %v %v", ok, err)
+	}
+	if e, _ := x.Room(roomID(7), late); e == nil || e.ExpiresAt != issued+ttl {
+		t.Fatalf("expires at issue%+d ms, want +%d", e.ExpiresAt-issued, ttl)
+	}
+	if err := x.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Restart just before the bound: still bounded by issue.
+	y, err := index.Open(db, self.signer.HostKey(), issued+ttl-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := y.Room(roomID(7), issued+ttl-1); !ok || e.ExpiresAt != issued+ttl {
+		t.Fatalf("after restart: %v %+v", ok, e)
+	}
+	// Restart after it: gone, and dropped from the store.
+	z, err := index.Open(db, self.signer.HostKey(), issued+ttl)
+	if err != nil || z.Len() != 0 {
+		t.Fatalf("entry outlived issue+MaxTTL across a restart: %d (%v)", z.Len(), err)
+	}
+	if live := z.Live(issued+ttl, false); len(live) != 0 {
+		t.Fatalf("live: %d", len(live))
+	}
+}
+
+// This host's own announcements survive a restart until they expire; a
+// stored one signed by another key is dropped.
+func TestOwnAnnouncementsAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	defer db.Close()
+	self, other := newHost(t, "self", 1), newHost(t, "other", 2)
+	x, err := index.Open(db, self.signer.HostKey(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	mine := self.entry(t, roomID(1), now, now, now+60_000)
+	x.SetOwn(roomID(1), mine.Raw)
+	x.SetOwn(roomID(2), other.entry(t, roomID(2), now, now, now+60_000).Raw) // hostile or corrupt
+	if err := x.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	y, err := index.Open(db, self.signer.HostKey(), now+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if own := y.Own(); len(own) != 1 || string(own[roomID(1)]) != string(mine.Raw) {
+		t.Fatalf("own after restart: %d entries", len(own))
+	}
+	if z, err := index.Open(db, self.signer.HostKey(), now+60_000); err != nil || len(z.Own()) != 0 {
+		t.Fatalf("expired own announcement kept: %v", err)
+	}
+}

@@ -31,9 +31,13 @@ import (
 type Options struct {
 	Rates            node.Rates    // zero: node defaults
 	AnnounceInterval time.Duration // zero: 2 s
-	Log              *slog.Logger
-	Mirror           bool // run a mirror
-	MirrorConfig     mirror.Config
+	// P2PListen are the libp2p listen addresses (zero: a free TCP port).
+	P2PListen []string
+	// ReconcileInterval is the anti-entropy period (zero: the default).
+	ReconcileInterval time.Duration
+	Log               *slog.Logger
+	Mirror            bool // run a mirror
+	MirrorConfig      mirror.Config
 }
 
 // Peer is one federated node.
@@ -80,8 +84,12 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 	if err != nil {
 		t.Fatal(err)
 	}
-	fed, err := federation.Start(federation.Config{Key: key, ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"},
-		AnnounceInterval: o.AnnounceInterval, AllowPrivateOrigins: true, Log: o.Log}, n, idx)
+	listen := o.P2PListen
+	if len(listen) == 0 {
+		listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	}
+	fed, err := federation.Start(federation.Config{Key: key, ListenAddrs: listen,
+		AnnounceInterval: o.AnnounceInterval, ReconcileInterval: o.ReconcileInterval, AllowPrivateOrigins: true, Log: o.Log}, n, idx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,362 @@
+package federation
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"time"
+
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/negentropy"
+)
+
+// ReconcileProtocol is anti-entropy for the directory: negentropy
+// range-based set reconciliation over each side's directory entries (item
+// id = SHA-256 of the signed announcement, timestamp = its issued_at:
+// this node's own latest announcements and the entries of verified
+// hosts), after which the initiator fetches the signed announcements it
+// lacks and admits them exactly like gossip. Run with every peer on
+// connect and every ReconcileInterval; bytes grow with what differs, not
+// with the size of the directory.
+//
+// Frames (4-byte length, then a kind byte):
+//
+//	initiator: 'n' + negentropy message    -> responder: negentropy answer
+//	initiator: 'f' + up to 256 ids (32 B)  -> responder: JSON array of signed announcements
+const ReconcileProtocol = "/adp/index-reconcile/1"
+
+// Reconciliation bounds (per session, either side).
+const (
+	reconFrameLimit = 128 << 10 // negentropy messages
+	reconMaxRounds  = 48
+	reconWantBatch  = 256 // ids per fetch
+	reconMaxFetches = 64  // fetches per session: at most 16,384 entries
+	reconAnswerMax  = syncPageBytes
+	reconFrameWait  = 10 * time.Second
+	reconSessionMax = time.Minute
+	// reconSetMaxAge is how long a built item set is reused.
+	reconSetMaxAge = time.Second
+)
+
+const (
+	reconKindNeg   = 'n'
+	reconKindFetch = 'f'
+)
+
+// reconSet is an immutable snapshot of this node's directory items.
+type reconSet struct {
+	at  time.Time
+	set *negentropy.Set
+	raw map[negentropy.ID][]byte
+}
+
+// reconItems returns the directory items, rebuilt at most every
+// reconSetMaxAge however many peers ask.
+func (f *Federation) reconItems() *reconSet {
+	f.reconMu.Lock()
+	defer f.reconMu.Unlock()
+	if f.recon != nil && time.Since(f.recon.at) < reconSetMaxAge {
+		return f.recon
+	}
+	now := f.n.NowMs()
+	live := f.idx.Live(now, true)
+	own := f.ownAnnouncements(now)
+	items := make([]negentropy.Item, 0, len(live)+len(own))
+	raw := make(map[negentropy.ID][]byte, len(live)+len(own))
+	add := func(issued int64, id [32]byte, b []byte) {
+		items = append(items, negentropy.Item{Timestamp: uint64(max(issued, 0)), ID: id})
+		raw[id] = b
+	}
+	for _, e := range live {
+		add(e.IssuedAt, e.ID, e.Raw)
+	}
+	for _, p := range own {
+		add(p.issued, p.id, p.raw)
+	}
+	f.recon = &reconSet{at: time.Now(), set: negentropy.NewSet(items), raw: raw}
+	return f.recon
+}
+
+// ownAnnouncements returns this node's latest unexpired announcements.
+func (f *Federation) ownAnnouncements(now int64) []published {
+	f.pubMu.Lock()
+	defer f.pubMu.Unlock()
+	out := make([]published, 0, len(f.published))
+	for id, p := range f.published {
+		if p.expires <= now {
+			delete(f.published, id)
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// serveReconcile answers one peer's reconciliation session: at most
+// reconMaxRounds negentropy messages of at most reconFrameLimit and
+// reconMaxFetches fetches of reconWantBatch ids, within reconSessionMax;
+// anything else resets the stream.
+func (f *Federation) serveReconcile(s network.Stream) {
+	id := s.Conn().RemotePeer()
+	if !f.reconSlots.acquire(id) {
+		f.stats.SyncRefused.Add(1)
+		s.Reset()
+		return
+	}
+	defer f.reconSlots.release(id)
+	end := time.Now().Add(reconSessionMax)
+	items := f.reconItems()
+	sess := negentropy.NewSession(items.set, reconFrameLimit)
+	r := bufio.NewReader(s)
+	rounds, fetches := 0, 0
+	for {
+		s.SetDeadline(minTime(end, time.Now().Add(reconFrameWait)))
+		b, err := readFrame(r, reconFrameLimit+1)
+		if errors.Is(err, io.EOF) {
+			s.Close()
+			return
+		}
+		if err != nil || len(b) == 0 {
+			s.Reset()
+			return
+		}
+		var out []byte
+		switch b[0] {
+		case reconKindNeg:
+			if rounds++; rounds > reconMaxRounds {
+				s.Reset()
+				return
+			}
+			if out, err = sess.Respond(b[1:]); err != nil {
+				f.log.Debug("reconcile: bad message", "peer", id, "err", err)
+				s.Reset()
+				return
+			}
+		case reconKindFetch:
+			ids := b[1:]
+			if fetches++; fetches > reconMaxFetches || len(ids)%negentropy.IDSize != 0 || len(ids) > reconWantBatch*negentropy.IDSize {
+				s.Reset()
+				return
+			}
+			ans := make([]json.RawMessage, 0, len(ids)/negentropy.IDSize)
+			size := 0
+			for i := 0; i < len(ids); i += negentropy.IDSize {
+				raw, ok := items.raw[negentropy.ID(ids[i:i+negentropy.IDSize])]
+				if !ok {
+					continue
+				}
+				if size+len(raw)+1 > reconAnswerMax {
+					break
+				}
+				ans = append(ans, raw)
+				size += len(raw) + 1
+			}
+			out, _ = json.Marshal(ans)
+		default:
+			s.Reset()
+			return
+		}
+		if writeFrame(s, out) != nil {
+			s.Reset()
+			return
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+// errNoReconcile: the peer does not speak ReconcileProtocol.
+var errNoReconcile = errors.New("peer does not support index reconciliation")
+
+// ReconcileResult describes one session (initiator side).
+type ReconcileResult struct {
+	Rounds  int // negentropy round trips
+	Need    int // ids the peer has and this node lacked
+	Have    int // ids this node has and the peer lacked
+	Fetched int // signed announcements received
+	Learned int // of which admitted into the index
+	Items   int // this node's directory items in the session
+}
+
+// reconcileWith runs one session with a peer, one at a time per peer.
+func (f *Federation) reconcileWith(ctx context.Context, id peer.ID) (ReconcileResult, error) {
+	f.reconMu.Lock()
+	if f.reconBusy[id] {
+		f.reconMu.Unlock()
+		return ReconcileResult{}, errors.New("a session with this peer is running")
+	}
+	f.reconBusy[id] = true
+	f.reconMu.Unlock()
+	defer func() {
+		f.reconMu.Lock()
+		delete(f.reconBusy, id)
+		f.reconMu.Unlock()
+	}()
+	ctx, cancel := context.WithTimeout(ctx, reconSessionMax)
+	defer cancel()
+	var res ReconcileResult
+	s, err := f.h.NewStream(ctx, id, ReconcileProtocol)
+	if err != nil {
+		if errors.Is(err, network.ErrNoConn) || ctx.Err() != nil {
+			return res, err
+		}
+		return res, fmt.Errorf("%w: %v", errNoReconcile, err)
+	}
+	defer s.Close()
+	if dl, ok := ctx.Deadline(); ok {
+		s.SetDeadline(dl)
+	}
+	r := bufio.NewReader(s)
+	items := f.reconItems()
+	res.Items = items.set.Len()
+	sess := negentropy.NewSession(items.set, reconFrameLimit)
+	msg := sess.Initiate()
+	var need []negentropy.ID
+	for msg != nil {
+		if res.Rounds++; res.Rounds > reconMaxRounds {
+			s.Reset()
+			return res, errors.New("reconciliation did not converge")
+		}
+		if err := writeFrame(s, append([]byte{reconKindNeg}, msg...)); err != nil {
+			s.Reset()
+			return res, err
+		}
+		ans, err := readFrame(r, reconFrameLimit+1)
+		if err != nil {
+			s.Reset()
+			return res, err
+		}
+		var have, n []negentropy.ID
+		if msg, have, n, err = sess.Reconcile(ans); err != nil {
+			s.Reset()
+			return res, err
+		}
+		res.Have += len(have)
+		res.Need += len(n)
+		need = append(need, n[:min(len(n), reconWantBatch*reconMaxFetches-len(need))]...)
+	}
+	for fetches := 0; len(need) > 0 && fetches < reconMaxFetches; fetches++ {
+		batch := need[:min(len(need), reconWantBatch)]
+		need = need[len(batch):]
+		req := make([]byte, 1, 1+len(batch)*negentropy.IDSize)
+		req[0] = reconKindFetch
+		want := make(map[negentropy.ID]bool, len(batch))
+		for _, x := range batch {
+			req = append(req, x[:]...)
+			want[x] = true
+		}
+		if err := writeFrame(s, req); err != nil {
+			s.Reset()
+			return res, err
+		}
+		b, err := readFrame(r, reconAnswerMax+reconAnswerMax/8)
+		if err != nil {
+			s.Reset()
+			return res, err
+		}
+		var raws []json.RawMessage
+		if err := json.Unmarshal(b, &raws); err != nil || len(raws) > len(batch) {
+			s.Reset()
+			return res, errors.New("malformed fetch answer")
+		}
+		got := 0
+		for _, raw := range raws {
+			h := sha256.Sum256(raw)
+			if !want[h] { // only what was asked, each once
+				continue
+			}
+			delete(want, h)
+			got++
+			res.Fetched++
+			if f.admitRelayed(ctx, raw) {
+				res.Learned++
+			}
+		}
+		// An answer cut at reconAnswerMax: ask again for the rest (the
+		// fetch count bounds the session). Ids the peer no longer has
+		// (an answer with none of them) are dropped.
+		if got > 0 && len(want) > 0 {
+			for _, x := range batch {
+				if want[x] {
+					need = append(need, x)
+				}
+			}
+		}
+	}
+	return res, nil
+}
+
+// admitRelayed validates a signed announcement that a peer relayed
+// outside gossip (index sync, reconciliation) exactly like a gossiped
+// one, with the host binding checked against the announced peer ID
+// instead of the gossip author, and reports whether it was admitted.
+func (f *Federation) admitRelayed(ctx context.Context, raw []byte) bool {
+	e, err := index.Parse(raw)
+	if err != nil {
+		return false
+	}
+	pid, err := peer.Decode(e.Host.PeerID)
+	if err != nil {
+		return false
+	}
+	if k, ok := HostKeyOf(pid); !ok || k != e.Host.Key || e.ExpiresAt <= f.n.NowMs() {
+		return false
+	}
+	return f.admit(ctx, e) != pubsub.ValidationReject
+}
+
+// Reconcile runs one reconciliation session with a connected peer now
+// (operators, tests); anti-entropy runs it by itself.
+func (f *Federation) Reconcile(ctx context.Context, id peer.ID) (ReconcileResult, error) {
+	return f.reconcileWith(ctx, id)
+}
+
+// syncPeer brings a newly connected peer's directory in: by
+// reconciliation, or by the full index sync when the peer predates it.
+func (f *Federation) syncPeer(ctx context.Context, id peer.ID) {
+	res, err := f.reconcileWith(ctx, id)
+	switch {
+	case errors.Is(err, errNoReconcile):
+		f.syncFrom(ctx, id)
+	case err != nil:
+		f.log.Debug("reconcile", "peer", id, "err", err)
+	case res.Learned > 0:
+		f.log.Debug("reconcile", "peer", id, "rounds", res.Rounds, "need", res.Need, "have", res.Have, "learned", res.Learned)
+	}
+}
+
+// antiEntropyLoop reconciles with every connected index peer every
+// ReconcileInterval (±25 % jitter, so that peers do not synchronise).
+func (f *Federation) antiEntropyLoop(ctx context.Context) {
+	for {
+		d := f.cfg.ReconcileInterval
+		d = d*3/4 + time.Duration(rand.Int64N(int64(d/2)+1))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		for _, id := range f.ps.ListPeers(IndexTopic) {
+			if ctx.Err() != nil {
+				return
+			}
+			f.syncPeer(ctx, id)
+		}
+	}
+}

@@ -1,0 +1,281 @@
+package federation_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"testing"
+	"time"
+
+	lp2pnet "github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/negentropy"
+)
+
+func frame(b []byte) []byte {
+	var l [4]byte
+	binary.BigEndian.PutUint32(l[:], uint32(len(b)))
+	return append(l[:], b...)
+}
+
+// A node that was away catches up by reconciliation with a peer that is
+// not the rooms' host (gossip does not repeat old announcements, and
+// nothing is re-announced periodically any more); after a restart on the
+// same data dir it still lists them, and reconciling again finds nothing
+// to exchange.
+func TestReconcileCatchUp(t *testing.T) {
+	peers := network(t, 3, [][2]int{{0, 1}})
+	a, b, c := peers[0], peers[1], peers[2]
+	alice := adptest.NewAgent("alice")
+	var ids []string
+	for i := range 6 {
+		ids = append(ids, createRoom(t, a, alice, room.Public, fmt.Sprintf("while C was away %d", i)))
+	}
+	eventually(t, 5*time.Second, "B lists A's rooms", func() bool {
+		for _, id := range ids {
+			if _, ok := listed(b, id); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range ids {
+		if _, ok := listed(c, id); ok {
+			t.Fatal("C learned a room before it connected")
+		}
+	}
+	connect(t, c, b) // C never talks to A
+	eventually(t, 5*time.Second, "C learns A's rooms from B", func() bool {
+		for _, id := range ids {
+			if _, ok := listed(c, id); !ok {
+				return false
+			}
+		}
+		return true
+	})
+	c = c.Restart(t)
+	for _, id := range ids {
+		if _, ok := listed(c, id); !ok {
+			t.Fatalf("room %s lost across C's restart", id)
+		}
+	}
+	connect(t, c, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The on-connect session may still run: retry until ours runs.
+	var res federation.ReconcileResult
+	var err error
+	eventually(t, 5*time.Second, "a reconciliation session with B", func() bool {
+		res, err = c.Fed.Reconcile(ctx, b.Fed.PeerID())
+		return err == nil
+	})
+	if res.Need != 0 || res.Fetched != 0 || res.Rounds != 1 {
+		t.Fatalf("in sync, yet: %+v", res)
+	}
+}
+
+// A hostile peer speaking the reconcile protocol: oversize frames, unknown
+// kinds, malformed negentropy, too many rounds and fetches are cut off
+// with a reset; the node keeps serving and its goroutines return to where
+// they were.
+func TestReconcileHostileInitiator(t *testing.T) {
+	peers := network(t, 1, nil)
+	a := peers[0]
+	createRoom(t, a, adptest.NewAgent("alice"), room.Public, "target")
+	r := newRogue(t, "reconciler", a)
+	before := runtime.NumGoroutine()
+	open := func() lp2pnet.Stream {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := r.h.NewStream(ctx, a.Fed.PeerID(), federation.ReconcileProtocol)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetDeadline(time.Now().Add(10 * time.Second))
+		return s
+	}
+	// reset reports whether the node cut the stream off (no answer).
+	reset := func(s lp2pnet.Stream) bool {
+		defer s.Close()
+		_, err := io.ReadAll(io.LimitReader(s, 1<<20))
+		return err != nil
+	}
+	cases := map[string][]byte{
+		"oversize frame": append([]byte{0x7f, 0xff, 0xff, 0xff}, make([]byte, 64)...),
+		"unknown kind":   frame([]byte("x hello")),
+		"bad negentropy": frame([]byte{'n', 0x61, 0x00, 0x00, 0x07}),
+		"ragged fetch":   frame(append([]byte{'f'}, make([]byte, 33)...)),
+		"fetch too big":  frame(append([]byte{'f'}, make([]byte, 257*32)...)),
+	}
+	for name, b := range cases {
+		s := open()
+		s.Write(b)
+		if !reset(s) {
+			t.Errorf("%s: not reset", name)
+		}
+	}
+	// Rounds: valid messages past the per-session bound.
+	s := open()
+	br := bufio.NewReader(s)
+	empty := negentropy.NewSession(negentropy.NewSet(nil), 0).Initiate()
+	answered := 0
+	for i := 0; i < 100; i++ {
+		if _, err := s.Write(frame(append([]byte{'n'}, empty...))); err != nil {
+			break
+		}
+		var l [4]byte
+		if _, err := io.ReadFull(br, l[:]); err != nil {
+			break
+		}
+		if _, err := io.CopyN(io.Discard, br, int64(binary.BigEndian.Uint32(l[:]))); err != nil {
+			break
+		}
+		answered++
+	}
+	s.Close()
+	if answered == 0 || answered >= 100 {
+		t.Fatalf("answered %d rounds on one stream", answered)
+	}
+	// Fetches of unknown ids answer an empty list.
+	s = open()
+	s.Write(frame(append([]byte{'f'}, make([]byte, 32)...)))
+	var l [4]byte
+	if _, err := io.ReadFull(s, l[:]); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(l[:]))
+	io.ReadFull(s, body)
+	var got []json.RawMessage
+	if json.Unmarshal(body, &got) != nil || len(got) != 0 {
+		t.Fatalf("fetch of an unknown id: %s", body)
+	}
+	s.Close()
+	eventually(t, 5*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= before+5 })
+}
+
+// A hostile responder claims ids the node lacks and answers the fetch
+// with announcements it was not asked for (a forged claim on the node's
+// own room): nothing is admitted.
+func TestReconcileHostileResponder(t *testing.T) {
+	peers := network(t, 1, nil)
+	a := peers[0]
+	target := createRoom(t, a, adptest.NewAgent("alice"), room.Public, "target")
+	r := newRogue(t, "responder", a)
+	r.serveDiscovery(t)
+	now := a.Clock.Ms()
+	forged := r.hijack(t, a, target, now, now, now+60_000)
+	var fake []negentropy.Item
+	for i := range 40 {
+		var it negentropy.Item
+		it.Timestamp = uint64(now)
+		it.ID[0], it.ID[1] = byte(i), 0xee
+		fake = append(fake, it)
+	}
+	sess := negentropy.NewSession(negentropy.NewSet(fake), 0)
+	r.h.SetStreamHandler(federation.ReconcileProtocol, func(s lp2pnet.Stream) {
+		defer s.Close()
+		br := bufio.NewReader(s)
+		for {
+			var l [4]byte
+			if _, err := io.ReadFull(br, l[:]); err != nil {
+				return
+			}
+			b := make([]byte, binary.BigEndian.Uint32(l[:]))
+			if _, err := io.ReadFull(br, b); err != nil {
+				return
+			}
+			var out []byte
+			if b[0] == 'n' {
+				out, _ = sess.Respond(b[1:])
+			} else {
+				out, _ = json.Marshal([]json.RawMessage{forged, forged, json.RawMessage(`"junk"`)})
+			}
+			s.Write(frame(out))
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	res, err := a.Fed.Reconcile(ctx, r.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Need != 40 || res.Fetched != 0 || res.Learned != 0 {
+		t.Fatalf("hostile responder: %+v", res)
+	}
+	if claims := a.Index.Claims(target, a.Clock.Ms()); len(claims) != 0 {
+		t.Fatalf("forged claim admitted: %d", len(claims))
+	}
+}
+
+// A restart on the same data dir and port does not re-announce unchanged
+// rooms: peers keep the very entry they had (same nonce), and a change
+// after the restart is announced as usual.
+func TestRestartDoesNotReannounce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	clock := adptest.NewClock()
+	a := fedtest.Start(t, "A", t.TempDir(), clock, 0, fedtest.Options{P2PListen: []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}})
+	b := fedtest.Start(t, "B", t.TempDir(), clock, 0, fedtest.Options{})
+	connect(t, b, a)
+	alice := adptest.NewAgent("alice")
+	id := createRoom(t, a, alice, room.Public, "quiet room")
+	var nonce int64
+	eventually(t, 5*time.Second, "B holds A's entry", func() bool {
+		e, ok := b.Index.Room(id, b.Clock.Ms())
+		if ok {
+			nonce = e.Nonce
+		}
+		return ok
+	})
+	// Settled: B holds the announcement A keeps as its latest.
+	eventually(t, 10*time.Second, "B holds A's latest announcement", func() bool {
+		e, ok := b.Index.Room(id, b.Clock.Ms())
+		if ok {
+			nonce = e.Nonce
+		}
+		return ok && string(e.Raw) == string(a.Index.Own()[id])
+	})
+	a = a.Restart(t)
+	connect(t, a, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Item sets are rebuilt at most once a second: retry until the
+	// sessions see the same directories.
+	eventually(t, 5*time.Second, "a session after the restart finds nothing to exchange", func() bool {
+		res, err := b.Fed.Reconcile(ctx, a.Fed.PeerID())
+		return err == nil && res.Need == 0 && res.Have == 0
+	})
+	if e, _ := b.Index.Room(id, b.Clock.Ms()); e == nil || e.Nonce != nonce {
+		t.Fatal("A re-announced an unchanged room after restarting")
+	}
+	before := string(a.Index.Own()[id])
+	// Signer nonces follow the clock; the test clock stood still across
+	// the restart, so let it move on as a real one would.
+	clock.Advance(time.Second)
+	submit(t, a, alice, "room.update", id, map[string]any{"topic": "renamed after restart"})
+	eventually(t, 5*time.Second, "A announces the change", func() bool { return string(a.Index.Own()[id]) != before })
+	// By gossip, or (if the restarted node's mesh was not formed yet)
+	// by reconciliation.
+	eventually(t, 10*time.Second, "the change reaches B", func() bool {
+		if s, ok := listed(b, id); ok && s.Topic == "renamed after restart" {
+			return true
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		b.Fed.Reconcile(rctx, a.Fed.PeerID())
+		return false
+	})
+}
