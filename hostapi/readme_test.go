@@ -83,7 +83,7 @@ func TestREADMEContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"go vet ./...", `go test -race "$@"`, "apt-get install", "chromium", "sudo"} {
+	for _, want := range []string{"go vet ./...", `go test -race -timeout 25m "$@"`, "apt-get install", "chromium", "sudo"} {
 		if !strings.Contains(string(ts), want) {
 			t.Errorf("test.sh lacks %q", want)
 		}
