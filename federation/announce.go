@@ -148,9 +148,10 @@ func (f *Federation) announceLoop(ctx context.Context) {
 func (f *Federation) loadOwn() {
 	now := f.n.NowMs()
 	self, _ := json.Marshal(f.Binding())
-	for id, raw := range f.idx.Own() {
-		e, err := index.Parse(raw)
-		if err != nil || e.ExpiresAt <= now || e.Room.ID != id {
+	// The index parsed and verified these at its Open.
+	for id, e := range f.idx.OwnAtOpen() {
+		raw := e.Raw
+		if e.ExpiresAt <= now || e.Room.ID != id {
 			continue
 		}
 		if b, _ := json.Marshal(e.Host); !bytes.Equal(b, self) {

@@ -160,6 +160,7 @@ type Index struct {
 	unver    int                                    // entries of unverified hosts (as of their Put)
 	conflict map[string][]byte                      // evidence: signed conflicting claims, by digest
 	own      map[string][]byte                      // this host's latest announcement per room
+	ownOpen  map[string]*Entry                      // own announcements as parsed at Open, until SetOwn replaces one
 
 	// pending holds the stored form of what changed since the last Flush
 	// (by storage key, newest value only): gossip is applied in memory
@@ -189,7 +190,7 @@ const (
 // limits. self is this node's host key; its own rooms are never stored.
 func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
 	x := &Index{db: db, self: self, m: map[string]*Entry{}, byRoom: map[string]map[identity.AgentID]*Entry{},
-		perHost: map[identity.AgentID]int{}, conflict: map[string][]byte{}, own: map[string][]byte{}, verified: func(Binding) bool { return false },
+		perHost: map[identity.AgentID]int{}, conflict: map[string][]byte{}, own: map[string][]byte{}, ownOpen: map[string]*Entry{}, verified: func(Binding) bool { return false },
 		pending: map[string]pendingWrite{}}
 	x.lim.defaults()
 	var expired [][]byte
@@ -218,11 +219,13 @@ func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
 			if err != nil {
 				return err
 			}
-			if e, err := Parse(raw); err != nil || e.ExpiresAt <= now || e.Host.Key != self {
+			e, err := Parse(raw)
+			if err != nil || e.ExpiresAt <= now || e.Host.Key != self {
 				expired = append(expired, it3.Item().KeyCopy(nil))
 				continue
 			}
-			x.own[string(it3.Item().Key()[len(pfxOwn):])] = raw
+			id := string(it3.Item().Key()[len(pfxOwn):])
+			x.own[id], x.ownOpen[id] = raw, e
 		}
 		it2 := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxConflict)})
 		defer it2.Close()
@@ -566,8 +569,22 @@ func (x *Index) AddConflict(raw []byte) {
 func (x *Index) SetOwn(roomID string, raw []byte) {
 	x.mu.Lock()
 	x.own[roomID] = raw
+	delete(x.ownOpen, roomID)
 	x.pending[pfxOwn+roomID] = pendingWrite{val: raw}
 	x.mu.Unlock()
+}
+
+// OwnAtOpen returns this host's stored announcements as Open parsed and
+// verified them (those SetOwn has not replaced since), so that the
+// federation's start does not verify its own signatures a second time.
+func (x *Index) OwnAtOpen() map[string]*Entry {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make(map[string]*Entry, len(x.ownOpen))
+	for k, e := range x.ownOpen {
+		out[k] = e
+	}
+	return out
 }
 
 // Own returns this host's stored announcements (unexpired at Open), by

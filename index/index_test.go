@@ -271,6 +271,13 @@ func TestOwnAnnouncementsAcrossRestart(t *testing.T) {
 	if own := y.Own(); len(own) != 1 || string(own[roomID(1)]) != string(mine.Raw) {
 		t.Fatalf("own after restart: %d entries", len(own))
 	}
+	if parsed := y.OwnAtOpen(); len(parsed) != 1 || string(parsed[roomID(1)].Raw) != string(mine.Raw) {
+		t.Fatalf("own entries parsed at open: %d", len(parsed))
+	}
+	y.SetOwn(roomID(1), self.entry(t, roomID(1), now+5, now, now+60_000).Raw)
+	if parsed := y.OwnAtOpen(); len(parsed) != 0 {
+		t.Fatalf("a replaced own announcement is still offered as parsed at open: %d", len(parsed))
+	}
 	if z, err := index.Open(db, self.signer.HostKey(), now+60_000); err != nil || len(z.Own()) != 0 {
 		t.Fatalf("expired own announcement kept: %v", err)
 	}
