@@ -526,6 +526,9 @@ func TestHostileRequests(t *testing.T) {
 		"dup keys":      `{"filter":{},"filter":{}}`,
 		"negative ttl":  `{"filter":{},"ttl_seconds":-1}`,
 		"host path":     `{"filter":{"host":"a/b"}}`,
+		// The directory's time bounds are not subscription filters.
+		"starts_after": `{"filter":{"starts_after":5}}`,
+		"ends_before":  `{"filter":{"ends_before":5}}`,
 	}
 	for name, body := range cases {
 		_, err := ParseCreate([]byte(body))
