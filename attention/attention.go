@@ -29,6 +29,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -479,7 +480,7 @@ type kv struct{ k, v []byte }
 
 type liveEvent struct {
 	agent identity.AgentID
-	item  node.Item
+	item  live.Item
 }
 
 type writes struct {
@@ -626,7 +627,7 @@ func (a *Attention) appendFeed(sb *sub, it FeedItem, w *writes) {
 		w.dels = append(w.dels, seqKey(pfxFeed, sb.ID, sb.Floor))
 	}
 	w.sets = append(w.sets, kv{[]byte(pfxSub + sb.ID), mustJSON(sb.subMeta)})
-	w.live = append(w.live, liveEvent{sb.Agent, node.Item{Event: "subscription", Data: mustJSON(map[string]any{"subscription_id": sb.ID, "item": it})}})
+	w.live = append(w.live, liveEvent{sb.Agent, live.Item{Event: "subscription", Data: mustJSON(map[string]any{"subscription_id": sb.ID, "item": it})}})
 }
 
 func (a *Attention) setMatched(sb *sub, id string, ms matchState) {
@@ -756,7 +757,7 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 		hf := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(ib.head)), uint64(ib.floor))
 		w.sets = append(w.sets, kv{[]byte(pfxInbox + m), hf})
 		if it.Readable {
-			w.live = append(w.live, liveEvent{agent, node.Item{Event: "mention", Data: mustJSON(it.MentionItem)}})
+			w.live = append(w.live, liveEvent{agent, live.Item{Event: "mention", Data: mustJSON(it.MentionItem)}})
 		}
 	}
 }
@@ -773,7 +774,7 @@ func (a *Attention) joinOutcome(rec *record.Record, ev *identity.Event, w *write
 	if json.Unmarshal(ev.Payload, &p) != nil || p.Request.Applicant == "" {
 		return
 	}
-	w.live = append(w.live, liveEvent{p.Request.Applicant, node.Item{Event: "join_request", Data: mustJSON(map[string]any{
+	w.live = append(w.live, liveEvent{p.Request.Applicant, live.Item{Event: "join_request", Data: mustJSON(map[string]any{
 		"room_id": rec.RoomID, "request_id": p.Request.ID, "decision": p.Decision, "role": p.Role, "room_seq": rec.Seq})}})
 }
 
