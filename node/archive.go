@@ -79,13 +79,8 @@ func (n *Node) Archive(roomID string, viewer identity.AgentID) (*archive.Archive
 
 func (n *Node) manifest(hr *hostedRoom, recs []*record.Record, at int64) archive.Manifest {
 	m := archive.NewManifest(n.host, n.RoomURL(hr.id), recs, at)
-	n.lisMu.RLock()
-	extra := n.archiveExtra
-	n.lisMu.RUnlock()
-	if extra != nil {
-		for k, v := range extra(hr.id) {
-			m.Extra[k] = v
-		}
+	for k, v := range n.witnessExtra(hr.id) {
+		m.Extra[k] = v
 	}
 	m.Formats = map[string]string{
 		"json":     n.RoomURL(hr.id) + "/archive",
