@@ -117,7 +117,7 @@ type Stats struct {
 // Mirror replicates remote public rooms.
 type Mirror struct {
 	cfg Config
-	n   *node.Node
+	n   Host
 	db  *badger.DB
 	fed *federation.Federation
 	idx *index.Index
@@ -147,7 +147,7 @@ type Mirror struct {
 
 // Open loads the mirror's targets and rooms (replaying each stored chain
 // through the kernel), then starts following, backfilling and witnessing.
-func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index) (*Mirror, error) {
+func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mirror, error) {
 	if cfg.MaxRooms == 0 {
 		cfg.MaxRooms = 1000
 	}
@@ -179,9 +179,7 @@ func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index
 		return nil, err
 	}
 	fed.SetBackfillSource(m.serveBackfill)
-	n.SetArchiveExtra(func(roomID string) map[string]any {
-		return map[string]any{"host_key": fed.HostKey(), "witnesses": m.witnessesFor(roomID)}
-	})
+	n.AcceptCosignatures(fed.HostKey())
 	m.mu.Lock()
 	for _, r := range m.rooms {
 		m.followLocked(r)
