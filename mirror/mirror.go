@@ -24,7 +24,7 @@ import (
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/periodic"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/internal/reclaim"
 )
 
 // Target kinds: what to mirror.
@@ -338,7 +338,7 @@ func (m *Mirror) RemoveTarget(id string, purge bool) error {
 		}
 		// Drop the keys and give the bytes back to the file system.
 		if len(prefixes) > 0 {
-			if err := node.DropAndReclaim(m.db, m.log, prefixes...); err != nil {
+			if err := reclaim.DropPrefixes(m.db, m.log, prefixes...); err != nil {
 				m.log.Warn("mirror purge", "rooms", len(drop), "err", err)
 			}
 		}
