@@ -7,8 +7,8 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/hostport"
-	"github.com/adpnode/adpnode/node"
 )
 
 // Host is what the federation needs of the host it federates: its clock
@@ -24,8 +24,8 @@ type Host interface {
 	Hosts(roomID string) bool
 	// Summaries lists the host's public and restricted rooms; Summary
 	// reads one room's entry.
-	Summaries() []node.RoomSummary
-	Summary(roomID string) (node.RoomSummary, bool)
+	Summaries() []directory.Entry
+	Summary(roomID string) (directory.Entry, bool)
 	// MaxBodyBytes bounds a relayed write's body.
 	MaxBodyBytes() int64
 	// Submit runs the host's write path on a relayed envelope.
