@@ -25,7 +25,7 @@ import (
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/periodic"
 	"github.com/adpnode/adpnode/live"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/internal/reclaim"
 )
 
 // Target kinds: what to mirror.
@@ -118,7 +118,7 @@ type Stats struct {
 // Mirror replicates remote public rooms.
 type Mirror struct {
 	cfg Config
-	n   *node.Node
+	n   Host
 	db  *badger.DB
 	fed *federation.Federation
 	idx *index.Index
@@ -149,7 +149,7 @@ type Mirror struct {
 
 // Open loads the mirror's targets and rooms (replaying each stored chain
 // through the kernel), then starts following, backfilling and witnessing.
-func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index) (*Mirror, error) {
+func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mirror, error) {
 	if cfg.MaxRooms == 0 {
 		cfg.MaxRooms = 1000
 	}
@@ -182,9 +182,7 @@ func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index
 		return nil, err
 	}
 	fed.SetBackfillSource(m.serveBackfill)
-	n.SetArchiveExtra(func(roomID string) map[string]any {
-		return map[string]any{"host_key": fed.HostKey(), "witnesses": m.witnessesFor(roomID)}
-	})
+	n.AcceptCosignatures(fed.HostKey())
 	m.mu.Lock()
 	for _, r := range m.rooms {
 		m.followLocked(r)
@@ -364,7 +362,7 @@ func (m *Mirror) RemoveTarget(id string, purge bool) error {
 		}
 		// Drop the keys and give the bytes back to the file system.
 		if len(prefixes) > 0 {
-			if err := node.DropAndReclaim(m.db, m.log, prefixes...); err != nil {
+			if err := reclaim.DropPrefixes(m.db, m.log, prefixes...); err != nil {
 				m.log.Warn("mirror purge", "rooms", len(drop), "err", err)
 			}
 		}
