@@ -147,9 +147,9 @@ func TestCrashBeforeDerivationCatchesUp(t *testing.T) {
 	f.settle()
 	// Committed, acknowledged, never derived: the process dies here.
 	dropping.Store(true)
-	send(ch.commit(t, pub, now, alice, bob)) // 501
-	send(ch.commit(t, pub, now))             // 502
-	send(ch.commit(t, other, now, bob))      // other/1
+	send(ch.commit(t, pub, now, alice, bob))                                                              // 501
+	send(ch.commit(t, pub, now))                                                                          // 502
+	send(ch.commit(t, other, now, bob))                                                                   // other/1
 	f.a.NodeEvent(node.Event{Kind: node.EventRecord, RoomID: pub, Record: ch.commit(t, pub, now, alice)}) // 503
 	f.close()
 	dropping.Store(false)
