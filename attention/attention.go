@@ -215,6 +215,7 @@ type Attention struct {
 	pmu       sync.Mutex
 	pendRec   []pendingRecord
 	pendRooms map[string]int64 // room -> highest record seq seen (0: a status change)
+	pendLook  map[string]bool  // rooms whose directory summary may have changed
 	pendMir   map[string]int64 // mirrored room -> highest record seq seen
 	pendChain []*Chain         // catch-ups asked for (CatchUp)
 	rescanDue bool
@@ -251,7 +252,7 @@ func Open(cfg Config) (*Attention, error) {
 	cfg.defaults()
 	a := &Attention{cfg: cfg, subs: map[string]*sub{}, byAgent: map[identity.AgentID]map[string]*sub{},
 		byTag: map[string]map[string]*sub{}, untagged: map[string]*sub{}, byRoom: map[string]map[string]*sub{},
-		known: map[string]known{}, inboxes: map[identity.AgentID]*inbox{}, pendRooms: map[string]int64{}, pendMir: map[string]int64{},
+		known: map[string]known{}, inboxes: map[identity.AgentID]*inbox{}, pendRooms: map[string]int64{}, pendLook: map[string]bool{}, pendMir: map[string]int64{},
 		caught: map[string]int64{}, mirWM: map[string]int64{},
 		wake: make(chan struct{}, 1), watchers: map[identity.AgentID]map[*Watcher]struct{}{}, done: make(chan struct{})}
 	if err := a.load(); err != nil {
@@ -361,8 +362,12 @@ func (a *Attention) NodeEvent(e node.Event) {
 			return
 		}
 	}
+	look := seq == 0 || !contentOnly(e.Record.Envelope)
 	a.pmu.Lock()
 	a.pendRooms[e.RoomID] = max(a.pendRooms[e.RoomID], seq)
+	if look {
+		a.pendLook[e.RoomID] = true
+	}
 	if seq > 0 && interesting(e.Record.Envelope) {
 		a.queueLocked(pendingRecord{rec: e.Record, local: true})
 	}
@@ -412,6 +417,32 @@ var (
 // mentions: two substring scans of its canonical envelope.
 func interesting(env []byte) bool {
 	return bytes.Contains(env, mentionsMark) || bytes.Contains(env, reviewMark)
+}
+
+// envelopeTail is the length of what follows the event in a canonical
+// envelope: `,"hash":"` 43 characters `","signature":"` 86 characters `"}`.
+const envelopeTail = 9 + 43 + 15 + 86 + 2
+
+// contentOnly reports whether a record's event type never changes what a
+// directory feed shows (a message, a reaction, a poll vote), so the write
+// path need not have the room's summary looked at again. It reads the
+// event's type, the last member of the canonical event, from its fixed
+// place; an envelope of another layout counts as not content-only. The
+// periodic directory diff would catch a miss anyway.
+func contentOnly(env []byte) bool {
+	if len(env) < envelopeTail+20 || !bytes.HasPrefix(env[len(env)-envelopeTail:], []byte(`,"hash":"`)) {
+		return false
+	}
+	ev := env[:len(env)-envelopeTail]
+	i := bytes.LastIndex(ev, []byte(`"type":"`))
+	if i < 0 || !bytes.HasSuffix(ev, []byte(`"}`)) {
+		return false
+	}
+	switch string(ev[i+len(`"type":"`) : len(ev)-2]) {
+	case "message.create", "reaction.create", "poll.vote":
+		return true
+	}
+	return false
 }
 
 func (a *Attention) poke() {
@@ -477,7 +508,9 @@ func (a *Attention) pass(last *time.Time, force bool) time.Duration {
 	mir := a.pendMir
 	chains := a.pendChain
 	a.pendRec, a.pendChain = nil, nil
+	look := a.pendLook
 	a.pendRooms = map[string]int64{}
+	a.pendLook = map[string]bool{}
 	a.pendMir = map[string]int64{}
 	a.pmu.Unlock()
 	for _, c := range chains {
@@ -486,7 +519,7 @@ func (a *Attention) pass(last *time.Time, force bool) time.Duration {
 	var w writes
 	a.mu.Lock()
 	now := a.cfg.Now()
-	for id := range rooms {
+	for id := range look {
 		s, ok := a.cfg.Lookup(id)
 		if ok && s.Visibility != room.Private {
 			a.observe(id, &s, true, now, &w)

@@ -264,3 +264,21 @@ func TestCatchUpHostileChain(t *testing.T) {
 		t.Fatalf("goroutines %d -> %d", before, g)
 	}
 }
+
+// contentOnly reads the event's own type, not a "type" inside the payload,
+// and fails safe on anything but a canonical envelope.
+func TestContentOnly(t *testing.T) {
+	msg := payloadRecord(t, roomID(1), 2, "message.create", `{"text":"hi"}`)
+	upd := payloadRecord(t, roomID(1), 3, "room.update", `{"type":"message.create","topic":"x"}`)
+	join := payloadRecord(t, roomID(1), 4, "room.join", `{"role":"speaker"}`)
+	switch {
+	case !contentOnly(msg.Envelope):
+		t.Fatal("message.create not content-only")
+	case contentOnly(upd.Envelope):
+		t.Fatal("room.update with a payload type taken as content-only")
+	case contentOnly(join.Envelope):
+		t.Fatal("room.join taken as content-only")
+	case contentOnly([]byte(`{"event":{"type":"message.create"}}`)), contentOnly(nil):
+		t.Fatal("a non-canonical envelope taken as content-only")
+	}
+}
