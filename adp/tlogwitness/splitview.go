@@ -1,8 +1,11 @@
 package tlogwitness
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
@@ -64,4 +67,20 @@ func LogVerifier(name string, pub []byte) (note.Verifier, error) {
 		return nil, err
 	}
 	return note.NewVerifier(vkey)
+}
+
+// LogSigner returns the signed-note Ed25519 signer for key name name with
+// priv, LogVerifier's counterpart.
+func LogSigner(name string, priv ed25519.PrivateKey) (note.Signer, error) {
+	if len(priv) != ed25519.PrivateKeySize {
+		return nil, errors.New("not an Ed25519 private key")
+	}
+	vkey, err := note.NewEd25519VerifierKey(name, priv.Public().(ed25519.PublicKey))
+	if err != nil {
+		return nil, err
+	}
+	// vkey is name+hash+key; the key's base64 may itself hold '+'.
+	parts := strings.SplitN(vkey, "+", 3)
+	return note.NewSigner("PRIVATE+KEY+" + name + "+" + parts[1] + "+" +
+		base64.StdEncoding.EncodeToString(append([]byte{1}, priv.Seed()...)))
 }

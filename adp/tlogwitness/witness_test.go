@@ -3,11 +3,9 @@ package tlogwitness
 import (
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/binary"
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 
 	"golang.org/x/mod/sumdb/note"
@@ -31,7 +29,7 @@ func newMemLog(t testing.TB, origin string) *memLog {
 }
 
 func newMemLogKey(t testing.TB, origin string, pub ed25519.PublicKey, priv ed25519.PrivateKey) *memLog {
-	s, err := noteSigner(origin, priv)
+	s, err := LogSigner(origin, priv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,17 +38,6 @@ func newMemLogKey(t testing.TB, origin string, pub ed25519.PublicKey, priv ed255
 		t.Fatal(err)
 	}
 	return &memLog{origin: origin, signer: s, v: v}
-}
-
-// noteSigner is an Ed25519 signed-note signer for key name name.
-func noteSigner(name string, priv ed25519.PrivateKey) (note.Signer, error) {
-	vkey, err := note.NewEd25519VerifierKey(name, priv.Public().(ed25519.PublicKey))
-	if err != nil {
-		return nil, err
-	}
-	parts := strings.SplitN(vkey, "+", 3)
-	return note.NewSigner("PRIVATE+KEY+" + name + "+" + parts[1] + "+" +
-		base64.StdEncoding.EncodeToString(append([]byte{1}, priv.Seed()...)))
 }
 
 func (l *memLog) ReadHashes(idx []int64) ([]tlog.Hash, error) {
