@@ -336,3 +336,7 @@ func VerifyRecord(rp RecordProof, v note.Verifier, others ...note.Verifier) (Che
 	}
 	return c, nil
 }
+
+// EncodeRecordHash is the inverse of RecordLeaf: ADP's base64url record
+// hash of the leaf data.
+func EncodeRecordHash(h [32]byte) string { return base64.RawURLEncoding.EncodeToString(h[:]) }
