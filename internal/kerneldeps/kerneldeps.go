@@ -36,7 +36,8 @@ var Modules = []string{
 	"github.com/santhosh-tekuri/jsonschema", // payload schemas (Types §5)
 	"golang.org/x/text",                     // jsonschema's messages
 	"golang.org/x/crypto",                   // allowed for crypto helpers; unused today
-	"golang.org/x/mod",                      // sumdb: signed notes and RFC 6962 trees (C2SP checkpoints, tlog-witness)
+	"golang.org/x/mod",                      // sumdb/note: C2SP signed notes (adp/tlogproof); pure
+	"github.com/transparency-dev/merkle",    // RFC 6962 proof verification (adp/tlogproof); pure
 }
 
 // Package is the part of `go list -json` output the checks read.
