@@ -20,6 +20,7 @@ import (
 	"github.com/adpnode/adpnode/adp/jsonobj"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
 )
 
@@ -110,7 +111,7 @@ func (e *Evidence) verifySplitView() error {
 	if hostKey == nil {
 		return errors.New("host is not an Agent ID")
 	}
-	own, err := tlogwitness.LogVerifier(name, hostKey)
+	own, err := tlogproof.Verifier(name, hostKey)
 	if err != nil || own.KeyHash() != v.KeyHash() {
 		return errors.New("the log key is not the host's key")
 	}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/adpnode/adpnode/adp/evidence"
+	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
 )
 
@@ -58,11 +59,11 @@ func (l *hashLog) signed(t testing.TB, s note.Signer, origin string) []byte {
 // forked tree at size 11 with that tree's consistency proof.
 func splitView(t testing.TB, hostKey ed25519.PrivateKey) (*evidence.Evidence, string) {
 	const origin = "host.example/adp/log"
-	s, err := tlogwitness.LogSigner(origin, hostKey)
+	s, err := tlogproof.Signer(origin, hostKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, _ := tlogwitness.LogVerifier(origin, hostKey.Public().(ed25519.PublicKey))
+	v, _ := tlogproof.Verifier(origin, hostKey.Public().(ed25519.PublicKey))
 	lg := tlogwitness.Log{Origin: origin, Verifier: v}
 	var honest, fork hashLog
 	honest.add(t, "a", "b", "c", "d", "e")

@@ -1,13 +1,9 @@
 package tlogwitness
 
 import (
-	"crypto/ed25519"
-	"encoding/base64"
 	"errors"
 	"fmt"
-	"strings"
 
-	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 )
 
@@ -56,31 +52,4 @@ func (s *SplitView) Verify(log Log) error {
 		return errors.New("the second checkpoint's tree extends the first: no split view")
 	}
 	return nil
-}
-
-// LogVerifier returns the note verifier of a log whose checkpoints are
-// signed with the Ed25519 key pub under key name name (the usual
-// signed-note Ed25519 type, as adpnode hosts sign).
-func LogVerifier(name string, pub []byte) (note.Verifier, error) {
-	vkey, err := note.NewEd25519VerifierKey(name, pub)
-	if err != nil {
-		return nil, err
-	}
-	return note.NewVerifier(vkey)
-}
-
-// LogSigner returns the signed-note Ed25519 signer for key name name with
-// priv, LogVerifier's counterpart.
-func LogSigner(name string, priv ed25519.PrivateKey) (note.Signer, error) {
-	if len(priv) != ed25519.PrivateKeySize {
-		return nil, errors.New("not an Ed25519 private key")
-	}
-	vkey, err := note.NewEd25519VerifierKey(name, priv.Public().(ed25519.PublicKey))
-	if err != nil {
-		return nil, err
-	}
-	// vkey is name+hash+key; the key's base64 may itself hold '+'.
-	parts := strings.SplitN(vkey, "+", 3)
-	return note.NewSigner("PRIVATE+KEY+" + name + "+" + parts[1] + "+" +
-		base64.StdEncoding.EncodeToString(append([]byte{1}, priv.Seed()...)))
 }

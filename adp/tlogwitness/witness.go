@@ -88,7 +88,7 @@ func FormatRequest(oldSize uint64, proof []tlog.Hash, signedNote []byte) []byte 
 // its size and root. The zero State means "never cosigned".
 type State struct {
 	Size uint64
-	Hash tlog.Hash
+	Hash [32]byte
 	Note []byte
 }
 
@@ -155,11 +155,11 @@ func Check(log Log, prev *State, req *Request) (*Decision, error) {
 		}
 		return d, nil
 	}
-	if err := tlog.CheckTree(req.Proof, int64(cp.Size), cp.Hash, int64(prev.Size), prev.Hash); err != nil {
+	if err := tlog.CheckTree(req.Proof, int64(cp.Size), tlog.Hash(cp.Hash), int64(prev.Size), tlog.Hash(prev.Hash)); err != nil {
 		e := adp.Reason(adp.CodeInconsistentCheckpoint, "bad_consistency_proof", "the consistency proof does not verify")
 		// (At a power-of-two old size the proof omits the prefix root, so
 		// it cannot show a fork on its own.)
-		if old, ok := PrefixRoot(prev.Size, cp.Size, req.Proof, cp.Hash); ok && !isPow2(prev.Size) && old != prev.Hash {
+		if old, ok := PrefixRoot(prev.Size, cp.Size, req.Proof, tlog.Hash(cp.Hash)); ok && !isPow2(prev.Size) && old != tlog.Hash(prev.Hash) {
 			// The proof is true of the new tree, whose prefix is not the
 			// tree the witness cosigned: the log forked.
 			d.SplitView = &SplitView{Notes: [2][]byte{prev.Note, d.Next.Note}, Proof: req.Proof}
