@@ -96,6 +96,7 @@ type fixture struct {
 	key    ed25519.PrivateKey
 	logs   map[string]*memLog
 	now    time.Time
+	real   bool // Now is the wall clock
 	mu     sync.Mutex
 	splits []*tlogwitness.SplitView
 }
@@ -131,7 +132,14 @@ func (f *fixture) open() {
 			f.splits = append(f.splits, sv)
 			f.mu.Unlock()
 		},
-		Now: func() time.Time { f.mu.Lock(); defer f.mu.Unlock(); return f.now },
+		Now: func() time.Time {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if f.real {
+				return time.Now()
+			}
+			return f.now
+		},
 	})
 	if err != nil {
 		f.t.Fatal(err)
