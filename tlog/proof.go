@@ -3,11 +3,14 @@ package tlog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/merkle/proof"
+	"github.com/transparency-dev/merkle/rfc6962"
 	"github.com/transparency-dev/tessera/api/layout"
-	"github.com/transparency-dev/tessera/client"
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/tlogproof"
@@ -42,7 +45,11 @@ func (l *Log) Inclusion(ctx context.Context, recordHash [32]byte, size uint64) (
 		return rp, adp.Reason(adp.CodeInvalidRequest, "leaf_beyond_size", "the record's leaf index is not below tree_size").
 			WithData("leaf_index", idx)
 	}
-	hs, err := l.proofs(ctx, size, func(pb *client.ProofBuilder) ([][]byte, error) { return pb.InclusionProof(ctx, idx) })
+	nodes, err := proof.Inclusion(idx, size)
+	if err != nil {
+		return rp, err
+	}
+	hs, err := l.proofs(ctx, size, nodes)
 	if err != nil {
 		return rp, err
 	}
@@ -73,7 +80,11 @@ func (l *Log) Consistency(ctx context.Context, size1, size2 uint64) (tlogproof.C
 		p.Hashes = []string{}
 		return p, nil
 	}
-	hs, err := l.proofs(ctx, size2, func(pb *client.ProofBuilder) ([][]byte, error) { return pb.ConsistencyProof(ctx, size1, size2) })
+	nodes, err := proof.Consistency(size1, size2)
+	if err != nil {
+		return p, err
+	}
+	hs, err := l.proofs(ctx, size2, nodes)
 	if err != nil {
 		return p, err
 	}
@@ -81,12 +92,72 @@ func (l *Log) Consistency(ctx context.Context, size1, size2 uint64) (tlogproof.C
 	return p, nil
 }
 
-func (l *Log) proofs(ctx context.Context, size uint64, fn func(*client.ProofBuilder) ([][]byte, error)) ([][]byte, error) {
-	pb, err := client.NewProofBuilder(ctx, size, l.reader.ReadTile)
-	if err != nil {
-		return nil, err
+// proofs builds the proof with the given node list in a tree of size
+// leaves from the log's tiles. Nodes of complete subtrees never change, so
+// they are cached across requests and sizes (bounded).
+func (l *Log) proofs(ctx context.Context, size uint64, nodes proof.Nodes) ([][]byte, error) {
+	hashes := make([][]byte, 0, len(nodes.IDs))
+	tiles := map[[2]uint64][]byte{}
+	for _, id := range nodes.IDs {
+		h, err := l.node(ctx, size, id, tiles)
+		if err != nil {
+			return nil, err
+		}
+		hashes = append(hashes, h)
 	}
-	return fn(pb)
+	return nodes.Rehash(hashes, rfc6962.DefaultHasher.HashChildren)
+}
+
+const maxCachedNodes = 1 << 16 // about 6 MiB
+
+func (l *Log) node(ctx context.Context, size uint64, id compact.NodeID, tiles map[[2]uint64][]byte) ([]byte, error) {
+	l.nodeMu.Lock()
+	h, ok := l.nodes[id]
+	l.nodeMu.Unlock()
+	if ok {
+		return h, nil
+	}
+	tileLevel, tileIndex, nodeLevel, nodeIndex := layout.NodeCoordsToTileAddress(uint64(id.Level), id.Index)
+	key := [2]uint64{tileLevel, tileIndex}
+	raw, ok := tiles[key]
+	if !ok {
+		var err error
+		raw, err = l.reader.ReadTile(ctx, tileLevel, tileIndex, layout.PartialTileSize(tileLevel, tileIndex, size))
+		if err != nil {
+			return nil, fmt.Errorf("tlog: tile %d/%d: %w", tileLevel, tileIndex, err)
+		}
+		tiles[key] = raw
+	}
+	n := uint64(1) << nodeLevel
+	first, last := nodeIndex*n*32, (nodeIndex+1)*n*32
+	if last > uint64(len(raw)) {
+		return nil, fmt.Errorf("tlog: tile %d/%d has %d hashes; node %v needs %d", tileLevel, tileIndex, len(raw)/32, id, last/32)
+	}
+	h = subtreeRoot(raw[first:last])
+	l.nodeMu.Lock()
+	if len(l.nodes) >= maxCachedNodes {
+		clear(l.nodes)
+	}
+	l.nodes[id] = h
+	l.nodeMu.Unlock()
+	return h, nil
+}
+
+// subtreeRoot hashes a perfect subtree's row of node hashes (a power of
+// two of them) up to its root.
+func subtreeRoot(row []byte) []byte {
+	level := make([][]byte, len(row)/32)
+	for i := range level {
+		level[i] = row[i*32 : (i+1)*32]
+	}
+	for len(level) > 1 {
+		next := level[:len(level)/2]
+		for i := range next {
+			next[i] = rfc6962.DefaultHasher.HashChildren(level[2*i], level[2*i+1])
+		}
+		level = next
+	}
+	return level[0]
 }
 
 // Resource is one file of the log's tlog-tiles layout.

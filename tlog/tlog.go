@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/transparency-dev/merkle/compact"
 	"github.com/transparency-dev/tessera"
 	"github.com/transparency-dev/tessera/storage/posix"
 	"golang.org/x/mod/sumdb/note"
@@ -119,6 +120,9 @@ type Log struct {
 	marks   map[string]int64
 	failed  atomic.Pointer[error]
 
+	nodeMu sync.Mutex
+	nodes  map[compact.NodeID][]byte // complete subtrees' hashes (proof.go)
+
 	cpMu     sync.Mutex
 	cpRaw    []byte
 	cpParsed tlogproof.Checkpoint
@@ -164,8 +168,13 @@ func Open(cfg Config) (*Log, error) {
 	}
 	opts := tessera.NewAppendOptions().
 		WithCheckpointSigner(signer).
-		WithBatching(chunk, cfg.BatchMaxAge).
-		WithPushback(2 * chunk).
+		// The writer hands tessera at most one chunk at a time and waits
+		// for it, and a batch never fills: tessera's timer flush and its
+		// size flush could otherwise race and sequence two batches out
+		// of the order they were added in, and the journal would not
+		// match the log.
+		WithBatching(2*chunk, cfg.BatchMaxAge).
+		WithPushback(4 * chunk).
 		WithCheckpointInterval(cfg.CheckpointInterval).
 		WithShutdownTimeout(10 * time.Second)
 	app, shutdown, reader, err := tessera.NewAppender(ctx, drv, opts)
@@ -174,7 +183,7 @@ func Open(cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("tlog: %w", err)
 	}
 	l := &Log{cfg: cfg, log: cfg.Log, add: app.Add, shutdown: shutdown, reader: reader, verifier: v, vkey: vkey,
-		ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), marks: map[string]int64{}}
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), marks: map[string]int64{}, nodes: map[compact.NodeID][]byte{}}
 	clean, err := l.loadJournal()
 	if err != nil {
 		cancel()
@@ -314,8 +323,10 @@ func (l *Log) run(scan bool) {
 		l.mu.Lock()
 		batch := l.queue
 		l.queue = nil
-		overflow := l.overflow
-		l.overflow = false
+		overflow := l.overflow && len(batch) == 0
+		if overflow {
+			l.overflow = false
+		}
 		l.mu.Unlock()
 		if len(batch) > 0 {
 			if err := l.process(batch); err != nil {
