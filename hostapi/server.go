@@ -338,6 +338,11 @@ func (s *Server) discovery(c *gin.Context) {
 		doc["features"] = append(doc["features"].([]string), "federation", "relay-submit")
 		doc["endpoints"].(gin.H)["federation"] = o + "/v1/federation"
 	}
+	if m := s.opts.Mirror; m != nil && m.Witness() != nil {
+		w := m.Witness()
+		doc["features"] = append(doc["features"].([]string), "tlog-witness")
+		doc["witness"] = gin.H{"name": w.Name(), "vkey": w.VerifierKey(), "url": o + "/v1/witness"}
+	}
 	if s.opts.Attention != nil {
 		doc["features"] = append(doc["features"].([]string), "x-attention")
 		doc["attention"] = s.opts.Attention.Discovery()
