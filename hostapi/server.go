@@ -26,6 +26,7 @@ import (
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/tlog"
 )
 
 // Federation is what the HTTP API needs from the federation peer.
@@ -80,6 +81,9 @@ type Options struct {
 	// Attention, when set, serves subscriptions, the mentions inbox and
 	// the agent stream under /v1/me (host-local extension, issue 16).
 	Attention *attention.Attention
+	// HostLog, when set, serves the host log's tiles, checkpoint and
+	// proofs and names them in discovery (issue 15).
+	HostLog *tlog.Log
 }
 
 // Server serves one node over HTTP.
@@ -198,6 +202,7 @@ func (s *Server) routes() {
 	v1.GET("/federation/hosts", s.fedHosts)
 	v1.GET("/federation/conflicts", s.fedConflicts)
 	s.attentionRoutes(v1)
+	s.logRoutes(e, v1)
 	s.mirrorRoutes()
 	s.adminRoutes()
 	s.viewerRoutes()
@@ -342,6 +347,10 @@ func (s *Server) discovery(c *gin.Context) {
 		w := m.Witness()
 		doc["features"] = append(doc["features"].([]string), "tlog-witness")
 		doc["witness"] = gin.H{"name": w.Name(), "vkey": w.VerifierKey(), "url": o + "/v1/witness"}
+	}
+	if s.opts.HostLog != nil {
+		doc["features"] = append(doc["features"].([]string), "x-host-log")
+		doc["log"] = s.logDiscovery()
 	}
 	if s.opts.Attention != nil {
 		doc["features"] = append(doc["features"].([]string), "x-attention")

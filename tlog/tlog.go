@@ -31,6 +31,7 @@ import (
 	"github.com/transparency-dev/tessera"
 	"github.com/transparency-dev/tessera/storage/posix"
 	"golang.org/x/mod/sumdb/note"
+	"k8s.io/klog/v2"
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/tlogproof"
@@ -95,6 +96,8 @@ const (
 	defaultMaxQ = 1 << 20
 )
 
+var klogOnce sync.Once
+
 // Log is the running host log.
 type Log struct {
 	cfg      Config
@@ -150,6 +153,8 @@ func Open(cfg Config) (*Log, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
+	// tessera logs through klog: send it to our structured log.
+	klogOnce.Do(func() { klog.SetSlogLogger(cfg.Log.With("component", "tessera")) })
 	signer, err := tlogproof.Signer(cfg.Origin, cfg.Key)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
@@ -31,6 +33,7 @@ import (
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/tlog"
 )
 
 // fileConfig is the YAML configuration file; flags override it.
@@ -445,6 +448,7 @@ type stack struct {
 	fed  *federation.Federation
 	mir  *mirror.Mirror
 	att  *attention.Attention
+	tl   *tlog.Log
 	srv  *http.Server
 	errc chan error
 	addr string
@@ -474,6 +478,11 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	}
 	met := metrics.New(n)
 	opts := hostapi.Options{Log: log, Metrics: met, HTTP: fs.http, OperatorToken: tok}
+	if s.tl, err = openHostLog(n, cfg.DataDir, log); err != nil {
+		s.close()
+		return nil, fmt.Errorf("host log: %w", err)
+	}
+	opts.HostLog = s.tl
 	var idx *index.Index
 	if fs.enabled {
 		key, err := federation.LoadOrCreateKey(cfg.DataDir)
@@ -593,6 +602,11 @@ func (s *stack) close() error {
 	if s.att != nil {
 		s.att.Close()
 	}
+	if s.tl != nil {
+		if err := s.tl.Close(); err != nil {
+			s.log.Warn("host log close", "err", err)
+		}
+	}
 	return s.n.Close()
 }
 
@@ -621,4 +635,27 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 	case <-ctx.Done():
 	}
 	return s.close()
+}
+
+// openHostLog opens the host log in DATA/tlog, signed with the node key,
+// and feeds it every record the node accepts (after it is durable).
+func openHostLog(n *node.Node, dataDir string, log *slog.Logger) (*tlog.Log, error) {
+	key, err := federation.LoadOrCreateKey(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dataDir, tlog.Dir), DB: n.DB(), Key: key,
+		Origin: tlogproof.Origin(n.Host()), Source: n, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	n.Listen(func(e node.Event) {
+		if e.Kind != node.EventRecord || e.Record == nil {
+			return
+		}
+		if h, err := tlogproof.RecordLeaf(e.Record.Hash); err == nil {
+			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
+		}
+	})
+	return l, nil
 }
