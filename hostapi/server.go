@@ -27,6 +27,7 @@ import (
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/tlog"
+	"github.com/adpnode/adpnode/witness"
 )
 
 // Federation is what the HTTP API needs from the federation peer.
@@ -65,6 +66,9 @@ type Options struct {
 	// Federation, when set, makes the directory federated, relays writes
 	// for remote rooms, and publishes the host binding in discovery.
 	Federation Federation
+	// Witnessed, when set, adds the witnesses' cosignatures to the host
+	// log's checkpoint (--witness).
+	Witnessed *witness.Submitter
 	// Mirror, when set, serves mirrored rooms and mirror management.
 	Mirror *mirror.Mirror
 	// Metrics, when set, is served at /metrics and fed by every request.

@@ -350,6 +350,29 @@ func (s *Submitter) Cosigned() ([]byte, int) {
 	return out, n
 }
 
+// CosignedFor returns raw, the log's latest checkpoint, with the
+// cosignature lines collected for it, or raw unchanged when the
+// submitter has not seen it yet.
+func (s *Submitter) CosignedFor(raw []byte) []byte {
+	s.mu.Lock()
+	same := bytes.Equal(raw, s.note)
+	s.mu.Unlock()
+	if !same {
+		return raw
+	}
+	out, _ := s.Cosigned()
+	return out
+}
+
+// VerifierKeys lists the configured witnesses' cosignature/v1 keys.
+func (s *Submitter) VerifierKeys() []string {
+	out := make([]string, len(s.cfg.Targets))
+	for i, t := range s.cfg.Targets {
+		out[i] = t.Verifier.Key()
+	}
+	return out
+}
+
 // Stats returns each witness's state.
 func (s *Submitter) Stats() []SubmitterStats {
 	s.mu.Lock()

@@ -118,6 +118,9 @@ func NewCosignatureVerifier(vkey string) (*CosignatureVerifier, error) {
 // Name implements note.Verifier.
 func (v *CosignatureVerifier) Name() string { return v.name }
 
+// Key returns the verifier key in the C2SP vkey encoding.
+func (v *CosignatureVerifier) Key() string { return CosignatureVerifierKey(v.name, v.pub) }
+
 // KeyHash implements note.Verifier.
 func (v *CosignatureVerifier) KeyHash() uint32 { return v.id }
 
