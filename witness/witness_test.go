@@ -88,7 +88,7 @@ func (l *memLog) info() tlogwitness.Log {
 }
 
 type fixture struct {
-	t      *testing.T
+	t      testing.TB
 	dir    string
 	db     *badger.DB
 	w      *witness.Witness
@@ -147,6 +147,27 @@ func (f *fixture) open() {
 	mux := http.NewServeMux()
 	mux.Handle("/add-checkpoint", w)
 	f.db, f.w, f.srv = db, w, httptest.NewServer(mux)
+}
+
+// witnessT is the witness type (for helpers).
+type witnessT = witness.Witness
+
+// unlimited returns a witness on the fixture's database with another
+// rate limit.
+func (f *fixture) unlimited(tb testing.TB, per time.Duration, burst int) *witness.Witness {
+	cs, _ := tlogwitness.NewCosigner("witness.test/w", f.key)
+	w, err := witness.New(witness.Config{DB: f.db, Cosigner: cs, PerOrigin: per, Burst: burst,
+		Logs: func(o string) (tlogwitness.Log, bool) {
+			l, ok := f.logs[o]
+			if !ok {
+				return tlogwitness.Log{}, false
+			}
+			return l.info(), true
+		}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return w
 }
 
 func (f *fixture) close() {
