@@ -47,6 +47,7 @@ type Node struct {
 	lisMu        sync.RWMutex
 	listens      []func(Event)
 	archiveExtra func(roomID string) map[string]any
+	archiveLog   func(lastHash string) any
 
 	finishMu sync.Mutex  // serialises end-of-room work (scheduler and archive reads)
 	snapMu   sync.Mutex  // serialises snapshot writes (snapshotRooms, evict)
@@ -344,6 +345,15 @@ func (n *Node) Hosts(roomID string) bool {
 func (n *Node) SetArchiveExtra(fn func(roomID string) map[string]any) {
 	n.lisMu.Lock()
 	n.archiveExtra = fn
+	n.lisMu.Unlock()
+}
+
+// SetArchiveHostLog registers what an archive manifest embeds as
+// extra.host_log: the host log's proof of the room's last record (nil:
+// none yet, e.g. no checkpoint covers it).
+func (n *Node) SetArchiveHostLog(fn func(lastHash string) any) {
+	n.lisMu.Lock()
+	n.archiveLog = fn
 	n.lisMu.Unlock()
 }
 

@@ -372,3 +372,23 @@ func HostKey(vkey string) (ed25519.PublicKey, error) {
 	}
 	return ed25519.PublicKey(b[1:]), nil
 }
+
+// VerifyFile checks a record proof file with the verifier key it carries
+// and returns the checkpoint and the host key inside that verifier key
+// (which the caller compares with the host key it trusts). It does not
+// check f.Record.
+func VerifyFile(f File) (Checkpoint, ed25519.PublicKey, error) {
+	if f.Type != FileType {
+		return Checkpoint{}, nil, bad("proof_invalid", "type is %q, not %q", f.Type, FileType)
+	}
+	pub, err := HostKey(f.VerifierKey)
+	if err != nil {
+		return Checkpoint{}, nil, err
+	}
+	v, err := note.NewVerifier(f.VerifierKey)
+	if err != nil {
+		return Checkpoint{}, nil, bad("verifier_key_invalid", "verifier key: %v", err)
+	}
+	c, err := VerifyRecord(f.RecordProof, v)
+	return c, pub, err
+}
