@@ -684,5 +684,11 @@ func openHostLog(n *node.Node, dataDir string, log *slog.Logger) (*tlog.Log, err
 			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
 		}
 	})
+	n.SetArchiveHostLog(func(lastHash string) any {
+		if p := l.ArchiveProof(lastHash); p != nil {
+			return p
+		}
+		return nil // a typed nil would embed null
+	})
 	return l, nil
 }
