@@ -15,6 +15,9 @@ import (
 // Result is the outcome of an accepted (or exactly resubmitted) write.
 type Result struct {
 	Record *record.Record
+	// RecordJSON is Record's JSON as stored and streamed (nil for a
+	// resubmission): the answer reuses it instead of encoding it again.
+	RecordJSON []byte
 	// Created is set for room.create: answer with the §9 shape.
 	Created bool
 	Status  room.Status
@@ -355,7 +358,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	case "room.create", "room.update", "room.close", "room.cancel":
 		n.sched.touch(hr)
 	}
-	return &Result{Record: rec, Created: a.Type == "room.create", Status: st.StatusAt(now), URL: n.RoomURL(hr.id)}, nil
+	return &Result{Record: rec, RecordJSON: recJSON, Created: a.Type == "room.create", Status: st.StatusAt(now), URL: n.RoomURL(hr.id)}, nil
 }
 
 // isDuplicate reports Admit's answer for an envelope that is already a
