@@ -20,10 +20,10 @@ import (
 	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/fedtest"
-	"github.com/adpnode/adpnode/node"
 )
 
 // rogue is a hostile libp2p peer speaking gossipsub directly.
@@ -117,7 +117,7 @@ func (r *rogue) announcement(t *testing.T, signer *assertion.Signer, peerID stri
 	t.Helper()
 	origin := r.origin
 	a := index.Announcement{
-		Room: node.RoomSummary{ID: id, URL: origin + "/v1/rooms/" + id, Host: strings.TrimPrefix(origin, "http://"), Status: room.StatusActive,
+		Room: directory.Entry{ID: id, URL: origin + "/v1/rooms/" + id, Host: strings.TrimPrefix(origin, "http://"), Status: room.StatusActive,
 			Topic: "rogue room", Agenda: agenda, Visibility: vis, StartTime: nowMs, EndTime: nowMs + 3_600_000},
 		Host:      index.Binding{Key: signer.HostKey(), PeerID: peerID, Origin: origin},
 		ExpiresAt: nowMs + 60_000,
