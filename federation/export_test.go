@@ -7,6 +7,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/node"
 )
 
 // MarkVerified records b as verified without an HTTP check (benchmarks
@@ -24,3 +25,7 @@ func PeerAddrs(f *Federation, id peer.ID) []ma.Multiaddr { return f.h.Peerstore(
 func Dialable(addrs []ma.Multiaddr, allowPrivate bool) []ma.Multiaddr {
 	return dialable(addrs, allowPrivate)
 }
+
+// AnnounceSummary signs and publishes an announcement of s as one of f's
+// rooms (scale tests: rooms built directly, not through node writes).
+func AnnounceSummary(f *Federation, s node.RoomSummary) bool { return f.announce(f.ctx, s) }
