@@ -29,6 +29,10 @@ type NATOptions struct {
 	AutoNATService bool
 	// PortMap asks the router for a port mapping (UPnP / NAT-PMP).
 	PortMap bool
+	// Reachability overrides AutoNAT: "public" or "private" ("": let
+	// AutoNAT decide). A node known to sit behind a NAT says private and
+	// looks for a relay at once.
+	Reachability string
 }
 
 // natOptions are the libp2p options for o; relays for the auto-relay
@@ -44,7 +48,7 @@ func natOptions(o NATOptions, fed func() *Federation) []libp2p.Option {
 	} else {
 		opts = append(opts, libp2p.EnableRelay(), libp2p.EnableAutoRelayWithPeerSource(func(ctx context.Context, num int) <-chan peer.AddrInfo {
 			return connectedPeers(fed(), num)
-		}, autorelay.WithMinInterval(time.Minute)))
+		}, autorelay.WithMinInterval(10*time.Second), autorelay.WithMinCandidates(1), autorelay.WithBootDelay(10*time.Second)))
 	}
 	if o.RelayService {
 		opts = append(opts, libp2p.EnableRelayService())
@@ -54,6 +58,12 @@ func natOptions(o NATOptions, fed func() *Federation) []libp2p.Option {
 	}
 	if o.PortMap {
 		opts = append(opts, libp2p.NATPortMap())
+	}
+	switch o.Reachability {
+	case "public":
+		opts = append(opts, libp2p.ForceReachabilityPublic())
+	case "private":
+		opts = append(opts, libp2p.ForceReachabilityPrivate())
 	}
 	return opts
 }

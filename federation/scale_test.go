@@ -155,7 +155,22 @@ func (s *scaleNet) warm(tb testing.TB) {
 	}
 	s.announce(tb, 0, 1, 0)
 	s.per = 1
-	eventually(tb, 60*time.Second, "every node holds every node's first room", func() bool { return s.holds(1) })
+	deadline := time.Now().Add(60 * time.Second)
+	for !s.holds(1) {
+		if time.Now().After(deadline) {
+			s.dump(tb)
+			tb.Fatalf("not every node holds every node's first room")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (s *scaleNet) dump(tb testing.TB) {
+	for _, p := range s.peers {
+		st := p.Fed.Stats()
+		tb.Logf("%s: %d entries, %d index peers; accepted %d rejected %d ignored %d rate-limited %d over-cap %d published %d", p.Name, p.Index.Len(),
+			p.Fed.IndexPeers(), st.Accepted.Load(), st.Rejected.Load(), st.Ignored.Load(), st.RateLimited.Load(), st.OverCap.Load(), st.Published.Load())
+	}
 }
 
 // TestScale30Convergence: 30 nodes in a sparse graph; after a burst of
@@ -167,7 +182,7 @@ func TestScale30Convergence(t *testing.T) {
 	if testing.Short() || os.Getenv("ADP_SCALE") == "" {
 		t.Skip("30 in-process nodes take minutes on a shared 2-core machine (over 60 s even idle under -race): set ADP_SCALE=1 to run")
 	}
-	const k, per = 30, 100
+	k, per := envInt("ADP_SCALE_NODES", 30), 100
 	start := time.Now()
 	s := startScale(t, k)
 	s.warm(t)
