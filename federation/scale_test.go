@@ -182,7 +182,7 @@ func TestScale30Convergence(t *testing.T) {
 	if testing.Short() || os.Getenv("ADP_SCALE") == "" {
 		t.Skip("30 in-process nodes take minutes on a shared 2-core machine (over 60 s even idle under -race): set ADP_SCALE=1 to run")
 	}
-	k, per := envInt("ADP_SCALE_NODES", 30), 100
+	k, per := envInt("ADP_SCALE_NODES", 30), envInt("ADP_SCALE_PER", 100)
 	start := time.Now()
 	s := startScale(t, k)
 	s.warm(t)

@@ -90,4 +90,8 @@ func TestConfigDiscoveryRejects(t *testing.T) {
 	if code, _, errOut := cli(t, "config", "check", "--config", file); code != 2 || !strings.Contains(errOut, "conn_low") {
 		t.Errorf("low > high: exit %d, %q", code, errOut)
 	}
+	file = writeFile(t, "nat.yaml", "federation:\n  nat:\n    reachability: sometimes\n")
+	if code, _, errOut := cli(t, "config", "check", "--config", file); code != 2 || !strings.Contains(errOut, "reachability") {
+		t.Errorf("bad reachability: exit %d, %q", code, errOut)
+	}
 }

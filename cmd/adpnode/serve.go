@@ -82,11 +82,12 @@ type fileConfig struct {
 		ConnLow   int      `yaml:"conn_low"`
 		ConnHigh  int      `yaml:"conn_high"`
 		NAT       *struct {
-			HolePunching   *bool `yaml:"hole_punching"`
-			RelayClient    *bool `yaml:"relay_client"`
-			RelayService   bool  `yaml:"relay_service"`
-			AutoNATService bool  `yaml:"autonat_service"`
-			PortMap        bool  `yaml:"port_map"`
+			HolePunching   *bool  `yaml:"hole_punching"`
+			RelayClient    *bool  `yaml:"relay_client"`
+			RelayService   bool   `yaml:"relay_service"`
+			AutoNATService bool   `yaml:"autonat_service"`
+			PortMap        bool   `yaml:"port_map"`
+			Reachability   string `yaml:"reachability"`
 		} `yaml:"nat"`
 	} `yaml:"federation"`
 }
@@ -369,6 +370,12 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 			ss.fed.nat = federation.NATOptions{RelayService: nat.RelayService, AutoNATService: nat.AutoNATService, PortMap: nat.PortMap}
 			ss.fed.nat.NoHolePunching = nat.HolePunching != nil && !*nat.HolePunching
 			ss.fed.nat.NoRelayClient = nat.RelayClient != nil && !*nat.RelayClient
+			switch nat.Reachability {
+			case "", "public", "private":
+				ss.fed.nat.Reachability = nat.Reachability
+			default:
+				return nil, withCode(exitUsage, fmt.Errorf("federation.nat.reachability %q: want public or private (absent: AutoNAT decides)", nat.Reachability))
+			}
 		}
 		if !fl.Changed("peer") {
 			ss.fed.peers = ff.Peers
