@@ -25,6 +25,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
 // Binding ties a host key to its libp2p peer ID and HTTP origin.
@@ -179,9 +180,10 @@ type pendingWrite struct {
 }
 
 const (
-	pfxIndex    = "i/"
-	pfxConflict = "ic/"
-	pfxOwn      = "io/"
+	// Key spaces: see the storage layout table (internal/storelayout).
+	pfxIndex    = storelayout.IndexEntry
+	pfxConflict = storelayout.IndexConflict
+	pfxOwn      = storelayout.IndexOwn
 	// MaxConflicts bounds the stored conflict evidence.
 	MaxConflicts = 1000
 )
