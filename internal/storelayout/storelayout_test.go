@@ -228,6 +228,9 @@ func TestLookup(t *testing.T) {
 	}
 }
 
+// cell escapes a value for a Markdown table cell.
+var cell = strings.NewReplacer("|", "\\|", "<", "&lt;", ">", "&gt;")
+
 // render is docs/storage.md.
 func render() string {
 	var b strings.Builder
