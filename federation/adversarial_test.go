@@ -96,8 +96,7 @@ func TestRoomHijack(t *testing.T) {
 
 	r := newRogue(t, "hijacker", v)
 	captured := r.captureRelay()
-	r.join(t, federation.IndexTopic)
-	time.Sleep(1200 * time.Millisecond) // one heartbeat grafts the mesh
+	r.awaitPeer(t, federation.IndexTopic, v.Fed.PeerID())
 	now := v.Clock.Ms()
 	const year = 365 * 24 * 3_600_000
 	before := v.Fed.Stats().Rejected.Load()
@@ -199,8 +198,7 @@ func TestAnnouncementFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newRogue(t, "flooder", b)
-	r.join(t, federation.IndexTopic)
-	time.Sleep(1200 * time.Millisecond)
+	r.awaitPeer(t, federation.IndexTopic, b.Fed.PeerID())
 	runtime.GC()
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)

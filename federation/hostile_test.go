@@ -60,7 +60,9 @@ func newRogue(t *testing.T, name string, connectTo *fedtest.Peer) *rogue {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); h.Close() })
-	ps, err := pubsub.NewGossipSub(ctx, h, pubsub.WithPeerOutboundQueueSize(8192))
+	// Flood publishing sends to every known subscriber at once, so a test
+	// waits for a subscription (awaitPeer), not for a heartbeat to graft.
+	ps, err := pubsub.NewGossipSub(ctx, h, pubsub.WithPeerOutboundQueueSize(8192), pubsub.WithFloodPublish(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +88,21 @@ func (r *rogue) join(t *testing.T, topic string) *pubsub.Topic {
 		r.topics[topic] = tp
 	}
 	return tp
+}
+
+// awaitPeer joins topic and waits until the rogue knows p subscribes to
+// it: from then on a flood-published message reaches p.
+func (r *rogue) awaitPeer(t *testing.T, topic string, p peer.ID) {
+	t.Helper()
+	r.join(t, topic)
+	eventually(t, 10*time.Second, "rogue sees "+p.String()+" on "+topic, func() bool {
+		for _, id := range r.ps.ListPeers(topic) {
+			if id == p {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func (r *rogue) publish(t *testing.T, topic string, data []byte) {
@@ -158,8 +175,7 @@ func TestHostilePeer(t *testing.T) {
 		r := newRogue(t, fmt.Sprint(i), b)
 		before := b.Fed.Stats().Rejected.Load()
 		// Join first so the mesh with B exists, then publish.
-		r.join(t, f.topic)
-		time.Sleep(1200 * time.Millisecond)
+		r.awaitPeer(t, f.topic, b.Fed.PeerID())
 		r.publish(t, f.topic, f.make(r, b.Clock.Ms()))
 		eventually(t, 3*time.Second, "B rejects: "+f.name, func() bool { return b.Fed.Stats().Rejected.Load() > before })
 	}
@@ -168,8 +184,7 @@ func TestHostilePeer(t *testing.T) {
 	// binding is kept by B (unverified, out of the directory) but not
 	// forwarded to C.
 	u := newRogue(t, "unverified", b)
-	u.join(t, federation.IndexTopic)
-	time.Sleep(1200 * time.Millisecond)
+	u.awaitPeer(t, federation.IndexTopic, b.Fed.PeerID())
 	u.publish(t, federation.IndexTopic, u.announcement(t, u.signer, u.id.String(), roomN(7), room.Public, "", b.Clock.Ms()))
 	eventually(t, 3*time.Second, "B stores the unverified host's entry", func() bool { _, ok := b.Index.Room(roomN(7), b.Clock.Ms()); return ok })
 	if _, ok := listed(b, roomN(7)); ok {
@@ -180,8 +195,7 @@ func TestHostilePeer(t *testing.T) {
 	// gets through B to C.
 	r := newRogue(t, "honest", b)
 	r.serveDiscovery(t)
-	r.join(t, federation.IndexTopic)
-	time.Sleep(1200 * time.Millisecond)
+	r.awaitPeer(t, federation.IndexTopic, b.Fed.PeerID())
 	r.publish(t, federation.IndexTopic, r.announcement(t, r.signer, r.id.String(), roomN(6), room.Public, "", b.Clock.Ms()))
 	eventually(t, 3*time.Second, "honest announcement reaches C through B", func() bool { _, ok := listed(c, roomN(6)); return ok })
 	if _, ok := c.Index.Room(roomN(7), c.Clock.Ms()); ok {
