@@ -169,6 +169,9 @@ type Index struct {
 	// sync while holding the index lock.
 	pending map[string]pendingWrite
 	flushMu sync.Mutex // one Flush at a time, so batches land in order
+	// writeHook, if set (tests), runs before each batch write, outside
+	// the index lock.
+	writeHook func(keys int)
 
 	onChange atomic.Pointer[func(roomID string)]
 }
@@ -631,6 +634,9 @@ func (x *Index) Flush() error {
 }
 
 func (x *Index) write(batch map[string]pendingWrite) error {
+	if x.writeHook != nil {
+		x.writeHook(len(batch))
+	}
 	wb := x.db.NewWriteBatch()
 	defer wb.Cancel()
 	for k, w := range batch {
