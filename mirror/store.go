@@ -18,7 +18,6 @@ const (
 	pfxRec      = storelayout.MirrorRecord
 	pfxCp       = storelayout.MirrorCheckpoint
 	pfxEvidence = storelayout.MirrorEvidence
-	pfxWitness  = storelayout.HostCosignature
 	pfxMirrorW  = storelayout.MirrorWitness
 	pfxHash     = storelayout.MirrorHash
 	pfxSnap     = storelayout.MirrorSnapshot

@@ -19,6 +19,7 @@ const (
 	pfxSnapshot = storelayout.Snapshot
 	pfxRoom     = storelayout.Room
 	pfxTerminal = storelayout.Terminal
+	pfxWitness  = storelayout.HostCosignature
 	pfxMember   = storelayout.Member
 	keyLayout   = storelayout.Layout
 )

@@ -28,9 +28,12 @@ const (
 	Terminal = "t/"       // t/<room>
 	Member   = "a/"       // a/<agent id>/<room>
 	Layout   = "v/layout" // the single key holding Version
+	// HostCosignature holds witnesses' cosignatures of this host's rooms.
+	HostCosignature = "w/" // w/<room>/<witness key>
 )
 
-// Mirrors of other hosts' rooms, and cosignatures (package mirror).
+// Mirrors of other hosts' rooms (package mirror), the index and the
+// federation's binding checks.
 const (
 	Mirror            = "m/" // the mirror's namespace (not a key space itself)
 	MirrorTarget      = Mirror + "t/"
@@ -41,7 +44,6 @@ const (
 	MirrorWitness     = Mirror + "w/"
 	MirrorHash        = Mirror + "x/"
 	MirrorSnapshot    = Mirror + "s/"
-	HostCosignature   = "w/"
 	IndexEntry        = "i/"
 	IndexConflict     = "ic/"
 	IndexOwn          = "io/"
@@ -57,6 +59,8 @@ const (
 	AttentionMatch    = Attention + "x/"
 	AttentionMention  = Attention + "m/"
 	AttentionInbox    = Attention + "mh/"
+	AttentionWater    = Attention + "w/"
+	AttentionPass     = Attention + "lp"
 )
 
 // ReadyProbe is a key that is never written: the readiness check reads it
@@ -96,7 +100,7 @@ var Table = []Space{
 	{"MirrorWitness", MirrorWitness, false, "mirror", "m/w/<host key>/<room>/<witness key>", "cosignature of a mirrored room (newest per witness)", 2},
 	{"MirrorHash", MirrorHash, false, "mirror", "m/x/<host key>/<room>/<hash:32>", "seq:8 BE (envelope and record hashes; written with the record)", 2},
 	{"MirrorSnapshot", MirrorSnapshot, false, "mirror", "m/s/<host key>/<room>", "roomSnapshot JSON (room.State at some seq)", 2},
-	{"HostCosignature", HostCosignature, false, "mirror", "w/<room>/<witness key>", "witness cosignature of this host's room", 1},
+	{"HostCosignature", HostCosignature, false, "node", "w/<room>/<witness key>", "witness cosignature of this host's room", 1},
 	{"IndexEntry", IndexEntry, false, "index", "i/<host key>/<room>", "signed announcement (as gossiped)", 1},
 	{"IndexConflict", IndexConflict, false, "index", "ic/<first 16 bytes of SHA-256, hex>", "signed announcement claiming another host's room ID (evidence)", 1},
 	{"IndexOwn", IndexOwn, false, "index", "io/<room>", "this host's latest signed announcement", 3},
@@ -107,6 +111,8 @@ var Table = []Space{
 	{"AttentionMatch", AttentionMatch, false, "attention", "at/x/<subscription>/<room>", "match state JSON", 3},
 	{"AttentionMention", AttentionMention, false, "attention", "at/m/<agent id>/<seq:8 BE>", "stored mention JSON", 3},
 	{"AttentionInbox", AttentionInbox, false, "attention", "at/mh/<agent id>", "head:8 BE | floor:8 BE", 3},
+	{"AttentionWater", AttentionWater, false, "attention", "at/w/<l|m>/<room>", "seq:8 BE, the last seq handled (catch-up)", 3},
+	{"AttentionPass", AttentionPass, true, "attention", "at/lp", "Unix ms:8 BE, when the last stored pass took its queue", 3},
 	{"ReadyProbe", ReadyProbe, true, "hostapi", "readyz", "never written: the readiness probe reads it", 1},
 }
 
