@@ -21,6 +21,7 @@ const (
 	pfxMirrorW  = storelayout.MirrorWitness
 	pfxHash     = storelayout.MirrorHash
 	pfxSnap     = storelayout.MirrorSnapshot
+	pfxTlogW    = storelayout.MirrorTlogWitness
 )
 
 func roomKey(host identity.AgentID, roomID string) string { return string(host) + "/" + roomID }

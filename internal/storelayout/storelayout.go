@@ -44,10 +44,20 @@ const (
 	MirrorWitness     = Mirror + "w/"
 	MirrorHash        = Mirror + "x/"
 	MirrorSnapshot    = Mirror + "s/"
+	MirrorTlogWitness = Mirror + "l/"
 	IndexEntry        = "i/"
 	IndexConflict     = "ic/"
 	IndexOwn          = "io/"
 	FederationBinding = "fv/"
+)
+
+// The host's transparency log journal (package tlog).
+const (
+	TlogIndex = "l/i/"    // l/i/<index:8 BE>
+	TlogHash  = "l/h/"    // l/h/<hash:32>
+	TlogMark  = "l/w/"    // l/w/<room>
+	TlogNext  = "l/n"     // the journal length
+	TlogClean = "l/clean" // the clean-stop mark
 )
 
 // Attention (package attention).
@@ -100,11 +110,17 @@ var Table = []Space{
 	{"MirrorWitness", MirrorWitness, false, "mirror", "m/w/<host key>/<room>/<witness key>", "cosignature of a mirrored room (newest per witness)", 2},
 	{"MirrorHash", MirrorHash, false, "mirror", "m/x/<host key>/<room>/<hash:32>", "seq:8 BE (envelope and record hashes; written with the record)", 2},
 	{"MirrorSnapshot", MirrorSnapshot, false, "mirror", "m/s/<host key>/<room>", "roomSnapshot JSON (room.State at some seq)", 2},
+	{"MirrorTlogWitness", MirrorTlogWitness, false, "mirror", "m/l/<log origin>", "the tlog-witness's last cosigned checkpoint of a mirrored host's log", 3},
 	{"HostCosignature", HostCosignature, false, "node", "w/<room>/<witness key>", "witness cosignature of this host's room", 1},
 	{"IndexEntry", IndexEntry, false, "index", "i/<host key>/<room>", "signed announcement (as gossiped)", 1},
 	{"IndexConflict", IndexConflict, false, "index", "ic/<first 16 bytes of SHA-256, hex>", "signed announcement claiming another host's room ID (evidence)", 1},
 	{"IndexOwn", IndexOwn, false, "index", "io/<room>", "this host's latest signed announcement", 3},
 	{"FederationBinding", FederationBinding, false, "federation", "fv/<host key>", "verified binding check JSON", 1},
+	{"TlogIndex", TlogIndex, false, "tlog", "l/i/<index:8 BE>", "record hash:32 | seq:8 BE | room ID", 3},
+	{"TlogHash", TlogHash, false, "tlog", "l/h/<record hash:32>", "index:8 BE", 3},
+	{"TlogMark", TlogMark, false, "tlog", "l/w/<room>", "highest logged seq:8 BE", 3},
+	{"TlogNext", TlogNext, true, "tlog", "l/n", "journal length:8 BE (the next leaf index)", 3},
+	{"TlogClean", TlogClean, true, "tlog", "l/clean", "empty: the log stopped cleanly (deleted at start)", 3},
 	{"AttentionInstance", AttentionInstance, true, "attention", "at/id", "random instance ID (stream IDs)", 3},
 	{"AttentionSub", AttentionSub, false, "attention", "at/s/<subscription>", "subscription JSON", 3},
 	{"AttentionFeed", AttentionFeed, false, "attention", "at/f/<subscription>/<seq:8 BE>", "FeedItem JSON", 3},
