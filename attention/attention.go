@@ -29,22 +29,25 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/internal/storelayout"
 	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/node"
 )
 
 // Prefix is the key space of this package in the node's Badger.
-const Prefix = "at/"
+const Prefix = storelayout.Attention
 
+// Key spaces: key and value shapes are in the storage layout table
+// (internal/storelayout, docs/storage.md).
 const (
-	keyInstance = Prefix + "id"  // random instance ID (stream IDs)
-	pfxSub      = Prefix + "s/"  // at/s/<sub>            -> subMeta JSON
-	pfxFeed     = Prefix + "f/"  // at/f/<sub>/<seq8>     -> FeedItem JSON
-	pfxMatch    = Prefix + "x/"  // at/x/<sub>/<room>     -> matchState JSON
-	pfxMention  = Prefix + "m/"  // at/m/<agent>/<seq8>   -> storedMention JSON
-	pfxInbox    = Prefix + "mh/" // at/mh/<agent>         -> head:8 floor:8
-	pfxWater    = Prefix + "w/"  // at/w/<l|m>/<room>     -> seq:8, last seq handled (catchup.go)
-	keyPass     = Prefix + "lp"  // -> Unix ms:8, when the last stored pass took its queue
+	keyInstance = storelayout.AttentionInstance
+	pfxSub      = storelayout.AttentionSub
+	pfxFeed     = storelayout.AttentionFeed
+	pfxMatch    = storelayout.AttentionMatch
+	pfxMention  = storelayout.AttentionMention
+	pfxInbox    = storelayout.AttentionInbox
+	pfxWater    = storelayout.AttentionWater
+	keyPass     = storelayout.AttentionPass
 )
 
 // Config wires the package to the node around it.

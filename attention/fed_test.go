@@ -5,10 +5,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/storelayout"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -80,4 +83,51 @@ func TestRemoteMentionReachesMirrorInbox(t *testing.T) {
 			t.Fatal("a private room appeared in a directory feed")
 		}
 	}
+	// Every key this run stored, on both nodes (host, mirror, index,
+	// federation, attention), belongs to a space of the storage layout
+	// table.
+	for _, p := range peers {
+		if err := p.Index.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]int{}
+		err := p.Node.DB().View(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{})
+			defer it.Close()
+			for it.Rewind(); it.Valid(); it.Next() {
+				s, ok := storelayout.Lookup(it.Item().Key())
+				if !ok {
+					t.Errorf("%s: key %q is in no space of internal/storelayout", p.Name, it.Item().Key())
+				}
+				seen[s.Owner]++
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, owner := range []string{"node", "index", "attention"} {
+			if seen[owner] == 0 {
+				t.Errorf("%s: no %s keys stored (seen %v)", p.Name, owner, seen)
+			}
+		}
+	}
+	if seen := mirrorKeys(t, b); seen == 0 {
+		t.Error("B mirrors A's room but stored no mirror keys")
+	}
+}
+
+func mirrorKeys(t *testing.T, p *fedtest.Peer) (n int) {
+	err := p.Node.DB().View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(storelayout.MirrorRecord)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/periodic"
 	"github.com/adpnode/adpnode/internal/safehttp"
+	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
 // HostInfo is a remote host as this node knows it: the binding learned from
@@ -193,7 +194,7 @@ func (f *Federation) checkNewBindings(ctx context.Context) {
 
 // pfxCheck keys verified bindings in the node's store, so that a
 // restarted node trusts what it verified until the next re-check.
-const pfxCheck = "fv/"
+const pfxCheck = storelayout.FederationBinding
 
 type storedCheck struct {
 	PeerID string `json:"peer_id"`

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,7 +147,11 @@ func TestPublicDirectory(t *testing.T) {
 	if ids(p.Result)[0] != p1 || ids(next.Result)[0] != p2 || next.NextCursor == nil {
 		t.Errorf("filtered paging %v %v", ids(p.Result), ids(next.Result))
 	}
-	for _, bad := range []string{"?status=open", "?creator=bob", "?limit=0", "?limit=101", "?cursor=@@", "?starts_after=x", "?ends_before=-5"} {
+	for _, bad := range []string{"?status=open", "?creator=bob", "?limit=0", "?limit=101", "?cursor=@@", "?starts_after=x", "?ends_before=-5",
+		"?cursor=eyJyIjo5fQ", // {"r":9}: no such status rank
+		"?cursor=bnVsbA",     // null
+		"?cursor=" + strings.Repeat("A", 2000),
+		"?scope=global"} {
 		expectCode(t, get(t, h, nil, "/v1/rooms/public"+bad), adp.CodeInvalidRequest)
 	}
 }

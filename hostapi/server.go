@@ -24,6 +24,7 @@ import (
 	"github.com/adpnode/adpnode/httpwire"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/buildinfo"
+	"github.com/adpnode/adpnode/internal/storelayout"
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
@@ -296,7 +297,7 @@ func (s *Server) ready(c *gin.Context) {
 	}
 	// Storage must answer a read (a missing key is an answer).
 	err := s.n.DB().View(func(txn *badger.Txn) error {
-		_, err := txn.Get([]byte("readyz"))
+		_, err := txn.Get([]byte(storelayout.ReadyProbe))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
 		}

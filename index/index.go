@@ -25,6 +25,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
 // Binding ties a host key to its libp2p peer ID and HTTP origin.
@@ -168,6 +169,9 @@ type Index struct {
 	// sync while holding the index lock.
 	pending map[string]pendingWrite
 	flushMu sync.Mutex // one Flush at a time, so batches land in order
+	// writeHook, if set (tests), runs before each batch write, outside
+	// the index lock.
+	writeHook func(keys int)
 
 	onChange atomic.Pointer[func(roomID string)]
 }
@@ -179,9 +183,10 @@ type pendingWrite struct {
 }
 
 const (
-	pfxIndex    = "i/"
-	pfxConflict = "ic/"
-	pfxOwn      = "io/"
+	// Key spaces: see the storage layout table (internal/storelayout).
+	pfxIndex    = storelayout.IndexEntry
+	pfxConflict = storelayout.IndexConflict
+	pfxOwn      = storelayout.IndexOwn
 	// MaxConflicts bounds the stored conflict evidence.
 	MaxConflicts = 1000
 )
@@ -629,6 +634,9 @@ func (x *Index) Flush() error {
 }
 
 func (x *Index) write(batch map[string]pendingWrite) error {
+	if x.writeHook != nil {
+		x.writeHook(len(batch))
+	}
 	wb := x.db.NewWriteBatch()
 	defer wb.Cancel()
 	for k, w := range batch {

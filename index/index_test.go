@@ -282,3 +282,80 @@ func TestOwnAnnouncementsAcrossRestart(t *testing.T) {
 		t.Fatalf("expired own announcement kept: %v", err)
 	}
 }
+
+// TestSlowFlushBlocksNoReader: while a Flush is stuck writing (a hook
+// holds it inside the batch write), directory reads, duplicate checks,
+// new Puts and even a second index's worth of gossip proceed: the index
+// lock is not held across the write. All the gossip of a flush interval
+// goes to disk in one batch, and what arrived during the slow flush is
+// stored by the next one and found after a reopen.
+func TestSlowFlushBlocksNoReader(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	self, h := newHost(t, "self", 1), newHost(t, "slow", 2)
+	x, err := index.Open(db, self.signer.HostKey(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batches []int
+	entered, release := make(chan struct{}), make(chan struct{})
+	index.SetWriteHook(x, func(keys int) {
+		batches = append(batches, keys)
+		if len(batches) == 1 {
+			close(entered)
+			<-release
+		}
+	})
+	now := time.Now().UnixMilli()
+	const gossip = 40
+	for i := 0; i < gossip; i++ {
+		if ok, err := x.Put(h.entry(t, roomID(i), now, now, now+60_000), now); !ok || err != nil {
+			t.Fatalf("put %d: %v %v", i, ok, err)
+		}
+	}
+	flushed := make(chan error, 1)
+	go func() { flushed <- x.Flush() }()
+	<-entered
+	// The flush is inside its write, holding its batch: readers and
+	// writers of the index go on.
+	if got := len(x.Entries(now, false)); got != gossip {
+		t.Fatalf("directory read during the flush: %d entries, want %d", got, gossip)
+	}
+	if x.Fresh(h.signer.HostKey(), roomID(0), 0) {
+		t.Fatal("duplicate check during the flush: an old nonce is fresh")
+	}
+	late := h.entry(t, roomID(gossip), now, now, now+60_000)
+	if ok, err := x.Put(late, now); !ok || err != nil {
+		t.Fatalf("put during the flush: %v %v", ok, err)
+	}
+	if _, ok := x.Room(roomID(gossip), now); !ok || x.Pending() != 1 {
+		t.Fatalf("the put during the flush is not readable or not pending (%d pending)", x.Pending())
+	}
+	select {
+	case err := <-flushed:
+		t.Fatalf("flush returned while its write was held: %v", err)
+	default:
+	}
+	close(release)
+	if err := <-flushed; err != nil {
+		t.Fatal(err)
+	}
+	if err := x.Flush(); err != nil || x.Pending() != 0 {
+		t.Fatalf("second flush: %v, %d pending", err, x.Pending())
+	}
+	if len(batches) != 2 || batches[0] != gossip || batches[1] != 1 {
+		t.Fatalf("batches %v, want [%d 1]: one write per flush", batches, gossip)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openDB(t, dir)
+	defer db.Close()
+	y, err := index.Open(db, self.signer.HostKey(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if y.Len() != gossip+1 {
+		t.Fatalf("after a reopen %d entries, want %d", y.Len(), gossip+1)
+	}
+}

@@ -7,19 +7,21 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
-// Key spaces (inside the node's Badger database).
+// Key spaces inside the node's Badger database: key and value shapes are
+// in the storage layout table (internal/storelayout, docs/storage.md).
 const (
-	pfxTarget   = "m/t/" // m/t/<target id>              -> Target JSON
-	pfxMeta     = "m/m/" // m/m/<host key>/<room>         -> roomMeta JSON
-	pfxRec      = "m/r/" // m/r/<host key>/<room>/<seq8>  -> record JSON
-	pfxCp       = "m/c/" // m/c/<host key>/<room>/<seq8>  -> checkpoint assertion
-	pfxEvidence = "m/e/" // m/e/<host key>/<room>/<seq8>  -> Evidence JSON
-	pfxMirrorW  = "m/w/" // m/w/<host key>/<room>/<witness key> -> cosignature of a mirrored room (newest per witness)
-	pfxHash     = "m/x/" // m/x/<host key>/<room>/<hash 32> -> seq:8 BE (envelope and record hashes; written with the record)
-	pfxSnap     = "m/s/" // m/s/<host key>/<room>         -> roomSnapshot JSON (room.State at some seq)
-	pfxTlogW    = "m/l/" // m/l/<log origin>              -> the tlog-witness's last cosigned checkpoint of a mirrored host's log
+	pfxTarget   = storelayout.MirrorTarget
+	pfxMeta     = storelayout.MirrorMeta
+	pfxRec      = storelayout.MirrorRecord
+	pfxCp       = storelayout.MirrorCheckpoint
+	pfxEvidence = storelayout.MirrorEvidence
+	pfxMirrorW  = storelayout.MirrorWitness
+	pfxHash     = storelayout.MirrorHash
+	pfxSnap     = storelayout.MirrorSnapshot
+	pfxTlogW    = storelayout.MirrorTlogWitness
 )
 
 func roomKey(host identity.AgentID, roomID string) string { return string(host) + "/" + roomID }

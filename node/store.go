@@ -4,24 +4,24 @@ import (
 	"encoding/binary"
 
 	"github.com/adpnode/adpnode/internal/groupcommit"
+	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
-// Key spaces of the node's Badger database (ARCHITECTURE.md, Storage).
+// Key spaces of the node's Badger database: key and value shapes are in
+// the storage layout table (internal/storelayout, docs/storage.md).
 const (
-	pfxRecord   = "r/"       // r/<room>/<seq:8 BE>      -> record JSON
-	pfxEnvelope = "e/"       // e/<envelope or record hash 32> -> <room>/<seq:8 BE>
-	pfxNonce    = "n/"       // n/<agent id>              -> nonce:8 | accepted_at:8
-	pfxJoinReq  = "j/"       // j/<room>/<request id>     -> join request JSON
-	pfxArchive  = "x/"       // x/<room>                  -> archive generated_at:8
-	pfxPack     = "p/"       // p/<digest>                -> external pack bytes
-	pfxSnapshot = "s/"       // s/<room>                  -> room.State.Encode() at some seq
-	pfxRoom     = "h/"       // h/<room>                  -> empty: the room exists (written with its room.create)
-	pfxTerminal = "t/"       // t/<room>                  -> cold room summary JSON (cold.go), with its final s/<room>
-	pfxWitness  = "w/"       // w/<room>/<witness key>    -> cosignature of a checkpoint of the room (witness.go)
-	pfxMember   = "a/"       // a/<agent id>/<room>       -> flags:1 | role, for cold rooms (cold.go)
-	keyLayout   = "v/layout" // -> layout version:8
-	// l/… is the host log's journal (package tlog): l/i/<index>, l/h/<hash>,
-	// l/w/<room>, l/n, l/clean. The node never writes there.
+	pfxRecord   = storelayout.Record
+	pfxEnvelope = storelayout.Envelope
+	pfxNonce    = storelayout.Nonce
+	pfxJoinReq  = storelayout.JoinReq
+	pfxArchive  = storelayout.Archive
+	pfxPack     = storelayout.Pack
+	pfxSnapshot = storelayout.Snapshot
+	pfxRoom     = storelayout.Room
+	pfxTerminal = storelayout.Terminal
+	pfxWitness  = storelayout.HostCosignature
+	pfxMember   = storelayout.Member
+	keyLayout   = storelayout.Layout
 )
 
 // layoutVersion is the storage layout this code writes. Version 2 added
@@ -30,7 +30,7 @@ const (
 // the room registry (h/), so that a start lists rooms from one dense key
 // range instead of seeking through every room's records; a version 2 dir
 // gets its registry written at start (no replay).
-const layoutVersion = 3
+const layoutVersion = storelayout.Version
 
 func snapshotKey(roomID string) []byte { return []byte(pfxSnapshot + roomID) }
 

@@ -35,6 +35,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
 // Dir is the log's directory inside the data directory.
@@ -79,13 +80,14 @@ type Config struct {
 	Log      *slog.Logger
 }
 
-// Journal key space (ARCHITECTURE.md, Storage).
+// Journal key space: key and value shapes are in the storage layout
+// table (internal/storelayout, docs/storage.md).
 const (
-	pfxIndex = "l/i/" // l/i/<index:8 BE> -> hash:32 | seq:8 BE | room ID
-	pfxHash  = "l/h/" // l/h/<hash:32>    -> index:8 BE
-	pfxMark  = "l/w/" // l/w/<room>       -> highest logged seq:8 BE
-	keyNext  = "l/n"  // -> journal length:8 BE (the next leaf index)
-	keyClean = "l/clean"
+	pfxIndex = storelayout.TlogIndex
+	pfxHash  = storelayout.TlogHash
+	pfxMark  = storelayout.TlogMark
+	keyNext  = storelayout.TlogNext
+	keyClean = storelayout.TlogClean
 )
 
 const (

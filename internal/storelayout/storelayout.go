@@ -1,0 +1,143 @@
+// Package storelayout is the one table of the node's Badger key spaces:
+// every key prefix (or single key) any package writes or reads, the package
+// that owns it, the shape of its keys and values, and the storage layout
+// version since which it exists. The owning packages take their prefixes
+// from the constants here, so the table is the truth; its tests check that
+// no prefix is a prefix of another, that every entry is used by its owner,
+// that no package defines a key prefix of its own, and that docs/storage.md
+// renders this table.
+package storelayout
+
+// Version is the storage layout the node writes under KeyLayout. Version 2
+// added record hashes to the envelope index and room-state snapshots (a
+// data dir without the key is upgraded at start by one full replay);
+// version 3 added the room registry (h/), written at start for a version 2
+// dir (no replay).
+const Version = 3
+
+// The host's rooms (package node).
+const (
+	Record   = "r/"       // r/<room>/<seq:8 BE>
+	Envelope = "e/"       // e/<hash:32>
+	Nonce    = "n/"       // n/<agent id>
+	JoinReq  = "j/"       // j/<room>/<request id>
+	Archive  = "x/"       // x/<room>
+	Pack     = "p/"       // p/<digest>
+	Snapshot = "s/"       // s/<room>
+	Room     = "h/"       // h/<room>
+	Terminal = "t/"       // t/<room>
+	Member   = "a/"       // a/<agent id>/<room>
+	Layout   = "v/layout" // the single key holding Version
+	// HostCosignature holds witnesses' cosignatures of this host's rooms.
+	HostCosignature = "w/" // w/<room>/<witness key>
+)
+
+// Mirrors of other hosts' rooms (package mirror), the index and the
+// federation's binding checks.
+const (
+	Mirror            = "m/" // the mirror's namespace (not a key space itself)
+	MirrorTarget      = Mirror + "t/"
+	MirrorMeta        = Mirror + "m/"
+	MirrorRecord      = Mirror + "r/"
+	MirrorCheckpoint  = Mirror + "c/"
+	MirrorEvidence    = Mirror + "e/"
+	MirrorWitness     = Mirror + "w/"
+	MirrorHash        = Mirror + "x/"
+	MirrorSnapshot    = Mirror + "s/"
+	MirrorTlogWitness = Mirror + "l/"
+	IndexEntry        = "i/"
+	IndexConflict     = "ic/"
+	IndexOwn          = "io/"
+	FederationBinding = "fv/"
+)
+
+// The host's transparency log journal (package tlog).
+const (
+	TlogIndex = "l/i/"    // l/i/<index:8 BE>
+	TlogHash  = "l/h/"    // l/h/<hash:32>
+	TlogMark  = "l/w/"    // l/w/<room>
+	TlogNext  = "l/n"     // the journal length
+	TlogClean = "l/clean" // the clean-stop mark
+)
+
+// Attention (package attention).
+const (
+	Attention         = "at/" // the package's namespace (not a key space itself)
+	AttentionInstance = Attention + "id"
+	AttentionSub      = Attention + "s/"
+	AttentionFeed     = Attention + "f/"
+	AttentionMatch    = Attention + "x/"
+	AttentionMention  = Attention + "m/"
+	AttentionInbox    = Attention + "mh/"
+	AttentionWater    = Attention + "w/"
+	AttentionPass     = Attention + "lp"
+)
+
+// ReadyProbe is a key that is never written: the readiness check reads it
+// to see that storage answers (a missing key is an answer).
+const ReadyProbe = "readyz"
+
+// Space is one row of the table.
+type Space struct {
+	Name   string // the constant in this package
+	Prefix string
+	// Single: a single key rather than a prefix of many.
+	Single bool
+	Owner  string // the package (directory in the module) that reads and writes it
+	Key    string // the key's shape
+	Value  string // the value's shape
+	Since  int    // the layout version since which the space exists
+}
+
+// Table lists every key space of the node's Badger database.
+var Table = []Space{
+	{"Record", Record, false, "node", "r/<room>/<seq:8 BE>", "record JSON (§15)", 1},
+	{"Envelope", Envelope, false, "node", "e/<envelope or record hash:32>", "<room>/<seq:8 BE>", 1},
+	{"Nonce", Nonce, false, "node", "n/<agent id>", "nonce:8 BE | accepted_at:8 BE", 1},
+	{"JoinReq", JoinReq, false, "node", "j/<room>/<request id>", "join request JSON", 1},
+	{"Archive", Archive, false, "node", "x/<room>", "archive generated_at:8 BE", 1},
+	{"Pack", Pack, false, "node", "p/<digest>", "external pack bytes", 1},
+	{"Snapshot", Snapshot, false, "node", "s/<room>", "room.State.Encode() at some seq", 2},
+	{"Room", Room, false, "node", "h/<room>", "empty: the room exists (written with its room.create)", 3},
+	{"Terminal", Terminal, false, "node", "t/<room>", "cold room summary JSON, with its final s/<room>", 2},
+	{"Member", Member, false, "node", "a/<agent id>/<room>", "flags:1 | role, for cold rooms", 2},
+	{"Layout", Layout, true, "node", "v/layout", "layout version:8 BE", 2},
+	{"MirrorTarget", MirrorTarget, false, "mirror", "m/t/<target id>", "Target JSON", 1},
+	{"MirrorMeta", MirrorMeta, false, "mirror", "m/m/<host key>/<room>", "roomMeta JSON", 1},
+	{"MirrorRecord", MirrorRecord, false, "mirror", "m/r/<host key>/<room>/<seq:8 BE>", "record JSON", 1},
+	{"MirrorCheckpoint", MirrorCheckpoint, false, "mirror", "m/c/<host key>/<room>/<seq:8 BE>", "checkpoint assertion", 1},
+	{"MirrorEvidence", MirrorEvidence, false, "mirror", "m/e/<host key>/<room>/<seq:8 BE>", "Evidence JSON", 1},
+	{"MirrorWitness", MirrorWitness, false, "mirror", "m/w/<host key>/<room>/<witness key>", "cosignature of a mirrored room (newest per witness)", 2},
+	{"MirrorHash", MirrorHash, false, "mirror", "m/x/<host key>/<room>/<hash:32>", "seq:8 BE (envelope and record hashes; written with the record)", 2},
+	{"MirrorSnapshot", MirrorSnapshot, false, "mirror", "m/s/<host key>/<room>", "roomSnapshot JSON (room.State at some seq)", 2},
+	{"MirrorTlogWitness", MirrorTlogWitness, false, "mirror", "m/l/<log origin>", "the tlog-witness's last cosigned checkpoint of a mirrored host's log", 3},
+	{"HostCosignature", HostCosignature, false, "node", "w/<room>/<witness key>", "witness cosignature of this host's room", 1},
+	{"IndexEntry", IndexEntry, false, "index", "i/<host key>/<room>", "signed announcement (as gossiped)", 1},
+	{"IndexConflict", IndexConflict, false, "index", "ic/<first 16 bytes of SHA-256, hex>", "signed announcement claiming another host's room ID (evidence)", 1},
+	{"IndexOwn", IndexOwn, false, "index", "io/<room>", "this host's latest signed announcement", 3},
+	{"FederationBinding", FederationBinding, false, "federation", "fv/<host key>", "verified binding check JSON", 1},
+	{"TlogIndex", TlogIndex, false, "tlog", "l/i/<index:8 BE>", "record hash:32 | seq:8 BE | room ID", 3},
+	{"TlogHash", TlogHash, false, "tlog", "l/h/<record hash:32>", "index:8 BE", 3},
+	{"TlogMark", TlogMark, false, "tlog", "l/w/<room>", "highest logged seq:8 BE", 3},
+	{"TlogNext", TlogNext, true, "tlog", "l/n", "journal length:8 BE (the next leaf index)", 3},
+	{"TlogClean", TlogClean, true, "tlog", "l/clean", "empty: the log stopped cleanly (deleted at start)", 3},
+	{"AttentionInstance", AttentionInstance, true, "attention", "at/id", "random instance ID (stream IDs)", 3},
+	{"AttentionSub", AttentionSub, false, "attention", "at/s/<subscription>", "subscription JSON", 3},
+	{"AttentionFeed", AttentionFeed, false, "attention", "at/f/<subscription>/<seq:8 BE>", "FeedItem JSON", 3},
+	{"AttentionMatch", AttentionMatch, false, "attention", "at/x/<subscription>/<room>", "match state JSON", 3},
+	{"AttentionMention", AttentionMention, false, "attention", "at/m/<agent id>/<seq:8 BE>", "stored mention JSON", 3},
+	{"AttentionInbox", AttentionInbox, false, "attention", "at/mh/<agent id>", "head:8 BE | floor:8 BE", 3},
+	{"AttentionWater", AttentionWater, false, "attention", "at/w/<l|m>/<room>", "seq:8 BE, the last seq handled (catch-up)", 3},
+	{"AttentionPass", AttentionPass, true, "attention", "at/lp", "Unix ms:8 BE, when the last stored pass took its queue", 3},
+	{"ReadyProbe", ReadyProbe, true, "hostapi", "readyz", "never written: the readiness probe reads it", 1},
+}
+
+// Lookup returns the space a stored key belongs to.
+func Lookup(key []byte) (Space, bool) {
+	for _, s := range Table {
+		if s.Single && string(key) == s.Prefix || !s.Single && len(key) >= len(s.Prefix) && string(key[:len(s.Prefix)]) == s.Prefix {
+			return s, true
+		}
+	}
+	return Space{}, false
+}
