@@ -73,6 +73,13 @@ type Config struct {
 	// what arrives meanwhile is stored in one batch, so the owner's
 	// synced writes do not compete with every write of the node.
 	Batch time.Duration
+	// BusyBatch is the least time between two passes while the node is
+	// busy: after a pass that took at least BusyEvents events (default
+	// 250 ms and 8). Every pass that stores is one more synced Badger
+	// write beside the node's group commits; under load fewer, larger
+	// batches keep the inbox off the write path's throughput.
+	BusyBatch  time.Duration
+	BusyEvents int
 	// Chain is where the start-up catch-up reads this node's committed
 	// records (nil: no catch-up). See catchup.go.
 	Chain *Chain
@@ -105,6 +112,11 @@ func (c *Config) defaults() {
 	dur(&c.RetentionAge, 7*24*time.Hour)
 	dur(&c.Rescan, 10*time.Second)
 	dur(&c.Batch, 25*time.Millisecond)
+	dur(&c.BusyBatch, 250*time.Millisecond)
+	def(&c.BusyEvents, 8)
+	if c.BusyBatch < c.Batch {
+		c.BusyBatch = c.Batch
+	}
 	if c.DefaultTTL > c.MaxTTL {
 		c.DefaultTTL = c.MaxTTL
 	}
@@ -218,6 +230,7 @@ type Attention struct {
 	pendLook  map[string]bool  // rooms whose directory summary may have changed
 	pendMir   map[string]int64 // mirrored room -> highest record seq seen
 	pendChain []*Chain         // catch-ups asked for (CatchUp)
+	pendN     int              // events since the last pass took its queue
 	rescanDue bool
 	dropped   atomic.Int64
 	wake      chan struct{}
@@ -365,6 +378,7 @@ func (a *Attention) NodeEvent(e node.Event) {
 	look := seq == 0 || !contentOnly(e.Record.Envelope)
 	a.pmu.Lock()
 	a.pendRooms[e.RoomID] = max(a.pendRooms[e.RoomID], seq)
+	a.pendN++
 	if look {
 		a.pendLook[e.RoomID] = true
 	}
@@ -382,6 +396,7 @@ func (a *Attention) Mirrored(roomID string, rec *record.Record, _ bool) {
 	}
 	a.pmu.Lock()
 	a.pendMir[roomID] = max(a.pendMir[roomID], rec.Seq)
+	a.pendN++
 	if interesting(rec.Envelope) {
 		a.queueLocked(pendingRecord{rec: rec})
 	}
@@ -463,11 +478,16 @@ func (a *Attention) run() {
 	for {
 		began := time.Now()
 		var later <-chan time.Time
-		if wait := a.pass(&last, false); wait > 0 {
+		wait, events := a.pass(&last, false)
+		if wait > 0 {
 			later = time.After(wait)
 		}
 		// Let a batch gather before the next pass.
-		if rest := a.cfg.Batch - time.Since(began); rest > 0 {
+		batch := a.cfg.Batch
+		if events >= a.cfg.BusyEvents {
+			batch = a.cfg.BusyBatch
+		}
+		if rest := batch - time.Since(began); rest > 0 {
 			select {
 			case <-a.ctx.Done():
 				a.pass(&last, true)
@@ -491,9 +511,11 @@ func (a *Attention) run() {
 
 // pass handles what is queued, with a full directory diff when one is due
 // and none ran in the last second (force: regardless). It returns how long
-// until a due diff may run (0: none due).
-func (a *Attention) pass(last *time.Time, force bool) time.Duration {
+// until a due diff may run (0: none due) and how many events it took.
+func (a *Attention) pass(last *time.Time, force bool) (time.Duration, int) {
 	a.pmu.Lock()
+	events := a.pendN
+	a.pendN = 0
 	recs := a.pendRec
 	rooms := a.pendRooms
 	wait := time.Duration(0)
@@ -547,7 +569,7 @@ func (a *Attention) pass(last *time.Time, force bool) time.Duration {
 	if h := a.cfg.onPass; h != nil {
 		h()
 	}
-	return wait
+	return wait, events
 }
 
 type kv struct{ k, v []byte }
