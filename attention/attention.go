@@ -574,15 +574,37 @@ func (a *Attention) pass(last *time.Time, force bool) (time.Duration, int) {
 
 type kv struct{ k, v []byte }
 
+// liveEvent is encoded only when its agent has a live stream.
 type liveEvent struct {
 	agent identity.AgentID
-	item  node.Item
+	event string
+	data  any
 }
 
 type writes struct {
 	sets []kv
 	dels [][]byte
 	live []liveEvent
+	sums map[string]*node.RoomSummary // Lookup, once per room and pass (nil: not hosted)
+}
+
+func (w *writes) summary(a *Attention, roomID string) (node.RoomSummary, bool) {
+	if s, ok := w.sums[roomID]; ok {
+		if s == nil {
+			return node.RoomSummary{}, false
+		}
+		return *s, true
+	}
+	if w.sums == nil {
+		w.sums = map[string]*node.RoomSummary{}
+	}
+	s, ok := a.cfg.Lookup(roomID)
+	if !ok {
+		w.sums[roomID] = nil
+		return s, false
+	}
+	w.sums[roomID] = &s
+	return s, true
 }
 
 func (a *Attention) write(w *writes) error {
@@ -723,7 +745,7 @@ func (a *Attention) appendFeed(sb *sub, it FeedItem, w *writes) {
 		w.dels = append(w.dels, seqKey(pfxFeed, sb.ID, sb.Floor))
 	}
 	w.sets = append(w.sets, kv{[]byte(pfxSub + sb.ID), mustJSON(sb.subMeta)})
-	w.live = append(w.live, liveEvent{sb.Agent, node.Item{Event: "subscription", Data: mustJSON(map[string]any{"subscription_id": sb.ID, "item": it})}})
+	w.live = append(w.live, liveEvent{sb.Agent, "subscription", map[string]any{"subscription_id": sb.ID, "item": it}})
 }
 
 func (a *Attention) setMatched(sb *sub, id string, ms matchState) {
@@ -817,7 +839,7 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 	it := storedMention{MentionItem: MentionItem{RoomID: p.rec.RoomID, RoomSeq: p.rec.Seq, RecordHash: p.rec.Hash,
 		Actor: ev.Actor, Type: ev.Type, CreatedAt: ev.CreatedAt, At: p.rec.ReceivedAt}}
 	if p.local {
-		s, ok := a.cfg.Lookup(p.rec.RoomID)
+		s, ok := w.summary(a, p.rec.RoomID)
 		if !ok {
 			return
 		}
@@ -856,7 +878,7 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 		hf := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(ib.head)), uint64(ib.floor))
 		w.sets = append(w.sets, kv{[]byte(pfxInbox + m), hf})
 		if it.Readable {
-			w.live = append(w.live, liveEvent{agent, node.Item{Event: "mention", Data: mustJSON(it.MentionItem)}})
+			w.live = append(w.live, liveEvent{agent, "mention", it.MentionItem})
 		}
 	}
 }
@@ -873,8 +895,8 @@ func (a *Attention) joinOutcome(rec *record.Record, ev *identity.Event, w *write
 	if json.Unmarshal(ev.Payload, &p) != nil || p.Request.Applicant == "" {
 		return
 	}
-	w.live = append(w.live, liveEvent{p.Request.Applicant, node.Item{Event: "join_request", Data: mustJSON(map[string]any{
-		"room_id": rec.RoomID, "request_id": p.Request.ID, "decision": p.Decision, "role": p.Role, "room_seq": rec.Seq})}})
+	w.live = append(w.live, liveEvent{p.Request.Applicant, "join_request", map[string]any{
+		"room_id": rec.RoomID, "request_id": p.Request.ID, "decision": p.Decision, "role": p.Role, "room_seq": rec.Seq}})
 }
 
 func mustJSON(v any) []byte {
