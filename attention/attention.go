@@ -74,8 +74,8 @@ type Config struct {
 	// synced writes do not compete with every write of the node.
 	Batch time.Duration
 	// BusyBatch is the least time between two passes while the node is
-	// busy: after a pass that took at least BusyEvents events (default
-	// 250 ms and 8). Every pass that stores is one more synced Badger
+	// busy writing: after a pass that took at least BusyEvents records,
+	// hosted or mirrored (default 250 ms and 8). Every pass that stores is one more synced Badger
 	// write beside the node's group commits; under load fewer, larger
 	// batches keep the inbox off the write path's throughput.
 	BusyBatch  time.Duration
@@ -230,7 +230,7 @@ type Attention struct {
 	pendLook  map[string]bool  // rooms whose directory summary may have changed
 	pendMir   map[string]int64 // mirrored room -> highest record seq seen
 	pendChain []*Chain         // catch-ups asked for (CatchUp)
-	pendN     int              // events since the last pass took its queue
+	pendN     int              // records since the last pass took its queue
 	rescanDue bool
 	dropped   atomic.Int64
 	wake      chan struct{}
@@ -378,7 +378,9 @@ func (a *Attention) NodeEvent(e node.Event) {
 	look := seq == 0 || !contentOnly(e.Record.Envelope)
 	a.pmu.Lock()
 	a.pendRooms[e.RoomID] = max(a.pendRooms[e.RoomID], seq)
-	a.pendN++
+	if seq > 0 {
+		a.pendN++ // a record: the node is writing (status changes do not count)
+	}
 	if look {
 		a.pendLook[e.RoomID] = true
 	}
