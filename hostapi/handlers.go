@@ -12,6 +12,8 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -30,11 +32,6 @@ func (s *Server) live(c *gin.Context) {
 		return
 	}
 	defer s.n.Unsubscribe(sub)
-	s.stream(c, sub)
-}
-
-// stream copies a subscription to the response as SSE.
-func (s *Server) stream(c *gin.Context, sub *node.Subscription) {
 	s.pump(c, "subscribed", sub.C, sub.Reason)
 }
 
@@ -45,7 +42,7 @@ func (s *Server) stream(c *gin.Context, sub *node.Subscription) {
 // within it, so its handler goroutine and buffers are freed instead of
 // blocking in Write (issue 11, row 5). reason, if set, names why a closed
 // channel ended.
-func (s *Server) pump(c *gin.Context, hello string, ch <-chan node.Item, reason func() string) {
+func (s *Server) pump(c *gin.Context, hello string, ch <-chan live.Item, reason func() string) {
 	w := c.Writer
 	rc := http.NewResponseController(unwrap(w))
 	_ = rc.SetReadDeadline(time.Time{})
@@ -88,7 +85,25 @@ func (s *Server) pump(c *gin.Context, hello string, ch <-chan node.Item, reason 
 	coalesce.Stop()
 	defer coalesce.Stop()
 	var lastFlush time.Time
-	// drain writes what is queued without waiting; false if ch closed.
+	// A burst is gathered into batch and handed to the connection in one
+	// Write (one chunk, and one write syscall when it fits the connection
+	// buffer). A batch over sseBatchBytes is written as it grows, so a
+	// stream never holds more than that beyond the connection's buffers.
+	var batch []byte
+	reset := func() {
+		batch = batch[:0]
+		if cap(batch) > 16<<10 { // after a large burst: do not keep its buffer
+			batch = nil
+		}
+	}
+	add := func(it live.Item) {
+		batch = appendItem(batch, it)
+		if len(batch) >= sseBatchBytes {
+			werr = writeBatch(w, batch, werr)
+			reset()
+		}
+	}
+	// drain adds what is queued without waiting; false if ch closed.
 	drain := func() bool {
 		for werr == nil {
 			select {
@@ -96,7 +111,7 @@ func (s *Server) pump(c *gin.Context, hello string, ch <-chan node.Item, reason 
 				if !ok {
 					return false
 				}
-				werr = writeItem(w, it, werr)
+				add(it)
 			default:
 				return true
 			}
@@ -120,30 +135,26 @@ func (s *Server) pump(c *gin.Context, hello string, ch <-chan node.Item, reason 
 				closed()
 				return
 			}
-			// Drain what is queued before flushing: one flush per burst,
-			// and bursts at most every SSEFlushInterval.
-			werr = writeItem(w, it, werr)
-			if !drain() {
+			// One flush per burst, and bursts at most every
+			// SSEFlushInterval: items arriving sooner after the last
+			// flush wait in the channel (this goroutine sleeps, it is not
+			// woken per item) and are taken together when it is due.
+			add(it)
+			open := drain()
+			if wait := s.opts.SSEFlushInterval - time.Since(lastFlush); open && wait > 0 && werr == nil {
+				coalesce.Reset(wait)
+				select {
+				case <-ctx.Done():
+					return
+				case <-coalesce.C:
+				}
+				open = drain()
+			}
+			werr = writeBatch(w, batch, werr)
+			reset()
+			if !open {
 				closed()
 				return
-			}
-			if wait := s.opts.SSEFlushInterval - time.Since(lastFlush); wait > 0 && werr == nil {
-				coalesce.Reset(wait)
-			gather:
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case it, ok := <-ch:
-						if !ok {
-							closed()
-							return
-						}
-						werr = writeItem(w, it, werr)
-					case <-coalesce.C:
-						break gather
-					}
-				}
 			}
 			if !flush() {
 				return
@@ -152,6 +163,9 @@ func (s *Server) pump(c *gin.Context, hello string, ch <-chan node.Item, reason 
 		}
 	}
 }
+
+// sseBatchBytes bounds the frames a stream gathers before writing them.
+const sseBatchBytes = 64 << 10
 
 // unwrap returns the net/http writer under gin's, whose FlushError reports
 // a failed flush (gin's Flush drops the error).
@@ -162,23 +176,25 @@ func unwrap(w gin.ResponseWriter) http.ResponseWriter {
 	return w
 }
 
-// writeItem writes one SSE item unless an earlier write failed: its
-// shared frame when the node built one (one copy into the connection's
-// buffer), else the frame in parts.
-func writeItem(w gin.ResponseWriter, it node.Item, err error) error {
-	if err != nil {
-		return err
-	}
+// appendItem appends one SSE item's frame: the shared frame when the node
+// built one, else the frame from its parts.
+func appendItem(b []byte, it live.Item) []byte {
 	if it.Frame != nil {
-		_, err = w.Write(it.Frame)
+		return append(b, it.Frame...)
+	}
+	b = append(b, "event: "...)
+	b = append(b, it.Event...)
+	b = append(b, "\ndata: "...)
+	b = append(b, it.Data...)
+	return append(b, "\n\n"...)
+}
+
+// writeBatch writes gathered frames unless an earlier write failed.
+func writeBatch(w gin.ResponseWriter, b []byte, err error) error {
+	if err != nil || len(b) == 0 {
 		return err
 	}
-	for _, part := range [][]byte{[]byte("event: "), []byte(it.Event), []byte("\ndata: "), it.Data, []byte("\n\n")} {
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(part)
-	}
+	_, err = w.Write(b)
 	return err
 }
 
@@ -333,15 +349,17 @@ func (s *Server) publicRooms(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	var list []node.RoomSummary
+	scope, err := directory.ParseScope(c.Query("scope"), s.opts.Federation != nil)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	var list []directory.Entry
 	var next string
-	switch scope := c.DefaultQuery("scope", "federated"); {
-	case scope == "local" || scope == "federated" && s.opts.Federation == nil:
+	if scope == directory.ScopeLocal {
 		list, next, err = s.n.PublicRooms(f)
-	case scope == "federated":
-		list, next, err = node.PageDirectory(s.opts.Federation.Directory(), f)
-	default:
-		err = adp.Reason(adp.CodeInvalidRequest, "scope", "scope must be local or federated")
+	} else {
+		list, next, err = directory.Page(s.opts.Federation.Directory(), f)
 	}
 	if err != nil {
 		s.fail(c, err)
@@ -349,7 +367,7 @@ func (s *Server) publicRooms(c *gin.Context) {
 	}
 	out := gin.H{"result": list}
 	if list == nil {
-		out["result"] = []node.RoomSummary{}
+		out["result"] = []directory.Entry{}
 	}
 	if next != "" {
 		out["next_cursor"] = next
@@ -358,8 +376,8 @@ func (s *Server) publicRooms(c *gin.Context) {
 }
 
 // directoryFilter parses the §18 query parameters.
-func directoryFilter(c *gin.Context) (node.DirectoryFilter, error) {
-	var f node.DirectoryFilter
+func directoryFilter(c *gin.Context) (directory.Query, error) {
+	var f directory.Query
 	var err error
 	if f.Limit, err = limitParam(c, 20, 100); err != nil {
 		return f, err
@@ -374,7 +392,10 @@ func directoryFilter(c *gin.Context) (node.DirectoryFilter, error) {
 			}
 		}
 	}
-	f.Tag, f.Keyword, f.Language, f.Cursor = c.Query("tag"), c.Query("keyword"), c.Query("language"), c.Query("cursor")
+	f.Keyword, f.Language, f.Cursor = c.Query("keyword"), c.Query("language"), c.Query("cursor")
+	if tag := c.Query("tag"); tag != "" {
+		f.Tags = []string{tag}
+	}
 	if cr := c.Query("creator"); cr != "" {
 		if _, err := identity.ParseAgentID(cr); err != nil {
 			return f, adp.Reason(adp.CodeInvalidRequest, "creator", "creator must be an Agent ID")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,10 +19,10 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/groupcommit"
-	"github.com/adpnode/adpnode/node"
 )
 
 // maxPending bounds the out-of-order buffer of one room; beyond it records
@@ -58,11 +59,11 @@ type Room struct {
 	cp       []byte // latest host checkpoint at or below the tip
 	cpSeq    int64
 	pending  map[int64]pendingRec
-	gapArmed bool // a gap check is scheduled
+	gapArmed bool        // a gap check is scheduled
+	gapTimer *time.Timer // the scheduled gap check (stopped in Mirror.Close)
 	frozen   bool
 	bytes    int64
 	cosigned int64
-	subs     map[chan node.Item]struct{}
 	diskWait atomic.Bool // a retry is queued because the disk was full
 	stallErr string      // why the last catch-up made no progress ("" when it did)
 }
@@ -79,8 +80,7 @@ func (m *Mirror) newRoom(meta roomMeta, hostPeer peer.ID) *Room {
 	rk := roomKey(meta.Host, meta.RoomID)
 	hist := newRoomHistory(m.db, rk)
 	return &Room{m: m, host: meta.Host, hostPeer: hostPeer, id: meta.RoomID, url: meta.URL, rk: rk, hist: hist,
-		meta: meta, st: room.New(m.roomConfig(hist)), pending: map[int64]pendingRec{},
-		subs: map[chan node.Item]struct{}{}}
+		meta: meta, st: room.New(m.roomConfig(hist)), pending: map[int64]pendingRec{}}
 }
 
 // roomConfig is the kernel configuration of a mirrored room.
@@ -232,7 +232,7 @@ func (r *Room) entryLike() *index.Entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := &index.Entry{}
-	e.Room = node.RoomSummary{ID: r.id, URL: r.url, Visibility: room.Public, Tags: r.st.Tags}
+	e.Room = directory.Entry{ID: r.id, URL: r.url, Visibility: room.Public, Tags: r.st.Tags}
 	e.Host = index.Binding{Key: r.host, PeerID: r.hostPeer.String()}
 	if u := r.url; len(u) > 0 {
 		if i := indexOfPath(u); i > 0 {
@@ -280,12 +280,12 @@ func (r *Room) offerStream(sr *federation.StreamedRecord) {
 // armGapLocked schedules a gap check gapGrace from now, unless one is
 // scheduled.
 func (r *Room) armGapLocked() {
-	if r.gapArmed {
+	if r.gapArmed || r.m.ctx.Err() != nil {
 		return
 	}
 	r.gapArmed = true
 	tip := r.st.Seq
-	time.AfterFunc(gapGrace, func() { r.gapCheck(tip) })
+	r.gapTimer = time.AfterFunc(gapGrace, func() { r.gapCheck(tip) })
 }
 
 // gapCheck backfills the room if records still wait for predecessors and
@@ -408,15 +408,7 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 	r.bytes += int64(len(raw))
 	r.m.bytes.Add(int64(len(raw)))
 	r.m.stats.Verified.Add(1)
-	item := node.Item{Event: "room.event", Data: raw}
-	for c := range r.subs {
-		select {
-		case c <- item:
-		default:
-			delete(r.subs, c)
-			close(c)
-		}
-	}
+	r.m.publish(r.rk, raw)
 	return true
 }
 
@@ -520,15 +512,15 @@ func (r *Room) freezeLocked() {
 		// Frozen in memory; after a restart replay finds the fault again.
 		r.m.log.Error("store frozen mirror room", "room", r.id, "seq", meta.FrozenAt, "err", err)
 	}
-	for c := range r.subs {
-		delete(r.subs, c)
-		close(c)
-	}
+	r.m.live.CloseTopic(r.rk, reasonFrozen)
 }
 
 // remove freezes the room and returns the key prefixes of its stored data,
-// for the caller to drop (node.DropAndReclaim, once for all rooms removed).
+// for the caller to drop (reclaim.DropPrefixes, once for all rooms removed).
 func (r *Room) remove() [][]byte {
+	r.mu.Lock()
+	r.m.live.CloseTopic(r.rk, reasonRemoved)
+	r.mu.Unlock()
 	r.freeze()
 	r.mu.Lock()
 	r.removed = true
@@ -545,17 +537,43 @@ func (r *Room) remove() [][]byte {
 // must match the stored chain. It returns how many records were applied,
 // or an error naming why the batch was refused.
 func (r *Room) ingestBatch(b *federation.BackfillBatch) (int, error) {
+	p, err := r.prepareBatch(b)
+	if err != nil || p == nil {
+		return 0, err
+	}
+	return r.applyBatch(p)
+}
+
+// preparedBatch is a backfill batch whose records parsed, verified and
+// chain among themselves, cut at the highest record a host checkpoint of
+// this room vouches for; it is not yet compared with the room's chain.
+type preparedBatch struct {
+	recs     []*record.Record
+	envs     []*identity.Envelope
+	vouched  int // index of the vouched record
+	vouchCp  []byte
+	firstSeq int64
+}
+
+// next is the seq after the batch's vouched part.
+func (p *preparedBatch) next() int64 { return p.firstSeq + int64(p.vouched) + 1 }
+
+// prepareBatch runs the checks of a batch that do not depend on the
+// room's state (parse, signatures, links, checkpoint), without the room
+// lock, so a catch-up can verify the next batch while the previous one is
+// applied. nil, nil for an empty batch.
+func (r *Room) prepareBatch(b *federation.BackfillBatch) (*preparedBatch, error) {
 	if len(b.Records) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	recs := make([]*record.Record, len(b.Records))
 	envs := make([]*identity.Envelope, len(b.Records))
 	if err := parseParallel(b.Records, recs, envs); err != nil {
-		return 0, err
+		return nil, err
 	}
 	for i := 1; i < len(recs); i++ {
 		if err := record.Link(recs[i-1], recs[i]); err != nil {
-			return 0, fmt.Errorf("batch does not chain: %w", err)
+			return nil, fmt.Errorf("batch does not chain: %w", err)
 		}
 	}
 	// The highest record a host checkpoint vouches for.
@@ -571,15 +589,23 @@ func (r *Room) ingestBatch(b *federation.BackfillBatch) (int, error) {
 			continue
 		}
 		if recs[i].Hash != cp.Hash {
-			return 0, fmt.Errorf("checkpoint for seq %d names another record than the batch holds", cp.Seq)
+			return nil, fmt.Errorf("checkpoint for seq %d names another record than the batch holds", cp.Seq)
 		}
 		if i > vouched {
 			vouched, vouchCp = i, raw
 		}
 	}
 	if vouched < 0 {
-		return 0, fmt.Errorf("no host checkpoint vouches for the batch")
+		return nil, fmt.Errorf("no host checkpoint vouches for the batch")
 	}
+	return &preparedBatch{recs: recs, envs: envs, vouched: vouched, vouchCp: vouchCp, firstSeq: recs[0].Seq}, nil
+}
+
+// applyBatch applies a prepared batch's vouched records under the room
+// lock: records at or below the tip must match the stored chain, the rest
+// must continue it.
+func (r *Room) applyBatch(p *preparedBatch) (int, error) {
+	recs, envs, vouched, vouchCp := p.recs, p.envs, p.vouched, p.vouchCp
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.frozen {
@@ -616,7 +642,7 @@ func (r *Room) ingestBatch(b *federation.BackfillBatch) (int, error) {
 // parseParallel parses and verifies records on every core: signature
 // checks dominate catch-up.
 func parseParallel(raws []json.RawMessage, recs []*record.Record, envs []*identity.Envelope) error {
-	const workers = 2
+	workers := min(runtime.GOMAXPROCS(0), len(raws))
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
 	for w := 0; w < workers; w++ {
