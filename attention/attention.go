@@ -30,7 +30,6 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/internal/storelayout"
-	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -78,6 +77,13 @@ type Config struct {
 	// what arrives meanwhile is stored in one batch, so the owner's
 	// synced writes do not compete with every write of the node.
 	Batch time.Duration
+	// BusyBatch is the least time between two passes while the node is
+	// busy writing: after a pass that took at least BusyEvents records,
+	// hosted or mirrored (default 250 ms and 8). Every pass that stores is one more synced Badger
+	// write beside the node's group commits; under load fewer, larger
+	// batches keep the inbox off the write path's throughput.
+	BusyBatch  time.Duration
+	BusyEvents int
 	// Chain is where the start-up catch-up reads this node's committed
 	// records (nil: no catch-up). See catchup.go.
 	Chain *Chain
@@ -110,6 +116,11 @@ func (c *Config) defaults() {
 	dur(&c.RetentionAge, 7*24*time.Hour)
 	dur(&c.Rescan, 10*time.Second)
 	dur(&c.Batch, 25*time.Millisecond)
+	dur(&c.BusyBatch, 250*time.Millisecond)
+	def(&c.BusyEvents, 8)
+	if c.BusyBatch < c.Batch {
+		c.BusyBatch = c.Batch
+	}
 	if c.DefaultTTL > c.MaxTTL {
 		c.DefaultTTL = c.MaxTTL
 	}
@@ -223,6 +234,7 @@ type Attention struct {
 	pendLook  map[string]bool  // rooms whose directory summary may have changed
 	pendMir   map[string]int64 // mirrored room -> highest record seq seen
 	pendChain []*Chain         // catch-ups asked for (CatchUp)
+	pendN     int              // records since the last pass took its queue
 	rescanDue bool
 	dropped   atomic.Int64
 	wake      chan struct{}
@@ -370,6 +382,9 @@ func (a *Attention) NodeEvent(e node.Event) {
 	look := seq == 0 || !contentOnly(e.Record.Envelope)
 	a.pmu.Lock()
 	a.pendRooms[e.RoomID] = max(a.pendRooms[e.RoomID], seq)
+	if seq > 0 {
+		a.pendN++ // a record: the node is writing (status changes do not count)
+	}
 	if look {
 		a.pendLook[e.RoomID] = true
 	}
@@ -387,6 +402,7 @@ func (a *Attention) Mirrored(roomID string, rec *record.Record, _ bool) {
 	}
 	a.pmu.Lock()
 	a.pendMir[roomID] = max(a.pendMir[roomID], rec.Seq)
+	a.pendN++
 	if interesting(rec.Envelope) {
 		a.queueLocked(pendingRecord{rec: rec})
 	}
@@ -468,11 +484,16 @@ func (a *Attention) run() {
 	for {
 		began := time.Now()
 		var later <-chan time.Time
-		if wait := a.pass(&last, false); wait > 0 {
+		wait, events := a.pass(&last, false)
+		if wait > 0 {
 			later = time.After(wait)
 		}
 		// Let a batch gather before the next pass.
-		if rest := a.cfg.Batch - time.Since(began); rest > 0 {
+		batch := a.cfg.Batch
+		if events >= a.cfg.BusyEvents {
+			batch = a.cfg.BusyBatch
+		}
+		if rest := batch - time.Since(began); rest > 0 {
 			select {
 			case <-a.ctx.Done():
 				a.pass(&last, true)
@@ -496,9 +517,11 @@ func (a *Attention) run() {
 
 // pass handles what is queued, with a full directory diff when one is due
 // and none ran in the last second (force: regardless). It returns how long
-// until a due diff may run (0: none due).
-func (a *Attention) pass(last *time.Time, force bool) time.Duration {
+// until a due diff may run (0: none due) and how many events it took.
+func (a *Attention) pass(last *time.Time, force bool) (time.Duration, int) {
 	a.pmu.Lock()
+	events := a.pendN
+	a.pendN = 0
 	recs := a.pendRec
 	rooms := a.pendRooms
 	wait := time.Duration(0)
@@ -552,20 +575,42 @@ func (a *Attention) pass(last *time.Time, force bool) time.Duration {
 	if h := a.cfg.onPass; h != nil {
 		h()
 	}
-	return wait
+	return wait, events
 }
 
 type kv struct{ k, v []byte }
 
+// liveEvent is encoded only when its agent has a live stream.
 type liveEvent struct {
 	agent identity.AgentID
-	item  live.Item
+	event string
+	data  any
 }
 
 type writes struct {
 	sets []kv
 	dels [][]byte
 	live []liveEvent
+	sums map[string]*node.RoomSummary // Lookup, once per room and pass (nil: not hosted)
+}
+
+func (w *writes) summary(a *Attention, roomID string) (node.RoomSummary, bool) {
+	if s, ok := w.sums[roomID]; ok {
+		if s == nil {
+			return node.RoomSummary{}, false
+		}
+		return *s, true
+	}
+	if w.sums == nil {
+		w.sums = map[string]*node.RoomSummary{}
+	}
+	s, ok := a.cfg.Lookup(roomID)
+	if !ok {
+		w.sums[roomID] = nil
+		return s, false
+	}
+	w.sums[roomID] = &s
+	return s, true
 }
 
 func (a *Attention) write(w *writes) error {
@@ -706,7 +751,7 @@ func (a *Attention) appendFeed(sb *sub, it FeedItem, w *writes) {
 		w.dels = append(w.dels, seqKey(pfxFeed, sb.ID, sb.Floor))
 	}
 	w.sets = append(w.sets, kv{[]byte(pfxSub + sb.ID), mustJSON(sb.subMeta)})
-	w.live = append(w.live, liveEvent{sb.Agent, live.Item{Event: "subscription", Data: mustJSON(map[string]any{"subscription_id": sb.ID, "item": it})}})
+	w.live = append(w.live, liveEvent{sb.Agent, "subscription", map[string]any{"subscription_id": sb.ID, "item": it}})
 }
 
 func (a *Attention) setMatched(sb *sub, id string, ms matchState) {
@@ -800,7 +845,7 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 	it := storedMention{MentionItem: MentionItem{RoomID: p.rec.RoomID, RoomSeq: p.rec.Seq, RecordHash: p.rec.Hash,
 		Actor: ev.Actor, Type: ev.Type, CreatedAt: ev.CreatedAt, At: p.rec.ReceivedAt}}
 	if p.local {
-		s, ok := a.cfg.Lookup(p.rec.RoomID)
+		s, ok := w.summary(a, p.rec.RoomID)
 		if !ok {
 			return
 		}
@@ -839,7 +884,7 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 		hf := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(ib.head)), uint64(ib.floor))
 		w.sets = append(w.sets, kv{[]byte(pfxInbox + m), hf})
 		if it.Readable {
-			w.live = append(w.live, liveEvent{agent, live.Item{Event: "mention", Data: mustJSON(it.MentionItem)}})
+			w.live = append(w.live, liveEvent{agent, "mention", it.MentionItem})
 		}
 	}
 }
@@ -856,8 +901,8 @@ func (a *Attention) joinOutcome(rec *record.Record, ev *identity.Event, w *write
 	if json.Unmarshal(ev.Payload, &p) != nil || p.Request.Applicant == "" {
 		return
 	}
-	w.live = append(w.live, liveEvent{p.Request.Applicant, live.Item{Event: "join_request", Data: mustJSON(map[string]any{
-		"room_id": rec.RoomID, "request_id": p.Request.ID, "decision": p.Decision, "role": p.Role, "room_seq": rec.Seq})}})
+	w.live = append(w.live, liveEvent{p.Request.Applicant, "join_request", map[string]any{
+		"room_id": rec.RoomID, "request_id": p.Request.ID, "decision": p.Decision, "role": p.Role, "room_seq": rec.Seq}})
 }
 
 func mustJSON(v any) []byte {

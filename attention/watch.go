@@ -94,9 +94,14 @@ func (a *Attention) deliver(evs []liveEvent) {
 	a.wmu.Lock()
 	defer a.wmu.Unlock()
 	for _, e := range evs {
-		for w := range a.watchers[e.agent] {
+		ws := a.watchers[e.agent]
+		if len(ws) == 0 {
+			continue
+		}
+		item := live.Item{Event: e.event, Data: mustJSON(e.data)}
+		for w := range ws {
 			select {
-			case w.c <- e.item:
+			case w.c <- item:
 			default:
 				delete(a.watchers[e.agent], w)
 				w.end("lagging")
