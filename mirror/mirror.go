@@ -24,7 +24,8 @@ import (
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/periodic"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/live"
+	"github.com/adpnode/adpnode/internal/reclaim"
 )
 
 // Target kinds: what to mirror.
@@ -117,7 +118,7 @@ type Stats struct {
 // Mirror replicates remote public rooms.
 type Mirror struct {
 	cfg Config
-	n   *node.Node
+	n   Host
 	db  *badger.DB
 	fed *federation.Federation
 	idx *index.Index
@@ -132,6 +133,7 @@ type Mirror struct {
 	stats    Stats
 
 	commit   *groupcommit.Committer
+	live     *live.Hub[struct{}] // live streams of the rooms, by room key
 	gapQ     chan *Room
 	evTopic  *federation.TopicHandle
 	wTopic   *federation.TopicHandle
@@ -147,7 +149,7 @@ type Mirror struct {
 
 // Open loads the mirror's targets and rooms (replaying each stored chain
 // through the kernel), then starts following, backfilling and witnessing.
-func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index) (*Mirror, error) {
+func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mirror, error) {
 	if cfg.MaxRooms == 0 {
 		cfg.MaxRooms = 1000
 	}
@@ -163,6 +165,7 @@ func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mirror{cfg: cfg, n: n, db: n.DB(), fed: fed, idx: idx, log: cfg.Log, targets: map[string]Target{},
 		rooms: map[string]*Room{}, followed: map[peer.ID]bool{}, faulty: map[identity.AgentID]bool{},
+		live: live.NewHub[struct{}](streamBuffer),
 		gapQ: make(chan *Room, 4096), ctx: ctx, cancel: cancel, commit: groupcommit.New(n.DB(), 16384)}
 	if err := m.load(); err != nil {
 		cancel()
@@ -179,9 +182,7 @@ func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index
 		return nil, err
 	}
 	fed.SetBackfillSource(m.serveBackfill)
-	n.SetArchiveExtra(func(roomID string) map[string]any {
-		return map[string]any{"host_key": fed.HostKey(), "witnesses": m.witnessesFor(roomID)}
-	})
+	n.AcceptCosignatures(fed.HostKey())
 	m.mu.Lock()
 	for _, r := range m.rooms {
 		m.followLocked(r)
@@ -216,6 +217,8 @@ func (m *Mirror) Close() {
 		m.cancel()
 		m.closeMu.Unlock()
 		m.wg.Wait()
+		m.stopTimers()
+		m.live.Close(live.ReasonShutdown)
 		// Store the rooms' states, so that the next start replays
 		// nothing (or only what arrives from here on).
 		if err := m.snapshotRooms(); err != nil {
@@ -223,6 +226,25 @@ func (m *Mirror) Close() {
 		}
 		m.commit.Close()
 	})
+}
+
+// stopTimers stops the rooms' pending gap checks (none is armed once the
+// context is cancelled, see armGapLocked).
+func (m *Mirror) stopTimers() {
+	m.mu.Lock()
+	rooms := make([]*Room, 0, len(m.rooms))
+	for _, r := range m.rooms {
+		rooms = append(rooms, r)
+	}
+	m.mu.Unlock()
+	for _, r := range rooms {
+		r.mu.Lock()
+		if r.gapTimer != nil {
+			r.gapTimer.Stop()
+			r.gapTimer = nil
+		}
+		r.mu.Unlock()
+	}
 }
 
 // Stats returns the mirror's counters.
@@ -340,7 +362,7 @@ func (m *Mirror) RemoveTarget(id string, purge bool) error {
 		}
 		// Drop the keys and give the bytes back to the file system.
 		if len(prefixes) > 0 {
-			if err := node.DropAndReclaim(m.db, m.log, prefixes...); err != nil {
+			if err := reclaim.DropPrefixes(m.db, m.log, prefixes...); err != nil {
 				m.log.Warn("mirror purge", "rooms", len(drop), "err", err)
 			}
 		}

@@ -524,6 +524,7 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 		}
 		opts.Mirror = s.mir
 		met.AttachMirror(s.mir)
+		s.att.CatchUp(attention.ForMirror(s.mir))
 	}
 	if s.att == nil {
 		if s.att, err = attention.Open(attention.ForNode(n, nil, nil)); err != nil {

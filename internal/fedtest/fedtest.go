@@ -126,6 +126,7 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 		}
 		apiOpts.Mirror = p.Mir
 		met.AttachMirror(p.Mir)
+		p.Att.CatchUp(attention.ForMirror(p.Mir))
 	}
 	p.srv = hostapi.NewHTTPServer(hostapi.New(n, apiOpts).Handler(), hostapi.HTTPOptions{})
 	go p.srv.Serve(hostapi.LimitListener(ln, hostapi.DefaultMaxConnections))
