@@ -52,6 +52,9 @@ func (s *Server) logResource(c *gin.Context) {
 	}
 	switch {
 	case res.Checkpoint:
+		if w := s.opts.Witnessed; w != nil {
+			res.Body = w.CosignedFor(res.Body)
+		}
 		c.Header("Cache-Control", cacheCheckpoint)
 		c.Data(http.StatusOK, "text/plain; charset=utf-8", res.Body)
 		return
@@ -147,5 +150,17 @@ func (s *Server) logDiscovery() gin.H {
 		"consistency":     s.n.Origin() + "/v1/log/consistency",
 		"leaf":            "record hash, 32 raw bytes; RFC 6962 hashing",
 		"checkpoint_type": "C2SP tlog-checkpoint, signed note, Ed25519 host key",
+		"witnesses":       s.witnessKeys(),
 	}
+}
+
+// witnessKeys lists the cosignature/v1 keys of the witnesses the host
+// submits its checkpoints to (their lines follow the host's signature
+// in the checkpoint).
+func (s *Server) witnessKeys() []string {
+	out := []string{}
+	if w := s.opts.Witnessed; w != nil {
+		out = append(out, w.VerifierKeys()...)
+	}
+	return out
 }

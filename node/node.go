@@ -49,8 +49,8 @@ type Node struct {
 	sched      *scheduler
 	lisMu      sync.RWMutex
 	listens    []func(Event)
-	witnessKey identity.AgentID // set by AcceptCosignatures (witness.go)
-	archiveLog func(lastHash string) any
+	witnessKey identity.AgentID          // set by AcceptCosignatures (witness.go)
+	archiveLog func(lastHash string) any // SetArchiveHostLog
 
 	finishMu sync.Mutex  // serialises end-of-room work (scheduler and archive reads)
 	snapMu   sync.Mutex  // serialises snapshot writes (snapshotRooms, evict)

@@ -34,6 +34,7 @@ import (
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/tlog"
+	"github.com/adpnode/adpnode/witness"
 )
 
 // fileConfig is the YAML configuration file; flags override it.
@@ -177,6 +178,7 @@ func addServeFlags(cmd *cobra.Command) {
 	f.Bool("mdns", false, "discover peers on the local network with mDNS (--mdns=false turns the file's setting off)")
 	f.String("disk-reserve", "256MiB", "refuse writes (503, reason disk_full) while the data dir's file system has less free space than this; 0 disables")
 	f.Int("max-connections", hostapi.DefaultMaxConnections, "cap on concurrently open HTTP client connections")
+	f.StringArray("witness", nil, "submit each host log checkpoint to this C2SP tlog-witness, URL=vkey (its submission URL and cosignature/v1 key; a mirror's are in its discovery \"witness\"); repeatable")
 }
 
 // serveSettings are the effective settings of serve: flags, then
@@ -332,6 +334,17 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 	peers, _ := fl.GetStringArray("peer")
 	mdnsOn, _ := fl.GetBool("mdns")
 	ss.fed = fedSettings{enabled: !noFed, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second}
+	wflags, _ := fl.GetStringArray("witness")
+	if len(wflags) > witness.MaxTargets {
+		return nil, withCode(exitUsage, fmt.Errorf("at most %d --witness", witness.MaxTargets))
+	}
+	for _, w := range wflags {
+		tg, err := witness.ParseTarget(w)
+		if err != nil {
+			return nil, withCode(exitUsage, fmt.Errorf("--witness %q: %w", w, err))
+		}
+		ss.fed.witnesses = append(ss.fed.witnesses, tg)
+	}
 	if ff := fc.Federation; ff != nil {
 		if ff.Enabled != nil && !fl.Changed("no-federation") {
 			ss.fed.enabled = *ff.Enabled
@@ -412,6 +425,8 @@ type fedSettings struct {
 	deprecatedPeersAllow bool
 	mirrorMaxRooms       int
 	mirrorMaxBytes       int64
+	// witnesses receive the host log's checkpoints (--witness).
+	witnesses []witness.Target
 }
 
 // privatePeersHint is the switch that lets federation check host bindings
@@ -449,6 +464,7 @@ type stack struct {
 	mir  *mirror.Mirror
 	att  *attention.Attention
 	tl   *tlog.Log
+	sub  *witness.Submitter // nil without --witness
 	srv  *http.Server
 	errc chan error
 	addr string
@@ -483,6 +499,13 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 		return nil, fmt.Errorf("host log: %w", err)
 	}
 	opts.HostLog = s.tl
+	if len(fs.witnesses) > 0 {
+		if s.sub, err = witness.NewSubmitter(witness.SubmitterConfig{Log: s.tl, Targets: fs.witnesses, Logger: log}); err != nil {
+			s.close()
+			return nil, err
+		}
+		opts.Witnessed = s.sub
+	}
 	var idx *index.Index
 	if fs.enabled {
 		key, err := federation.LoadOrCreateKey(cfg.DataDir)
@@ -518,7 +541,7 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			s.att.Mirrored(roomID, rec, live)
 		}
 		if s.mir, err = mirror.Open(mirror.Config{Log: log, OnVerified: onVerified,
-			MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes}, n, s.fed, idx); err != nil {
+			MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes, WitnessKey: key}, n, s.fed, idx); err != nil {
 			s.close()
 			return nil, err
 		}
@@ -602,6 +625,9 @@ func (s *stack) close() error {
 	}
 	if s.att != nil {
 		s.att.Close()
+	}
+	if s.sub != nil {
+		s.sub.Close()
 	}
 	if s.tl != nil {
 		if err := s.tl.Close(); err != nil {

@@ -113,6 +113,11 @@ func verifyEvidence(w io.Writer, b []byte) bool {
 		fmt.Fprintf(w, "FAIL evidence: %v\n", err)
 		return false
 	}
+	if ev.Kind == evidence.KindSplitView {
+		fmt.Fprintf(w, "OK evidence: %s by host %s (%d checkpoint notes, %d proof hashes): %s\n",
+			ev.Kind, ev.Host, len(ev.Notes), len(ev.Proof), ev.Reason)
+		return true
+	}
 	fmt.Fprintf(w, "OK evidence: %s by host %s in room %s at seq %d (%d checkpoints, %d records): %s\n",
 		ev.Kind, ev.Host, ev.RoomID, ev.Seq, len(ev.Checkpoints), len(ev.Records), ev.Reason)
 	return true
