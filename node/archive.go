@@ -77,12 +77,12 @@ func (n *Node) Archive(roomID string, viewer identity.AgentID) (*archive.Archive
 
 func (n *Node) manifest(hr *hostedRoom, recs []*record.Record, at int64) archive.Manifest {
 	m := archive.NewManifest(n.host, n.RoomURL(hr.id), recs, at)
-	for k, v := range n.witnessExtra(hr.id) {
-		m.Extra[k] = v
-	}
 	n.lisMu.RLock()
 	hostLog := n.archiveLog
 	n.lisMu.RUnlock()
+	for k, v := range n.witnessExtra(hr.id) {
+		m.Extra[k] = v
+	}
 	if hostLog != nil && m.LastHash != "" {
 		if v := hostLog(m.LastHash); v != nil {
 			m.Extra["host_log"] = v
