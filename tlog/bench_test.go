@@ -87,7 +87,8 @@ func BenchmarkWritePathHostLog(b *testing.B) {
 
 func benchWritePath(b *testing.B, with bool) {
 	dir := b.TempDir()
-	n, err := node.Open(node.Config{DataDir: dir, PublicURL: "http://127.0.0.1:1", Log: slog.New(slog.DiscardHandler)})
+	n, err := node.Open(node.Config{DataDir: dir, PublicURL: "http://127.0.0.1:1", Log: slog.New(slog.DiscardHandler),
+		Rates: node.Rates{Message: 1 << 20, Signal: 1 << 20, Control: 1 << 20, MessageCeiling: 1 << 20, SignalCeiling: 1 << 20, ControlCeiling: 1 << 20, AgentStatus: 60}})
 	if err != nil {
 		b.Fatal(err)
 	}

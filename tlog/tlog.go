@@ -93,7 +93,6 @@ const (
 const (
 	chunk       = 4096    // leaves per journal transaction and tessera round
 	maxMarks    = 1 << 16 // watermarks cached in memory
-	scanBatch   = 1024    // rooms per catch-up step
 	readHashes  = 4096    // record hashes read per gap-fill step
 	defaultMaxQ = 1 << 20
 )
@@ -488,44 +487,45 @@ func (l *Log) commit(leaves []Leaf) error {
 	return nil
 }
 
-// catchUp appends every record above its room's watermark.
+// catchUp appends every record above its room's watermark. Rooms are
+// streamed from the source (not collected), so a start over millions of
+// rooms holds one batch of leaves at a time.
 func (l *Log) catchUp() error {
-	type head struct {
-		id  string
-		seq int64
-	}
-	var rooms []head
+	var batch []Leaf
+	var ferr error
 	if err := l.cfg.Source.RoomHeads(func(id string, seq int64) bool {
-		rooms = append(rooms, head{id, seq})
+		if l.ctx.Err() != nil {
+			return false
+		}
+		wm, err := l.mark(id)
+		if err != nil {
+			ferr = err
+			return false
+		}
+		if seq > wm {
+			gap, err := l.readGap(id, wm, seq)
+			if err != nil {
+				ferr = err
+				return false
+			}
+			batch = append(batch, gap...)
+			l.marks[id] = seq
+		}
+		if len(batch) >= chunk {
+			if ferr = l.commit(batch); ferr != nil {
+				return false
+			}
+			batch = nil
+		}
 		return true
 	}); err != nil {
 		return err
 	}
-	var batch []Leaf
-	for i, r := range rooms {
-		if l.ctx.Err() != nil {
-			return nil
-		}
-		wm, err := l.mark(r.id)
-		if err != nil {
-			return err
-		}
-		if r.seq > wm {
-			gap, err := l.readGap(r.id, wm, r.seq)
-			if err != nil {
-				return err
-			}
-			batch = append(batch, gap...)
-			l.marks[r.id] = r.seq
-		}
-		if len(batch) >= chunk || (i+1)%scanBatch == 0 || i == len(rooms)-1 {
-			if len(batch) > 0 {
-				if err := l.commit(batch); err != nil {
-					return err
-				}
-				batch = nil
-			}
-		}
+	if ferr != nil {
+		return ferr
+	}
+	if len(batch) > 0 {
+		return l.commit(batch)
 	}
 	return nil
 }

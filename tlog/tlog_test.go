@@ -218,7 +218,10 @@ func (e *env) check(cp tlogproof.Checkpoint, which func(string, int) bool) {
 func TestEveryRecordProvesAcrossTiles(t *testing.T) {
 	e := newEnv(t)
 	tracked := []string{"room-a", "room-b", "room-c", "room-d"}
-	const n = 70_500
+	n := 70_500
+	if raceEnabled {
+		n = 2_600 // crosses level-0 tile boundaries only; see race_on_test.go
+	}
 	for i := range n {
 		id := fmt.Sprintf("filler-%d", i%97)
 		if i%23 == 0 {
@@ -227,7 +230,7 @@ func TestEveryRecordProvesAcrossTiles(t *testing.T) {
 		e.log.Append(e.src.accept(id))
 	}
 	start := time.Now()
-	cp := e.waitSize(n)
+	cp := e.waitSize(uint64(n))
 	t.Logf("%d leaves logged in %v", n, time.Since(start))
 	start = time.Now()
 	defer func() { t.Logf("proofs checked in %v", time.Since(start)) }()
@@ -237,7 +240,7 @@ func TestEveryRecordProvesAcrossTiles(t *testing.T) {
 	e.check(cp, func(id string, seq int) bool {
 		return id[:5] == "room-" || seq%50 == 0
 	})
-	if got := e.log.Journalled(); got != n {
+	if got := e.log.Journalled(); got != uint64(n) {
 		t.Fatalf("journal holds %d leaves", got)
 	}
 	// The level-0 tile 0 is the first 256 leaf hashes (tlog-tiles).
@@ -250,8 +253,10 @@ func TestEveryRecordProvesAcrossTiles(t *testing.T) {
 		t.Fatal("tile/0/000 does not start with leaf 0's hash")
 	}
 	// The level-2 partial tile exists: 70,500 leaves span 2 level-1 tiles.
-	if res, err := e.log.Read(context.Background(), fmt.Sprintf("tile/2/000.p/%d", 1)); err != nil || len(res.Body) != 32 || res.Immutable {
-		t.Fatalf("tile/2/000.p/1: %d bytes, %v", len(res.Body), err)
+	if !raceEnabled {
+		if res, err := e.log.Read(context.Background(), "tile/2/000.p/1"); err != nil || len(res.Body) != 32 || res.Immutable {
+			t.Fatalf("tile/2/000.p/1: %d bytes, %v", len(res.Body), err)
+		}
 	}
 }
 

@@ -1,0 +1,5 @@
+//go:build !race
+
+package tlog_test
+
+const raceEnabled = false
