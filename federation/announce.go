@@ -6,15 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
-	"github.com/adpnode/adpnode/node"
 )
 
 // announceReq asks for a room's entry to be announced if it changed;
@@ -47,29 +48,40 @@ type published struct {
 	refresh time.Time
 }
 
-// onNodeEvent runs on the node's writer goroutine: it only queues work.
-func (f *Federation) onNodeEvent(e node.Event) {
+// onNodeEvent is the host listener. It runs on the host's writer
+// goroutine while the room's sequencer (and the writer's actor lock) are
+// held, so it only looks at the event's fields and queues work without
+// blocking: no parsing, no logging, no locks. What a full queue drops is
+// counted (Stats.AnnounceDropped, Stats.RecordDropped) and logged by the
+// loops that drain the queues; the refresh sweep announces the change
+// later, and mirrors backfill the record.
+func (f *Federation) onNodeEvent(e hostport.Event) {
 	f.snapDirty.Store(true)
-	urgent := e.Kind == node.EventStatus || e.Record != nil && (e.Record.Seq == 1 || e.Status != room.StatusActive)
-	if e.Record != nil && !urgent {
-		if env, err := identity.ParseEnvelope(e.Record.Envelope); err == nil {
-			switch env.Event.Type {
-			case "room.update", "room.close", "room.cancel":
-				urgent = true
-			}
-		}
+	urgent := e.Kind == hostport.EventStatus || e.Record != nil && (e.Record.Seq == 1 || e.Status != room.StatusActive)
+	switch e.Type {
+	case "room.update", "room.close", "room.cancel":
+		urgent = true
 	}
 	select {
 	case f.announceQ <- announceReq{e.RoomID, urgent}:
-	default: // the refresh sweep notices the change later
-		f.log.Debug("announce queue full", "room", e.RoomID)
+	default:
+		f.stats.AnnounceDropped.Add(1)
 	}
-	if e.Kind == node.EventRecord {
+	if e.Kind == hostport.EventRecord && e.Record != nil {
 		select {
 		case f.recordQ <- e:
 		default:
-			f.log.Warn("record stream queue full; mirrors will backfill", "room", e.RoomID, "seq", e.Record.Seq)
+			f.stats.RecordDropped.Add(1)
 		}
+	}
+}
+
+// noteDrops logs, from a federation goroutine, how many events a full
+// queue dropped since the last call (*last holds the count seen then).
+func (f *Federation) noteDrops(last *int64, dropped *atomic.Int64, msg string) {
+	if d := dropped.Load(); d != *last {
+		f.log.Warn(msg, "dropped", d-*last, "total", d)
+		*last = d
 	}
 }
 
@@ -89,6 +101,7 @@ func (f *Federation) announceLoop(ctx context.Context) {
 	sweep := time.NewTicker(refreshSweepEvery)
 	defer sweep.Stop()
 	pending := map[string]bool{} // room -> urgent
+	var announceDrops int64
 	last := map[string]time.Time{}
 	for _, s := range f.n.Summaries() {
 		if f.changed(s) {
@@ -122,6 +135,7 @@ func (f *Federation) announceLoop(ctx context.Context) {
 				}
 			}
 		case <-sweep.C:
+			f.noteDrops(&announceDrops, &f.stats.AnnounceDropped, "announce queue full; the sweep announces the changes")
 			now := time.Now()
 			for _, id := range f.dueForRefresh(now) {
 				if _, ok := pending[id]; !ok {
@@ -198,7 +212,7 @@ func (f *Federation) lastPublished(id string) (published, bool) {
 
 // changed reports whether a room's summary differs from what this node
 // last announced (or was never announced).
-func (f *Federation) changed(s node.RoomSummary) bool {
+func (f *Federation) changed(s directory.Entry) bool {
 	if s.Visibility == room.Private {
 		return false
 	}
@@ -218,7 +232,7 @@ func (f *Federation) announceRoom(ctx context.Context, id string, force bool) bo
 }
 
 // ttlOf is how long an announcement of the room is valid.
-func (f *Federation) ttlOf(s node.RoomSummary) time.Duration {
+func (f *Federation) ttlOf(s directory.Entry) time.Duration {
 	if s.Status == room.StatusEnded || s.Status == room.StatusCancelled {
 		return f.cfg.TombstoneTTL
 	}
@@ -236,7 +250,7 @@ func (f *Federation) Binding() index.Binding {
 
 // announce publishes a signed entry for a local room. Private rooms are
 // never announced (DECISIONS 12).
-func (f *Federation) announce(ctx context.Context, s node.RoomSummary) bool {
+func (f *Federation) announce(ctx context.Context, s directory.Entry) bool {
 	if s.Visibility == room.Private {
 		return false
 	}
@@ -305,21 +319,11 @@ func (f *Federation) consumeIndex(ctx context.Context, sub *pubsub.Subscription)
 // Directory returns the rooms of the federation this node knows, each
 // room ID once: its own public and restricted rooms, then remote rooms
 // of hosts whose binding is verified (unverified hosts' rooms stay out).
-func (f *Federation) Directory() []node.RoomSummary {
-	verified := true
-	out := f.n.Summaries()
-	seen := make(map[string]bool, len(out))
-	for i := range out {
-		out[i].Verified = &verified
-		seen[out[i].ID] = true
+func (f *Federation) Directory() []directory.Entry {
+	es := f.idx.Entries(f.n.NowMs(), true)
+	remote := make([]directory.Entry, len(es))
+	for i, e := range es {
+		remote[i] = e.Room
 	}
-	for _, e := range f.idx.Entries(f.n.NowMs(), true) {
-		if seen[e.Room.ID] {
-			continue
-		}
-		s := e.Room
-		s.Verified = &verified
-		out = append(out, s)
-	}
-	return out
+	return directory.Merge(f.n.Summaries(), remote)
 }

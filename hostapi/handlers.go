@@ -12,6 +12,8 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -30,11 +32,6 @@ func (s *Server) live(c *gin.Context) {
 		return
 	}
 	defer s.n.Unsubscribe(sub)
-	s.stream(c, sub)
-}
-
-// stream copies a subscription to the response as SSE.
-func (s *Server) stream(c *gin.Context, sub *node.Subscription) {
 	s.pump(c, "subscribed", sub.C, sub.Reason)
 }
 
@@ -45,7 +42,7 @@ func (s *Server) stream(c *gin.Context, sub *node.Subscription) {
 // within it, so its handler goroutine and buffers are freed instead of
 // blocking in Write (issue 11, row 5). reason, if set, names why a closed
 // channel ended.
-func (s *Server) pump(c *gin.Context, hello string, ch <-chan node.Item, reason func() string) {
+func (s *Server) pump(c *gin.Context, hello string, ch <-chan live.Item, reason func() string) {
 	w := c.Writer
 	rc := http.NewResponseController(unwrap(w))
 	_ = rc.SetReadDeadline(time.Time{})
@@ -165,7 +162,7 @@ func unwrap(w gin.ResponseWriter) http.ResponseWriter {
 // writeItem writes one SSE item unless an earlier write failed: its
 // shared frame when the node built one (one copy into the connection's
 // buffer), else the frame in parts.
-func writeItem(w gin.ResponseWriter, it node.Item, err error) error {
+func writeItem(w gin.ResponseWriter, it live.Item, err error) error {
 	if err != nil {
 		return err
 	}
@@ -333,15 +330,17 @@ func (s *Server) publicRooms(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	var list []node.RoomSummary
+	scope, err := directory.ParseScope(c.Query("scope"), s.opts.Federation != nil)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	var list []directory.Entry
 	var next string
-	switch scope := c.DefaultQuery("scope", "federated"); {
-	case scope == "local" || scope == "federated" && s.opts.Federation == nil:
+	if scope == directory.ScopeLocal {
 		list, next, err = s.n.PublicRooms(f)
-	case scope == "federated":
-		list, next, err = node.PageDirectory(s.opts.Federation.Directory(), f)
-	default:
-		err = adp.Reason(adp.CodeInvalidRequest, "scope", "scope must be local or federated")
+	} else {
+		list, next, err = directory.Page(s.opts.Federation.Directory(), f)
 	}
 	if err != nil {
 		s.fail(c, err)
@@ -349,7 +348,7 @@ func (s *Server) publicRooms(c *gin.Context) {
 	}
 	out := gin.H{"result": list}
 	if list == nil {
-		out["result"] = []node.RoomSummary{}
+		out["result"] = []directory.Entry{}
 	}
 	if next != "" {
 		out["next_cursor"] = next
@@ -358,8 +357,8 @@ func (s *Server) publicRooms(c *gin.Context) {
 }
 
 // directoryFilter parses the §18 query parameters.
-func directoryFilter(c *gin.Context) (node.DirectoryFilter, error) {
-	var f node.DirectoryFilter
+func directoryFilter(c *gin.Context) (directory.Query, error) {
+	var f directory.Query
 	var err error
 	if f.Limit, err = limitParam(c, 20, 100); err != nil {
 		return f, err
@@ -374,7 +373,10 @@ func directoryFilter(c *gin.Context) (node.DirectoryFilter, error) {
 			}
 		}
 	}
-	f.Tag, f.Keyword, f.Language, f.Cursor = c.Query("tag"), c.Query("keyword"), c.Query("language"), c.Query("cursor")
+	f.Keyword, f.Language, f.Cursor = c.Query("keyword"), c.Query("language"), c.Query("cursor")
+	if tag := c.Query("tag"); tag != "" {
+		f.Tags = []string{tag}
+	}
 	if cr := c.Query("creator"); cr != "" {
 		if _, err := identity.ParseAgentID(cr); err != nil {
 			return f, adp.Reason(adp.CodeInvalidRequest, "creator", "creator must be an Agent ID")

@@ -25,7 +25,8 @@ import (
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/periodic"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/internal/reclaim"
+	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/witness"
 )
 
@@ -109,7 +110,10 @@ type Config struct {
 	// logs of the hosts this mirror mirrors, cosigning with this key
 	// (the node's host key).
 	WitnessKey ed25519.PrivateKey
-	Log        *slog.Logger
+	// WitnessName names the witness in its cosignatures: the node's
+	// public host[:port] + WitnessSuffix.
+	WitnessName string
+	Log         *slog.Logger
 }
 
 // Stats are the mirror's counters.
@@ -123,7 +127,7 @@ type Stats struct {
 // Mirror replicates remote public rooms.
 type Mirror struct {
 	cfg Config
-	n   *node.Node
+	n   Host
 	db  *badger.DB
 	fed *federation.Federation
 	idx *index.Index
@@ -138,6 +142,7 @@ type Mirror struct {
 	stats    Stats
 
 	commit   *groupcommit.Committer
+	live     *live.Hub[struct{}] // live streams of the rooms, by room key
 	gapQ     chan *Room
 	evTopic  *federation.TopicHandle
 	wTopic   *federation.TopicHandle
@@ -155,7 +160,7 @@ type Mirror struct {
 
 // Open loads the mirror's targets and rooms (replaying each stored chain
 // through the kernel), then starts following, backfilling and witnessing.
-func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index) (*Mirror, error) {
+func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mirror, error) {
 	if cfg.MaxRooms == 0 {
 		cfg.MaxRooms = 1000
 	}
@@ -171,6 +176,7 @@ func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mirror{cfg: cfg, n: n, db: n.DB(), fed: fed, idx: idx, log: cfg.Log, targets: map[string]Target{},
 		rooms: map[string]*Room{}, followed: map[peer.ID]bool{}, faulty: map[identity.AgentID]bool{},
+		live: live.NewHub[struct{}](streamBuffer),
 		gapQ: make(chan *Room, 4096), ctx: ctx, cancel: cancel, commit: groupcommit.New(n.DB(), 16384)}
 	if err := m.load(); err != nil {
 		cancel()
@@ -192,9 +198,7 @@ func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index
 		return nil, err
 	}
 	fed.SetBackfillSource(m.serveBackfill)
-	n.SetArchiveExtra(func(roomID string) map[string]any {
-		return map[string]any{"host_key": fed.HostKey(), "witnesses": m.witnessesFor(roomID)}
-	})
+	n.AcceptCosignatures(fed.HostKey())
 	m.mu.Lock()
 	for _, r := range m.rooms {
 		m.followLocked(r)
@@ -229,6 +233,8 @@ func (m *Mirror) Close() {
 		m.cancel()
 		m.closeMu.Unlock()
 		m.wg.Wait()
+		m.stopTimers()
+		m.live.Close(live.ReasonShutdown)
 		// Store the rooms' states, so that the next start replays
 		// nothing (or only what arrives from here on).
 		if err := m.snapshotRooms(); err != nil {
@@ -236,6 +242,25 @@ func (m *Mirror) Close() {
 		}
 		m.commit.Close()
 	})
+}
+
+// stopTimers stops the rooms' pending gap checks (none is armed once the
+// context is cancelled, see armGapLocked).
+func (m *Mirror) stopTimers() {
+	m.mu.Lock()
+	rooms := make([]*Room, 0, len(m.rooms))
+	for _, r := range m.rooms {
+		rooms = append(rooms, r)
+	}
+	m.mu.Unlock()
+	for _, r := range rooms {
+		r.mu.Lock()
+		if r.gapTimer != nil {
+			r.gapTimer.Stop()
+			r.gapTimer = nil
+		}
+		r.mu.Unlock()
+	}
 }
 
 // Stats returns the mirror's counters.
@@ -353,7 +378,7 @@ func (m *Mirror) RemoveTarget(id string, purge bool) error {
 		}
 		// Drop the keys and give the bytes back to the file system.
 		if len(prefixes) > 0 {
-			if err := node.DropAndReclaim(m.db, m.log, prefixes...); err != nil {
+			if err := reclaim.DropPrefixes(m.db, m.log, prefixes...); err != nil {
 				m.log.Warn("mirror purge", "rooms", len(drop), "err", err)
 			}
 		}

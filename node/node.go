@@ -16,9 +16,11 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp"
-	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/groupcommit"
+	"github.com/adpnode/adpnode/live"
 )
 
 // Node is one authoritative ADP host.
@@ -36,17 +38,18 @@ type Node struct {
 	broken    map[string]*RoomBroken // rooms whose stored chain did not recover
 	recovered RecoveryStats
 
-	actors       [actorStripes]sync.Mutex // per-actor serialisation of nonce checks (striped)
-	nonces       *nonceCache
-	quotas       *quotas
-	joins        *joinRequests
-	status       *statusBoard
-	hub          *hub
-	packs        *packFetcher
-	sched        *scheduler
-	lisMu        sync.RWMutex
-	listens      []func(Event)
-	archiveExtra func(roomID string) map[string]any
+	actors     [actorStripes]sync.Mutex // per-actor serialisation of nonce checks (striped)
+	nonces     *nonceCache
+	quotas     *quotas
+	joins      *joinRequests
+	status     *statusBoard
+	hub        *hub
+	viewers    *live.Hub[struct{}] // viewer streams (viewer.go)
+	packs      *packFetcher
+	sched      *scheduler
+	lisMu      sync.RWMutex
+	listens    []func(Event)
+	witnessKey identity.AgentID // set by AcceptCosignatures (witness.go)
 
 	finishMu sync.Mutex  // serialises end-of-room work (scheduler and archive reads)
 	snapMu   sync.Mutex  // serialises snapshot writes (snapshotRooms, evict)
@@ -87,20 +90,21 @@ type hostedRoom struct {
 const actorStripes = 4096
 
 // Event is what the node tells listeners (federation, index, metrics).
-type Event struct {
-	Kind   EventKind
-	RoomID string
-	Record *record.Record // for EventRecord
-	Status room.Status
-}
+//
+// Deprecated: use hostport.Event.
+type Event = hostport.Event
 
 // EventKind says what happened.
-type EventKind int
+//
+// Deprecated: use hostport.EventKind.
+type EventKind = hostport.EventKind
 
 // Event kinds.
+//
+// Deprecated: use hostport.EventRecord and hostport.EventStatus.
 const (
-	EventRecord EventKind = iota // a record was accepted
-	EventStatus                  // the room's lifecycle status changed (scheduler)
+	EventRecord = hostport.EventRecord
+	EventStatus = hostport.EventStatus
 )
 
 // Open opens (or creates) the node's database, recovers every room by
@@ -123,14 +127,15 @@ func Open(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
 		cfg: cfg, origin: origin, host: u.Host, log: cfg.Log, db: db,
-		rooms:  map[string]*hostedRoom{},
-		broken: map[string]*RoomBroken{},
-		nonces: newNonceCache(cfg.Window),
-		quotas: newQuotas(),
-		status: newStatusBoard(),
-		hub:    newHub(cfg.SSEBuffer),
-		cold:   newColdCache(coldCacheRooms),
-		ctx:    ctx, cancel: cancel,
+		rooms:   map[string]*hostedRoom{},
+		broken:  map[string]*RoomBroken{},
+		nonces:  newNonceCache(cfg.Window),
+		quotas:  newQuotas(),
+		status:  newStatusBoard(),
+		hub:     newHub(cfg.SSEBuffer),
+		viewers: live.NewHub[struct{}](cfg.SSEBuffer),
+		cold:    newColdCache(coldCacheRooms),
+		ctx:     ctx, cancel: cancel,
 		disk: newDiskGuard(cfg.DataDir, cfg.DiskReserveBytes, cfg.Log),
 	}
 	n.packs = newPackFetcher(cfg.Packs, db)
@@ -163,7 +168,8 @@ func (n *Node) Close() error {
 	n.inflight.Wait()
 	n.cancel()
 	n.bg.Wait()
-	n.hub.closeAll()
+	n.hub.Close(live.ReasonShutdown)
+	n.viewers.Close(live.ReasonShutdown)
 	n.commit.Close()
 	if err := n.snapshotRooms(); err != nil {
 		n.log.Warn("store room snapshots at close", "err", err)
@@ -196,6 +202,7 @@ func (n *Node) Listen(fn func(Event)) {
 }
 
 func (n *Node) emit(e Event) {
+	n.endViewers(e.RoomID, e.Status)
 	n.lisMu.RLock()
 	defer n.lisMu.RUnlock()
 	for _, fn := range n.listens {
@@ -327,7 +334,7 @@ func internal(err error) *adp.Error {
 func (n *Node) Ready() bool { return !n.closing.Load() }
 
 // DrainStreams ends every live stream (graceful shutdown).
-func (n *Node) DrainStreams() { n.hub.closeAll() }
+func (n *Node) DrainStreams() { n.hub.Drain(live.ReasonShutdown) }
 
 // DB returns the node's Badger database, for the other components of the
 // process (index, mirrors) that keep their own key spaces in it.
@@ -337,14 +344,6 @@ func (n *Node) DB() *badger.DB { return n.db }
 func (n *Node) Hosts(roomID string) bool {
 	_, ok := n.room(roomID)
 	return ok
-}
-
-// SetArchiveExtra registers a function whose members are added to the
-// archive manifest's extra (witness cosignatures, the host key).
-func (n *Node) SetArchiveExtra(fn func(roomID string) map[string]any) {
-	n.lisMu.Lock()
-	n.archiveExtra = fn
-	n.lisMu.Unlock()
 }
 
 // RecordHash returns the hash of a hosted room's record at seq.
@@ -360,3 +359,6 @@ func (n *Node) RecordHash(roomID string, seq int64) (string, bool) {
 	}
 	return h, found
 }
+
+// MaxBodyBytes is the largest request body the node accepts.
+func (n *Node) MaxBodyBytes() int64 { return n.cfg.MaxBodyBytes }
