@@ -377,7 +377,15 @@ func TestErrorCodes(t *testing.T) {
 	f := &errFixture{h: adptest.StartHost(t, node.Config{}),
 		creator: adptest.NewAgent("err-creator"), bob: adptest.NewAgent("err-bob")}
 	unreachable := map[adp.Code]string{adp.CodeInternal: "only unexpected host failures",
-		adp.CodeRelayFailed: "needs a federation: federation.TestRelayOverHTTP provokes it"}
+		adp.CodeRelayFailed: "needs a federation: federation.TestRelayOverHTTP provokes it",
+		// The witness codes need a mirror's witness (a federation) or a
+		// witness.Witness: witness.TestAddCheckpointHostile and
+		// TestAddCheckpointAndRestart provoke each over HTTP with its
+		// status and code, mirror.TestMirrorWitnessCatchesForkedHost on
+		// POST /v1/witness/add-checkpoint.
+		adp.CodeUntrustedCheckpoint:    "a witness: witness.TestAddCheckpointHostile",
+		adp.CodeCheckpointStale:        "a witness: witness.TestAddCheckpointAndRestart",
+		adp.CodeInconsistentCheckpoint: "a witness: witness.TestAddCheckpointHostile"}
 
 	cases := errCases()
 	covered := map[adp.Code]bool{}

@@ -110,7 +110,10 @@ type Config struct {
 	// logs of the hosts this mirror mirrors, cosigning with this key
 	// (the node's host key).
 	WitnessKey ed25519.PrivateKey
-	Log        *slog.Logger
+	// WitnessName names the witness in its cosignatures: the node's
+	// public host[:port] + WitnessSuffix.
+	WitnessName string
+	Log         *slog.Logger
 }
 
 // Stats are the mirror's counters.

@@ -21,7 +21,7 @@ func (m *Mirror) openWitness() error {
 	if len(m.cfg.WitnessKey) == 0 {
 		return nil
 	}
-	cs, err := tlogwitness.NewCosigner(m.n.Host()+WitnessSuffix, m.cfg.WitnessKey)
+	cs, err := tlogwitness.NewCosigner(m.cfg.WitnessName, m.cfg.WitnessKey)
 	if err != nil {
 		return err
 	}

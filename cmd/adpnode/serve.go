@@ -620,7 +620,8 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			s.att.Mirrored(roomID, rec, live)
 		}
 		if s.mir, err = mirror.Open(mirror.Config{Log: log, OnVerified: onVerified,
-			MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes, WitnessKey: key}, n, s.fed, idx); err != nil {
+			MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes,
+			WitnessKey: key, WitnessName: n.Host() + mirror.WitnessSuffix}, n, s.fed, idx); err != nil {
 			s.close()
 			return nil, err
 		}

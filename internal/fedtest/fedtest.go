@@ -130,6 +130,7 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 		}
 		if mc.WitnessKey == nil {
 			mc.WitnessKey = key // mirrors witness the logs of the hosts they mirror
+			mc.WitnessName = n.Host() + mirror.WitnessSuffix
 		}
 		if p.Mir, err = mirror.Open(mc, n, fed, idx); err != nil {
 			t.Fatal(err)
