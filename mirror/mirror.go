@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,8 +25,9 @@ import (
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/periodic"
-	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/internal/reclaim"
+	"github.com/adpnode/adpnode/live"
+	"github.com/adpnode/adpnode/witness"
 )
 
 // Target kinds: what to mirror.
@@ -104,6 +106,10 @@ type Config struct {
 	// live stream (not by backfill), whose age is replication lag. It must
 	// not block.
 	OnVerified func(roomID string, rec *record.Record, live bool)
+	// WitnessKey, when set, runs a C2SP tlog-witness (Witness) for the
+	// logs of the hosts this mirror mirrors, cosigning with this key
+	// (the node's host key).
+	WitnessKey ed25519.PrivateKey
 	Log        *slog.Logger
 }
 
@@ -145,6 +151,8 @@ type Mirror struct {
 
 	snapMu    sync.Mutex // orders snapshot writes against purges
 	recovered RecoveryStats
+
+	witness *witness.Witness // nil without Config.WitnessKey
 }
 
 // Open loads the mirror's targets and rooms (replaying each stored chain
@@ -168,6 +176,11 @@ func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mi
 		live: live.NewHub[struct{}](streamBuffer),
 		gapQ: make(chan *Room, 4096), ctx: ctx, cancel: cancel, commit: groupcommit.New(n.DB(), 16384)}
 	if err := m.load(); err != nil {
+		cancel()
+		m.commit.Close()
+		return nil, err
+	}
+	if err := m.openWitness(); err != nil {
 		cancel()
 		m.commit.Close()
 		return nil, err

@@ -128,6 +128,9 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 				}
 			}
 		}
+		if mc.WitnessKey == nil {
+			mc.WitnessKey = key // mirrors witness the logs of the hosts they mirror
+		}
 		if p.Mir, err = mirror.Open(mc, n, fed, idx); err != nil {
 			t.Fatal(err)
 		}
