@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
-	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -32,150 +30,6 @@ func (s *Server) live(c *gin.Context) {
 	}
 	defer s.n.Unsubscribe(sub)
 	s.pump(c, "subscribed", sub.C, sub.Reason)
-}
-
-// pump serves ch as an SSE stream until it closes, the client goes away,
-// or a write fails. The request's read deadline is lifted (the request is
-// read; the stream is long-lived), and every burst of writes gets its own
-// write deadline of SSEWriteTimeout: a client that stops reading is cut
-// within it, so its handler goroutine and buffers are freed instead of
-// blocking in Write (issue 11, row 5). reason, if set, names why a closed
-// channel ended.
-func (s *Server) pump(c *gin.Context, hello string, ch <-chan live.Item, reason func() string) {
-	w := c.Writer
-	rc := http.NewResponseController(unwrap(w))
-	_ = rc.SetReadDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	// A write or flush error means the client is gone or too slow.
-	var werr error
-	arm := func() { _ = rc.SetWriteDeadline(time.Now().Add(s.opts.HTTP.SSEWriteTimeout)) }
-	put := func(str string) {
-		if werr == nil {
-			_, werr = w.WriteString(str)
-		}
-	}
-	flush := func() bool {
-		if werr == nil {
-			werr = rc.Flush()
-		}
-		return werr == nil
-	}
-	closed := func() {
-		msg := "closed"
-		if reason != nil {
-			msg += " " + reason()
-		}
-		put(": " + msg + "\n\n")
-		flush()
-	}
-	arm()
-	put(": " + hello + "\n\n")
-	if !flush() {
-		return
-	}
-	beat := time.NewTicker(s.opts.Heartbeat)
-	defer beat.Stop()
-	coalesce := time.NewTimer(time.Hour)
-	coalesce.Stop()
-	defer coalesce.Stop()
-	var lastFlush time.Time
-	// drain writes what is queued without waiting; false if ch closed.
-	drain := func() bool {
-		for werr == nil {
-			select {
-			case it, ok := <-ch:
-				if !ok {
-					return false
-				}
-				werr = writeItem(w, it, werr)
-			default:
-				return true
-			}
-		}
-		return true
-	}
-	ctx := c.Request.Context()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-beat.C:
-			arm()
-			put(": heartbeat\n\n")
-			if !flush() {
-				return
-			}
-		case it, ok := <-ch:
-			arm()
-			if !ok {
-				closed()
-				return
-			}
-			// Drain what is queued before flushing: one flush per burst,
-			// and bursts at most every SSEFlushInterval.
-			werr = writeItem(w, it, werr)
-			if !drain() {
-				closed()
-				return
-			}
-			if wait := s.opts.SSEFlushInterval - time.Since(lastFlush); wait > 0 && werr == nil {
-				coalesce.Reset(wait)
-			gather:
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case it, ok := <-ch:
-						if !ok {
-							closed()
-							return
-						}
-						werr = writeItem(w, it, werr)
-					case <-coalesce.C:
-						break gather
-					}
-				}
-			}
-			if !flush() {
-				return
-			}
-			lastFlush = time.Now()
-		}
-	}
-}
-
-// unwrap returns the net/http writer under gin's, whose FlushError reports
-// a failed flush (gin's Flush drops the error).
-func unwrap(w gin.ResponseWriter) http.ResponseWriter {
-	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
-		return u.Unwrap()
-	}
-	return w
-}
-
-// writeItem writes one SSE item unless an earlier write failed: its
-// shared frame when the node built one (one copy into the connection's
-// buffer), else the frame in parts.
-func writeItem(w gin.ResponseWriter, it live.Item, err error) error {
-	if err != nil {
-		return err
-	}
-	if it.Frame != nil {
-		_, err = w.Write(it.Frame)
-		return err
-	}
-	for _, part := range [][]byte{[]byte("event: "), []byte(it.Event), []byte("\ndata: "), it.Data, []byte("\n\n")} {
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(part)
-	}
-	return err
 }
 
 // agentBody authenticates the caller's request JWT and reads the body,

@@ -8,11 +8,11 @@ package httpwire
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -99,11 +99,10 @@ func Marshal(v any) []byte {
 // described to clients.
 func Error(err error) Answer {
 	h := map[string]string{}
-	var ne *node.NonceError
-	if errors.As(err, &ne) {
-		h["Max-Seen-Nonce"] = node.FormatNonce(ne.MaxSeenNonce)
-	}
 	e := adp.AsError(err)
+	if v, ok := identity.MaxSeenNonceOf(e); ok {
+		h["Max-Seen-Nonce"] = identity.FormatMaxSeenNonce(v)
+	}
 	if e.Code == adp.CodeInternal {
 		e = &adp.Error{Code: adp.CodeInternal, Message: "internal error"}
 	}
@@ -136,7 +135,7 @@ func Submit(res *node.Result, err error) Answer {
 	if err != nil {
 		return Error(err)
 	}
-	a := Answer{Status: http.StatusCreated, Header: map[string]string{"Max-Seen-Nonce": node.FormatNonce(res.MaxSeenNonce)}}
+	a := Answer{Status: http.StatusCreated, Header: map[string]string{"Max-Seen-Nonce": identity.FormatMaxSeenNonce(res.MaxSeenNonce)}}
 	if res.Resubmitted {
 		a.Status = http.StatusOK
 	}
