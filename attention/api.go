@@ -15,7 +15,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/directory"
 )
 
 // CreateRequest is the body of POST /v1/me/subscriptions.
@@ -67,7 +67,7 @@ func ParseCreate(body []byte) (*CreateRequest, error) {
 	if err := dec.Decode(&r); err != nil {
 		return nil, adp.Reason(adp.CodeInvalidRequest, "body", "subscription request: "+err.Error())
 	}
-	if err := r.Filter.normalize(); err != nil {
+	if err := normalizeFilter(&r.Filter); err != nil {
 		return nil, err
 	}
 	if r.TTLSeconds < 0 {
@@ -119,7 +119,7 @@ func (a *Attention) Create(agent identity.AgentID, r *CreateRequest) (*Subscript
 	SortRooms(dir)
 	for i := range dir {
 		rs := &dir[i]
-		if rs.Visibility == room.Private || len(s.matched) >= a.cfg.MaxMatches || !s.Filter.match(rs, haystack(rs)) {
+		if rs.Visibility == room.Private || len(s.matched) >= a.cfg.MaxMatches || !s.Filter.MatchText(rs, directory.Haystack(rs)) {
 			continue
 		}
 		ms := matchState{V: 1, F: fingerprint(rs)}
@@ -138,7 +138,7 @@ func (a *Attention) Create(agent identity.AgentID, r *CreateRequest) (*Subscript
 }
 
 // SortRooms orders rooms by ID (the order of a snapshot).
-func SortRooms(list []node.RoomSummary) {
+func SortRooms(list []directory.Entry) {
 	sort.Slice(list, func(i, j int) bool { return list[i].ID < list[j].ID })
 }
 
@@ -264,12 +264,12 @@ func (a *Attention) Feed(agent identity.AgentID, id string, c Cursor, limit int)
 }
 
 // summaries returns the current summaries of the given rooms.
-func (a *Attention) summaries(ids []string) map[string]node.RoomSummary {
+func (a *Attention) summaries(ids []string) map[string]directory.Entry {
 	want := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		want[id] = true
 	}
-	out := make(map[string]node.RoomSummary, len(ids))
+	out := make(map[string]directory.Entry, len(ids))
 	for _, s := range a.cfg.Directory() {
 		if want[s.ID] && s.Visibility != room.Private {
 			out[s.ID] = s

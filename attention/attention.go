@@ -28,6 +28,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/node"
 )
@@ -52,8 +53,8 @@ type Config struct {
 	// rooms, local and remote); Lookup one room of this node (any
 	// visibility); Locate the Room URL and host of a mirrored room;
 	// CanRead whether agent may read the events of a room of this node.
-	Directory func() []node.RoomSummary
-	Lookup    func(roomID string) (node.RoomSummary, bool)
+	Directory func() []directory.Entry
+	Lookup    func(roomID string) (directory.Entry, bool)
 	Locate    func(roomID string) (url, host string, ok bool)
 	CanRead   func(roomID string, agent identity.AgentID) bool
 	Log       *slog.Logger
@@ -105,10 +106,10 @@ func (c *Config) defaults() {
 		c.Log = slog.Default()
 	}
 	if c.Directory == nil {
-		c.Directory = func() []node.RoomSummary { return nil }
+		c.Directory = func() []directory.Entry { return nil }
 	}
 	if c.Lookup == nil {
-		c.Lookup = func(string) (node.RoomSummary, bool) { return node.RoomSummary{}, false }
+		c.Lookup = func(string) (directory.Entry, bool) { return directory.Entry{}, false }
 	}
 	if c.Locate == nil {
 		c.Locate = func(string) (string, string, bool) { return "", "", false }
@@ -158,14 +159,14 @@ const (
 
 // FeedItem is one change of a subscription's result set.
 type FeedItem struct {
-	Seq         int64             `json:"seq"`
-	RoomID      string            `json:"room_id"`
-	Version     int64             `json:"version"`
-	Kind        string            `json:"kind"`
-	Unavailable bool              `json:"unavailable,omitempty"`
-	Reason      string            `json:"reason,omitempty"`
-	Room        *node.RoomSummary `json:"room,omitempty"`
-	At          int64             `json:"at"`
+	Seq         int64            `json:"seq"`
+	RoomID      string           `json:"room_id"`
+	Version     int64            `json:"version"`
+	Kind        string           `json:"kind"`
+	Unavailable bool             `json:"unavailable,omitempty"`
+	Reason      string           `json:"reason,omitempty"`
+	Room        *directory.Entry `json:"room,omitempty"`
+	At          int64            `json:"at"`
 }
 
 // MentionItem is one record that mentions the agent.
@@ -541,7 +542,7 @@ func (a *Attention) rescanLocked(now int64, w *writes) {
 
 // observe evaluates one room (nil: gone from the directory) against every
 // subscription that could hold it.
-func (a *Attention) observe(id string, s *node.RoomSummary, local bool, now int64, w *writes) {
+func (a *Attention) observe(id string, s *directory.Entry, local bool, now int64, w *writes) {
 	fp := ""
 	hay := ""
 	if s != nil {
@@ -549,7 +550,7 @@ func (a *Attention) observe(id string, s *node.RoomSummary, local bool, now int6
 		if k, ok := a.known[id]; ok && k.fp == fp {
 			return // nothing a feed shows changed (a new record, say)
 		}
-		hay = haystack(s)
+		hay = directory.Haystack(s)
 		a.known[id] = known{fp: fp, local: local}
 	} else {
 		delete(a.known, id)
@@ -559,7 +560,7 @@ func (a *Attention) observe(id string, s *node.RoomSummary, local bool, now int6
 			return
 		}
 		was, had := sb.matched[id]
-		hit := s != nil && sb.Filter.match(s, hay)
+		hit := s != nil && sb.Filter.MatchText(s, hay)
 		switch {
 		case !had && hit:
 			if len(sb.matched) >= a.cfg.MaxMatches {

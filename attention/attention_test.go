@@ -17,24 +17,25 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/node"
 )
 
 // world is a fake directory, clock and access table.
 type world struct {
 	mu    sync.Mutex
-	rooms map[string]node.RoomSummary
+	rooms map[string]directory.Entry
 	read  map[string]bool // room/agent -> may read
 	now   atomic.Int64
 }
 
 func newWorld() *world {
-	w := &world{rooms: map[string]node.RoomSummary{}, read: map[string]bool{}}
+	w := &world{rooms: map[string]directory.Entry{}, read: map[string]bool{}}
 	w.now.Store(1_700_000_000_000)
 	return w
 }
 
-func (w *world) put(s node.RoomSummary) {
+func (w *world) put(s directory.Entry) {
 	w.mu.Lock()
 	if s.URL == "" {
 		s.URL = "http://127.0.0.1:1/v1/rooms/" + s.ID
@@ -54,14 +55,14 @@ func (w *world) put(s node.RoomSummary) {
 
 func (w *world) del(id string) { w.mu.Lock(); delete(w.rooms, id); w.mu.Unlock() }
 
-func (w *world) get(id string) node.RoomSummary { w.mu.Lock(); defer w.mu.Unlock(); return w.rooms[id] }
+func (w *world) get(id string) directory.Entry { w.mu.Lock(); defer w.mu.Unlock(); return w.rooms[id] }
 
 func (w *world) config(db *badger.DB) Config {
 	return Config{DB: db, Now: w.now.Load,
-		Directory: func() []node.RoomSummary {
+		Directory: func() []directory.Entry {
 			w.mu.Lock()
 			defer w.mu.Unlock()
-			var out []node.RoomSummary
+			var out []directory.Entry
 			for _, s := range w.rooms {
 				if s.Visibility != room.Private { // as the real directory
 					out = append(out, s)
@@ -69,7 +70,7 @@ func (w *world) config(db *badger.DB) Config {
 			}
 			return out
 		},
-		Lookup: func(id string) (node.RoomSummary, bool) {
+		Lookup: func(id string) (directory.Entry, bool) {
 			w.mu.Lock()
 			defer w.mu.Unlock()
 			s, ok := w.rooms[id]
@@ -281,10 +282,10 @@ func TestPrefixIsDisjoint(t *testing.T) {
 func TestFeedLifecycle(t *testing.T) {
 	f := start(t, nil)
 	for i := 1; i <= 5; i++ {
-		f.w.put(node.RoomSummary{ID: roomID(i), Topic: fmt.Sprintf("room %d", i), Tags: []string{"research"}})
+		f.w.put(directory.Entry{ID: roomID(i), Topic: fmt.Sprintf("room %d", i), Tags: []string{"research"}})
 	}
-	f.w.put(node.RoomSummary{ID: roomID(9), Topic: "other", Tags: []string{"chat"}})
-	f.w.put(node.RoomSummary{ID: roomID(8), Topic: "secret", Tags: []string{"research"}, Visibility: room.Private})
+	f.w.put(directory.Entry{ID: roomID(9), Topic: "other", Tags: []string{"chat"}})
+	f.w.put(directory.Entry{ID: roomID(8), Topic: "secret", Tags: []string{"research"}, Visibility: room.Private})
 	s := f.create(alice, `{"filter":{"tags":["Research"]}}`)
 	p := f.feed(alice, s.ID, Cursor{After: 0}, 0)
 	if got := kinds(items(p)); got != "01/appeared 02/appeared 03/appeared 04/appeared 05/appeared" {
@@ -339,7 +340,7 @@ func TestFeedLifecycle(t *testing.T) {
 		t.Fatalf("rebuild %q next %d", got, p.NextAfter)
 	}
 	// A remote room that leaves the index expires.
-	f.w.put(node.RoomSummary{ID: roomID(20), Topic: "remote", Tags: []string{"research"}, Host: "127.0.0.1:2"})
+	f.w.put(directory.Entry{ID: roomID(20), Topic: "remote", Tags: []string{"research"}, Host: "127.0.0.1:2"})
 	f.rescan()
 	f.w.del(roomID(20))
 	f.rescan()
@@ -357,7 +358,7 @@ func TestRestartMidFeedResumes(t *testing.T) {
 	f := start(t, nil)
 	s := f.create(alice, `{"filter":{"keyword":"agents"}}`)
 	for i := 1; i <= 6; i++ {
-		f.w.put(node.RoomSummary{ID: roomID(i), Topic: "agents " + fmt.Sprint(i)})
+		f.w.put(directory.Entry{ID: roomID(i), Topic: "agents " + fmt.Sprint(i)})
 		f.touch(roomID(i))
 	}
 	p := f.feed(alice, s.ID, Cursor{After: 0}, 0)
@@ -414,7 +415,7 @@ func TestRestartMidFeedResumes(t *testing.T) {
 func TestRetentionWatermark(t *testing.T) {
 	f := start(t, func(c *Config) { c.Retention = 5 })
 	s := f.create(alice, `{"filter":{},"ttl_seconds":2592000}`)
-	f.w.put(node.RoomSummary{ID: roomID(1), Topic: "t0"})
+	f.w.put(directory.Entry{ID: roomID(1), Topic: "t0"})
 	f.touch(roomID(1))
 	for i := 1; i <= 9; i++ {
 		r := f.w.get(roomID(1))
@@ -525,6 +526,9 @@ func TestHostileRequests(t *testing.T) {
 		"dup keys":      `{"filter":{},"filter":{}}`,
 		"negative ttl":  `{"filter":{},"ttl_seconds":-1}`,
 		"host path":     `{"filter":{"host":"a/b"}}`,
+		// The directory's time bounds are not subscription filters.
+		"starts_after": `{"filter":{"starts_after":5}}`,
+		"ends_before":  `{"filter":{"ends_before":5}}`,
 	}
 	for name, body := range cases {
 		_, err := ParseCreate([]byte(body))
@@ -577,9 +581,9 @@ func TestMentionsAccessAndReset(t *testing.T) {
 	if _, err := identity.ParseEnvelope(mentionRecord(t, roomID(1), 1, "message.create", alice).Envelope); err != nil {
 		t.Fatalf("test envelope does not parse: %v", err)
 	}
-	f.w.put(node.RoomSummary{ID: roomID(1), Visibility: room.Public})
-	f.w.put(node.RoomSummary{ID: roomID(2), Visibility: room.Private})
-	f.w.put(node.RoomSummary{ID: roomID(3), Visibility: room.Private})
+	f.w.put(directory.Entry{ID: roomID(1), Visibility: room.Public})
+	f.w.put(directory.Entry{ID: roomID(2), Visibility: room.Private})
+	f.w.put(directory.Entry{ID: roomID(3), Visibility: room.Private})
 	f.w.read[roomID(2)+"/"+string(alice)] = true
 	send := func(r *record.Record) { f.a.NodeEvent(node.Event{Kind: node.EventRecord, RoomID: r.RoomID, Record: r}) }
 	send(mentionRecord(t, roomID(1), 1, "message.create", alice, bob, alice))
@@ -629,7 +633,7 @@ func TestMentionsAccessAndReset(t *testing.T) {
 
 func TestWatchStream(t *testing.T) {
 	f := start(t, func(c *Config) { c.WatchBuffer = 2 })
-	f.w.put(node.RoomSummary{ID: roomID(1)})
+	f.w.put(directory.Entry{ID: roomID(1)})
 	w, err := f.a.Watch(alice)
 	if err != nil {
 		t.Fatal(err)

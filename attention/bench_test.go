@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -21,7 +22,7 @@ func BenchmarkMatchAndAppend(b *testing.B) {
 	w := newWorld()
 	const rooms, subs = 1000, 10000
 	for i := 0; i < rooms; i++ {
-		w.put(node.RoomSummary{ID: roomID(i), Topic: fmt.Sprintf("topic %d v0", i), Tags: []string{fmt.Sprintf("t%d", i)}})
+		w.put(directory.Entry{ID: roomID(i), Topic: fmt.Sprintf("topic %d v0", i), Tags: []string{fmt.Sprintf("t%d", i)}})
 	}
 	var mu sync.Mutex
 	sent := map[string]time.Time{}

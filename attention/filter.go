@@ -9,19 +9,13 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/directory"
 )
 
-// Filter selects directory rooms. Empty fields match everything; Status
-// empty means active and scheduled (as the public directory does).
-type Filter struct {
-	Keyword  string        `json:"keyword,omitempty"`
-	Tags     []string      `json:"tags,omitempty"` // every tag must be on the room
-	Status   []room.Status `json:"status,omitempty"`
-	Host     string        `json:"host,omitempty"`
-	Language string        `json:"language,omitempty"`
-	Creator  string        `json:"creator,omitempty"`
-}
+// Filter selects directory rooms: the directory's filter (same matching
+// as GET /v1/rooms/public), without its start and end bounds, which a
+// subscription does not take.
+type Filter = directory.Filter
 
 // Bounds of one filter.
 const (
@@ -36,8 +30,9 @@ func badFilter(field, msg string) error {
 	return adp.Reason(adp.CodeInvalidRequest, "filter", msg).WithData("field", field)
 }
 
-// normalize checks f and lower-cases what is matched case-insensitively.
-func (f *Filter) normalize() error {
+// normalizeFilter checks f and lower-cases what is matched
+// case-insensitively.
+func normalizeFilter(f *Filter) error {
 	if len(f.Keyword) > MaxKeywordLen {
 		return badFilter("keyword", fmt.Sprintf("keyword exceeds %d bytes", MaxKeywordLen))
 	}
@@ -74,50 +69,19 @@ func (f *Filter) normalize() error {
 			return badFilter("creator", "creator is not an Agent ID")
 		}
 	}
+	if f.StartsAfter != 0 {
+		return badFilter("starts_after", "a subscription filter has no starts_after")
+	}
+	if f.EndsBefore != 0 {
+		return badFilter("ends_before", "a subscription filter has no ends_before")
+	}
 	return nil
-}
-
-// match reports whether the room passes f.
-func (f *Filter) match(s *node.RoomSummary, hay string) bool {
-	if len(f.Status) == 0 {
-		if s.Status != room.StatusActive && s.Status != room.StatusScheduled {
-			return false
-		}
-	} else {
-		ok := false
-		for _, st := range f.Status {
-			ok = ok || st == s.Status
-		}
-		if !ok {
-			return false
-		}
-	}
-	for _, t := range f.Tags {
-		ok := false
-		for _, rt := range s.Tags {
-			ok = ok || strings.EqualFold(rt, t)
-		}
-		if !ok {
-			return false
-		}
-	}
-	if f.Keyword != "" && !strings.Contains(hay, f.Keyword) {
-		return false
-	}
-	return (f.Host == "" || strings.EqualFold(s.Host, f.Host)) &&
-		(f.Language == "" || strings.EqualFold(s.Language, f.Language)) &&
-		(f.Creator == "" || string(s.Creator) == f.Creator)
-}
-
-// haystack is what a keyword is looked for in.
-func haystack(s *node.RoomSummary) string {
-	return strings.ToLower(s.Topic + "\n" + s.Agenda + "\n" + strings.Join(s.Tags, "\n"))
 }
 
 // fingerprint covers what makes a "changed" item: status, topic, agenda,
 // tags, language, visibility, times and member count. A new record alone
 // (seq, head, last_active) is not a change.
-func fingerprint(s *node.RoomSummary) string {
+func fingerprint(s *directory.Entry) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%q\x00%s\x00%s\x00%d\x00%d\x00%d\x00%s", s.Status, s.Topic, s.Agenda, s.Tags,
 		s.Language, s.Visibility, s.StartTime, s.EndTime, s.Members, s.URL)

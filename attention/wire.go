@@ -2,6 +2,7 @@ package attention
 
 import (
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/node"
 )
@@ -9,7 +10,7 @@ import (
 // ForNode returns the Config for a process around n: dir is the federated
 // directory (nil: n's own public and restricted rooms), idx the gossiped
 // index (nil without federation).
-func ForNode(n *node.Node, dir func() []node.RoomSummary, idx *index.Index) Config {
+func ForNode(n *node.Node, dir func() []directory.Entry, idx *index.Index) Config {
 	if dir == nil {
 		dir = n.Summaries
 	}

@@ -18,11 +18,11 @@ import (
 
 	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
-	"github.com/adpnode/adpnode/node"
 )
 
 // hijack signs an announcement of roomID by the rogue's own key and peer
@@ -32,7 +32,7 @@ func (r *rogue) hijack(t *testing.T, real *fedtest.Peer, roomID string, issuedAt
 	t.Helper()
 	sum, ok := real.Node.Summary(roomID)
 	if !ok {
-		sum = node.RoomSummary{ID: roomID, URL: real.URL + "/v1/rooms/" + roomID, Host: real.URL[len("http://"):],
+		sum = directory.Entry{ID: roomID, URL: real.URL + "/v1/rooms/" + roomID, Host: real.URL[len("http://"):],
 			Status: room.StatusActive, Topic: "made up", Visibility: room.Public, StartTime: issuedAt, EndTime: issuedAt + 3_600_000}
 	}
 	sum.LastActive = lastActive
@@ -96,8 +96,7 @@ func TestRoomHijack(t *testing.T) {
 
 	r := newRogue(t, "hijacker", v)
 	captured := r.captureRelay()
-	r.join(t, federation.IndexTopic)
-	time.Sleep(1200 * time.Millisecond) // one heartbeat grafts the mesh
+	r.awaitPeer(t, federation.IndexTopic, v.Fed.PeerID())
 	now := v.Clock.Ms()
 	const year = 365 * 24 * 3_600_000
 	before := v.Fed.Stats().Rejected.Load()
@@ -199,8 +198,7 @@ func TestAnnouncementFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := newRogue(t, "flooder", b)
-	r.join(t, federation.IndexTopic)
-	time.Sleep(1200 * time.Millisecond)
+	r.awaitPeer(t, federation.IndexTopic, b.Fed.PeerID())
 	runtime.GC()
 	var m0 runtime.MemStats
 	runtime.ReadMemStats(&m0)

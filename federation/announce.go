@@ -13,6 +13,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/node"
 )
@@ -198,7 +199,7 @@ func (f *Federation) lastPublished(id string) (published, bool) {
 
 // changed reports whether a room's summary differs from what this node
 // last announced (or was never announced).
-func (f *Federation) changed(s node.RoomSummary) bool {
+func (f *Federation) changed(s directory.Entry) bool {
 	if s.Visibility == room.Private {
 		return false
 	}
@@ -218,7 +219,7 @@ func (f *Federation) announceRoom(ctx context.Context, id string, force bool) bo
 }
 
 // ttlOf is how long an announcement of the room is valid.
-func (f *Federation) ttlOf(s node.RoomSummary) time.Duration {
+func (f *Federation) ttlOf(s directory.Entry) time.Duration {
 	if s.Status == room.StatusEnded || s.Status == room.StatusCancelled {
 		return f.cfg.TombstoneTTL
 	}
@@ -236,7 +237,7 @@ func (f *Federation) Binding() index.Binding {
 
 // announce publishes a signed entry for a local room. Private rooms are
 // never announced (DECISIONS 12).
-func (f *Federation) announce(ctx context.Context, s node.RoomSummary) bool {
+func (f *Federation) announce(ctx context.Context, s directory.Entry) bool {
 	if s.Visibility == room.Private {
 		return false
 	}
@@ -305,21 +306,11 @@ func (f *Federation) consumeIndex(ctx context.Context, sub *pubsub.Subscription)
 // Directory returns the rooms of the federation this node knows, each
 // room ID once: its own public and restricted rooms, then remote rooms
 // of hosts whose binding is verified (unverified hosts' rooms stay out).
-func (f *Federation) Directory() []node.RoomSummary {
-	verified := true
-	out := f.n.Summaries()
-	seen := make(map[string]bool, len(out))
-	for i := range out {
-		out[i].Verified = &verified
-		seen[out[i].ID] = true
+func (f *Federation) Directory() []directory.Entry {
+	es := f.idx.Entries(f.n.NowMs(), true)
+	remote := make([]directory.Entry, len(es))
+	for i, e := range es {
+		remote[i] = e.Room
 	}
-	for _, e := range f.idx.Entries(f.n.NowMs(), true) {
-		if seen[e.Room.ID] {
-			continue
-		}
-		s := e.Room
-		s.Verified = &verified
-		out = append(out, s)
-	}
-	return out
+	return directory.Merge(f.n.Summaries(), remote)
 }

@@ -13,10 +13,10 @@ import (
 	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/fedtest"
-	"github.com/adpnode/adpnode/node"
 )
 
 // synthHost is a made-up remote host whose signed announcements fill the
@@ -50,7 +50,7 @@ func synthHosts(b *testing.B, n int) []synthHost {
 func synthEntry(b *testing.B, hosts []synthHost, i, v int, now int64) *index.Entry {
 	h := hosts[i/synthPerHost]
 	id := fmt.Sprintf("rooms%015d", i)
-	a := index.Announcement{Room: node.RoomSummary{ID: id, URL: h.binding.Origin + "/v1/rooms/" + id, Host: h.binding.Origin[len("http://"):],
+	a := index.Announcement{Room: directory.Entry{ID: id, URL: h.binding.Origin + "/v1/rooms/" + id, Host: h.binding.Origin[len("http://"):],
 		Status: room.StatusActive, Topic: fmt.Sprintf("synthetic room %d, version %d: a topic of ordinary length", i, v),
 		Visibility: room.Public, StartTime: now, EndTime: now + 3_600_000, Members: 3, Seq: int64(10 + v), LastActive: now},
 		Host: h.binding, ExpiresAt: now + (6 * time.Hour).Milliseconds()}

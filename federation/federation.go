@@ -558,3 +558,7 @@ func (f *Federation) count(r pubsub.ValidationResult) pubsub.ValidationResult {
 // IndexPeers returns how many peers this node knows subscribe to the index
 // topic.
 func (f *Federation) IndexPeers() int { return len(f.ps.ListPeers(IndexTopic)) }
+
+// TopicPeers returns the peers this node knows subscribe to topic: a test
+// waits on it instead of sleeping until a mesh forms.
+func (f *Federation) TopicPeers(topic string) []peer.ID { return f.ps.ListPeers(topic) }

@@ -31,7 +31,16 @@ func TestIndexThreeNodes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // let the record-topic mesh form
+	// A publishes its record stream to the subscribers it knows (fanout):
+	// wait until it knows B.
+	eventually(t, 10*time.Second, "A sees B on its record topic", func() bool {
+		for _, id := range a.Fed.TopicPeers(federation.RecordTopic(a.Fed.PeerID())) {
+			if id == b.Fed.PeerID() {
+				return true
+			}
+		}
+		return false
+	})
 
 	pub := createRoom(t, a, alice, room.Public, "public discussion")
 	took := eventually(t, 2*time.Second, "public room listed on B and C", func() bool {
@@ -64,7 +73,13 @@ func TestIndexThreeNodes(t *testing.T) {
 		s, ok := listed(c, pub)
 		return ok && s.Status == room.StatusEnded
 	})
-	time.Sleep(500 * time.Millisecond) // give stray messages time to arrive
+	// The close record is a sentinel: A streams in order, so when it has
+	// reached B every record A published before it has too.
+	eventually(t, 2*time.Second, "the close record streamed to B", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(streamed[pub]) == 5
+	})
 	mu.Lock()
 	defer mu.Unlock()
 	if n := len(streamed[restricted]) + len(streamed[private]); n != 0 {

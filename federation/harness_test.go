@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/node"
@@ -46,11 +47,11 @@ func eventually(t testing.TB, within time.Duration, what string, cond func() boo
 }
 
 // listed returns the directory entry for roomID at p, if any.
-func listed(p *fedtest.Peer, roomID string) (node.RoomSummary, bool) {
+func listed(p *fedtest.Peer, roomID string) (directory.Entry, bool) {
 	for _, s := range p.Fed.Directory() {
 		if s.ID == roomID {
 			return s, true
 		}
 	}
-	return node.RoomSummary{}, false
+	return directory.Entry{}, false
 }

@@ -20,10 +20,10 @@ import (
 	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/fedtest"
-	"github.com/adpnode/adpnode/node"
 )
 
 // rogue is a hostile libp2p peer speaking gossipsub directly.
@@ -60,7 +60,9 @@ func newRogue(t *testing.T, name string, connectTo *fedtest.Peer) *rogue {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); h.Close() })
-	ps, err := pubsub.NewGossipSub(ctx, h, pubsub.WithPeerOutboundQueueSize(8192))
+	// Flood publishing sends to every known subscriber at once, so a test
+	// waits for a subscription (awaitPeer), not for a heartbeat to graft.
+	ps, err := pubsub.NewGossipSub(ctx, h, pubsub.WithPeerOutboundQueueSize(8192), pubsub.WithFloodPublish(true))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +90,21 @@ func (r *rogue) join(t *testing.T, topic string) *pubsub.Topic {
 	return tp
 }
 
+// awaitPeer joins topic and waits until the rogue knows p subscribes to
+// it: from then on a flood-published message reaches p.
+func (r *rogue) awaitPeer(t *testing.T, topic string, p peer.ID) {
+	t.Helper()
+	r.join(t, topic)
+	eventually(t, 10*time.Second, "rogue sees "+p.String()+" on "+topic, func() bool {
+		for _, id := range r.ps.ListPeers(topic) {
+			if id == p {
+				return true
+			}
+		}
+		return false
+	})
+}
+
 func (r *rogue) publish(t *testing.T, topic string, data []byte) {
 	t.Helper()
 	if err := r.join(t, topic).Publish(context.Background(), data); err != nil {
@@ -100,7 +117,7 @@ func (r *rogue) announcement(t *testing.T, signer *assertion.Signer, peerID stri
 	t.Helper()
 	origin := r.origin
 	a := index.Announcement{
-		Room: node.RoomSummary{ID: id, URL: origin + "/v1/rooms/" + id, Host: strings.TrimPrefix(origin, "http://"), Status: room.StatusActive,
+		Room: directory.Entry{ID: id, URL: origin + "/v1/rooms/" + id, Host: strings.TrimPrefix(origin, "http://"), Status: room.StatusActive,
 			Topic: "rogue room", Agenda: agenda, Visibility: vis, StartTime: nowMs, EndTime: nowMs + 3_600_000},
 		Host:      index.Binding{Key: signer.HostKey(), PeerID: peerID, Origin: origin},
 		ExpiresAt: nowMs + 60_000,
@@ -158,8 +175,7 @@ func TestHostilePeer(t *testing.T) {
 		r := newRogue(t, fmt.Sprint(i), b)
 		before := b.Fed.Stats().Rejected.Load()
 		// Join first so the mesh with B exists, then publish.
-		r.join(t, f.topic)
-		time.Sleep(1200 * time.Millisecond)
+		r.awaitPeer(t, f.topic, b.Fed.PeerID())
 		r.publish(t, f.topic, f.make(r, b.Clock.Ms()))
 		eventually(t, 3*time.Second, "B rejects: "+f.name, func() bool { return b.Fed.Stats().Rejected.Load() > before })
 	}
@@ -168,8 +184,7 @@ func TestHostilePeer(t *testing.T) {
 	// binding is kept by B (unverified, out of the directory) but not
 	// forwarded to C.
 	u := newRogue(t, "unverified", b)
-	u.join(t, federation.IndexTopic)
-	time.Sleep(1200 * time.Millisecond)
+	u.awaitPeer(t, federation.IndexTopic, b.Fed.PeerID())
 	u.publish(t, federation.IndexTopic, u.announcement(t, u.signer, u.id.String(), roomN(7), room.Public, "", b.Clock.Ms()))
 	eventually(t, 3*time.Second, "B stores the unverified host's entry", func() bool { _, ok := b.Index.Room(roomN(7), b.Clock.Ms()); return ok })
 	if _, ok := listed(b, roomN(7)); ok {
@@ -180,8 +195,7 @@ func TestHostilePeer(t *testing.T) {
 	// gets through B to C.
 	r := newRogue(t, "honest", b)
 	r.serveDiscovery(t)
-	r.join(t, federation.IndexTopic)
-	time.Sleep(1200 * time.Millisecond)
+	r.awaitPeer(t, federation.IndexTopic, b.Fed.PeerID())
 	r.publish(t, federation.IndexTopic, r.announcement(t, r.signer, r.id.String(), roomN(6), room.Public, "", b.Clock.Ms()))
 	eventually(t, 3*time.Second, "honest announcement reaches C through B", func() bool { _, ok := listed(c, roomN(6)); return ok })
 	if _, ok := c.Index.Room(roomN(7), c.Clock.Ms()); ok {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/index"
-	"github.com/adpnode/adpnode/node"
 )
 
 const errPrivate = fedError("private rooms are never announced")
@@ -216,7 +216,7 @@ func (f *Federation) syncPage(s network.Stream, r *bufio.Reader, page int) (*syn
 
 // signAnnouncement signs the directory entry of a local room; private
 // rooms are never announced.
-func (f *Federation) signAnnouncement(sum node.RoomSummary, now int64) ([]byte, error) {
+func (f *Federation) signAnnouncement(sum directory.Entry, now int64) ([]byte, error) {
 	if sum.Visibility == room.Private {
 		return nil, errPrivate
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 )
@@ -107,7 +108,7 @@ func TestPrivateRoomAccess(t *testing.T) {
 	outsider(x)
 	// Private rooms are never in the directory.
 	var dir struct {
-		Result []node.RoomSummary `json:"result"`
+		Result []directory.Entry `json:"result"`
 	}
 	get(t, h, nil, "/v1/rooms/public?status=active,scheduled,ended,cancelled").JSON(&dir)
 	for _, s := range dir.Result {

@@ -9,16 +9,17 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 )
 
 type summaryPage struct {
-	Result     []node.RoomSummary `json:"result"`
-	NextCursor *string            `json:"next_cursor"`
+	Result     []directory.Entry `json:"result"`
+	NextCursor *string           `json:"next_cursor"`
 }
 
-func ids(list []node.RoomSummary) []string {
+func ids(list []directory.Entry) []string {
 	out := make([]string, len(list))
 	for i, s := range list {
 		out[i] = s.ID
@@ -175,7 +176,7 @@ func TestMyRooms(t *testing.T) {
 		return decode[summaryPage](t, r)
 	}
 	all := mine("")
-	byID := map[string]node.RoomSummary{}
+	byID := map[string]directory.Entry{}
 	for _, s := range all.Result {
 		byID[s.ID] = s
 	}

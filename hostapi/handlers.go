@@ -11,6 +11,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -183,15 +184,17 @@ func (s *Server) publicRooms(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	var list []node.RoomSummary
+	scope, err := directory.ParseScope(c.Query("scope"), s.opts.Federation != nil)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	var list []directory.Entry
 	var next string
-	switch scope := c.DefaultQuery("scope", "federated"); {
-	case scope == "local" || scope == "federated" && s.opts.Federation == nil:
+	if scope == directory.ScopeLocal {
 		list, next, err = s.n.PublicRooms(f)
-	case scope == "federated":
-		list, next, err = node.PageDirectory(s.opts.Federation.Directory(), f)
-	default:
-		err = adp.Reason(adp.CodeInvalidRequest, "scope", "scope must be local or federated")
+	} else {
+		list, next, err = directory.Page(s.opts.Federation.Directory(), f)
 	}
 	if err != nil {
 		s.fail(c, err)
@@ -199,7 +202,7 @@ func (s *Server) publicRooms(c *gin.Context) {
 	}
 	out := gin.H{"result": list}
 	if list == nil {
-		out["result"] = []node.RoomSummary{}
+		out["result"] = []directory.Entry{}
 	}
 	if next != "" {
 		out["next_cursor"] = next
@@ -208,8 +211,8 @@ func (s *Server) publicRooms(c *gin.Context) {
 }
 
 // directoryFilter parses the §18 query parameters.
-func directoryFilter(c *gin.Context) (node.DirectoryFilter, error) {
-	var f node.DirectoryFilter
+func directoryFilter(c *gin.Context) (directory.Query, error) {
+	var f directory.Query
 	var err error
 	if f.Limit, err = limitParam(c, 20, 100); err != nil {
 		return f, err
@@ -224,7 +227,10 @@ func directoryFilter(c *gin.Context) (node.DirectoryFilter, error) {
 			}
 		}
 	}
-	f.Tag, f.Keyword, f.Language, f.Cursor = c.Query("tag"), c.Query("keyword"), c.Query("language"), c.Query("cursor")
+	f.Keyword, f.Language, f.Cursor = c.Query("keyword"), c.Query("language"), c.Query("cursor")
+	if tag := c.Query("tag"); tag != "" {
+		f.Tags = []string{tag}
+	}
 	if cr := c.Query("creator"); cr != "" {
 		if _, err := identity.ParseAgentID(cr); err != nil {
 			return f, adp.Reason(adp.CodeInvalidRequest, "creator", "creator must be an Agent ID")

@@ -23,6 +23,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
@@ -869,8 +870,8 @@ func TestOpenAPIFederatedConformance(t *testing.T) {
 	want(r, 201, "")
 	id := decode[struct{ ID string }](t, r).ID
 	fedtest.Eventually(t, 10*time.Second, "B lists A's room", func() bool {
-		list, _, _ := node.PageDirectory(b.Fed.Directory(), node.DirectoryFilter{Limit: 100})
-		return slices.ContainsFunc(list, func(s node.RoomSummary) bool { return s.ID == id })
+		list, _, _ := directory.Page(b.Fed.Directory(), directory.Query{Limit: 100})
+		return slices.ContainsFunc(list, func(s directory.Entry) bool { return s.ID == id })
 	})
 	want(do("listPublicRooms", "GET", b.URL+"/v1/rooms/public", nil), 200, "")
 

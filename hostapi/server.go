@@ -19,6 +19,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/types"
 	"github.com/adpnode/adpnode/attention"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/httpwire"
 	"github.com/adpnode/adpnode/index"
@@ -31,7 +32,7 @@ import (
 // Federation is what the HTTP API needs from the federation peer.
 type Federation interface {
 	// Directory returns local and remote directory entries.
-	Directory() []node.RoomSummary
+	Directory() []directory.Entry
 	// Relay forwards a write for a remote room; ok is false when the room
 	// is unknown.
 	Relay(ctx context.Context, roomID string, body []byte) (httpwire.Answer, bool)

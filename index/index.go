@@ -24,7 +24,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/directory"
 )
 
 // Binding ties a host key to its libp2p peer ID and HTTP origin.
@@ -37,9 +37,9 @@ type Binding struct {
 
 // Announcement is the payload of an index.announce assertion.
 type Announcement struct {
-	Room      node.RoomSummary `json:"room"`
-	Host      Binding          `json:"host"`
-	ExpiresAt int64            `json:"expires_at"`
+	Room      directory.Entry `json:"room"`
+	Host      Binding         `json:"host"`
+	ExpiresAt int64           `json:"expires_at"`
 }
 
 // Entry is a verified announcement.
@@ -480,9 +480,9 @@ func (x *Index) Entries(now int64, verifiedOnly bool) []*Entry {
 }
 
 // Summaries returns every unexpired remote room, once per room ID.
-func (x *Index) Summaries(now int64) []node.RoomSummary {
+func (x *Index) Summaries(now int64) []directory.Entry {
 	es := x.Entries(now, false)
-	out := make([]node.RoomSummary, 0, len(es))
+	out := make([]directory.Entry, 0, len(es))
 	for _, e := range es {
 		out = append(out, e.Room)
 	}

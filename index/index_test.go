@@ -11,8 +11,8 @@ import (
 	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/index"
-	"github.com/adpnode/adpnode/node"
 )
 
 type host struct {
@@ -33,7 +33,7 @@ func (h host) binding() index.Binding {
 
 func (h host) entry(t *testing.T, id string, issued, lastActive, expires int64) *index.Entry {
 	t.Helper()
-	a := index.Announcement{Room: node.RoomSummary{ID: id, URL: h.origin + "/v1/rooms/" + id, Host: h.origin[len("http://"):],
+	a := index.Announcement{Room: directory.Entry{ID: id, URL: h.origin + "/v1/rooms/" + id, Host: h.origin[len("http://"):],
 		Status: room.StatusActive, Visibility: room.Public, LastActive: lastActive}, Host: h.binding(), ExpiresAt: expires}
 	raw, err := h.signer.Sign(assertion.TypeAnnounce, a, issued)
 	if err != nil {

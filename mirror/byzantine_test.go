@@ -37,12 +37,12 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/mirror"
-	"github.com/adpnode/adpnode/node"
 )
 
 // ---------------------------------------------------------------------------
@@ -256,7 +256,7 @@ func (p *rawPeer) announce(t *testing.T, id string, seq int64, creator identity.
 	t.Helper()
 	origin := p.origin
 	a := index.Announcement{
-		Room: node.RoomSummary{ID: id, URL: origin + "/v1/rooms/" + id, Host: strings.TrimPrefix(origin, "http://"), Status: room.StatusActive,
+		Room: directory.Entry{ID: id, URL: origin + "/v1/rooms/" + id, Host: strings.TrimPrefix(origin, "http://"), Status: room.StatusActive,
 			Topic: "byzantine", Visibility: room.Public, Creator: creator, StartTime: nowMs, EndTime: nowMs + 3_600_000,
 			Tags: []string{"byzantine"}, Seq: seq},
 		Host:      index.Binding{Key: p.signer.HostKey(), PeerID: p.id.String(), Origin: origin},

@@ -18,10 +18,10 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/groupcommit"
-	"github.com/adpnode/adpnode/node"
 )
 
 // maxPending bounds the out-of-order buffer of one room; beyond it records
@@ -231,7 +231,7 @@ func (r *Room) entryLike() *index.Entry {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := &index.Entry{}
-	e.Room = node.RoomSummary{ID: r.id, URL: r.url, Visibility: room.Public, Tags: r.st.Tags}
+	e.Room = directory.Entry{ID: r.id, URL: r.url, Visibility: room.Public, Tags: r.st.Tags}
 	e.Host = index.Binding{Key: r.host, PeerID: r.hostPeer.String()}
 	if u := r.url; len(u) > 0 {
 		if i := indexOfPath(u); i > 0 {

@@ -1,14 +1,13 @@
 package node
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"sort"
-	"strings"
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 )
 
 // Read rules (§16, DECISIONS 21). viewer is the authenticated agent, or ""
@@ -160,54 +159,33 @@ func (n *Node) Unsubscribe(s *Subscription) { s.Close() }
 func (n *Node) Subscribers() int { return n.hub.Count() }
 
 // RoomSummary is one entry of the public directory and of /v1/me/rooms.
-type RoomSummary struct {
-	ID         string           `json:"id"`
-	URL        string           `json:"url"`
-	Host       string           `json:"host"`
-	Status     room.Status      `json:"status"`
-	Topic      string           `json:"topic"`
-	Agenda     string           `json:"agenda,omitempty"`
-	Visibility string           `json:"visibility"`
-	Creator    identity.AgentID `json:"creator"`
-	StartTime  int64            `json:"start_time"`
-	EndTime    int64            `json:"end_time"`
-	Tags       []string         `json:"tags,omitempty"`
-	Language   string           `json:"language,omitempty"`
-	Seq        int64            `json:"seq"`
-	Head       room.Head        `json:"head"`
-	Members    int              `json:"members"`
-	LastActive int64            `json:"last_active"`
-	// Verified is set in the federated directory: whether the binding of
-	// the room's host (origin, host key, peer ID) is verified.
-	Verified *bool `json:"verified,omitempty"`
-	// For /v1/me/rooms.
-	Role       adp.Role `json:"role,omitempty"`
-	Membership string   `json:"membership,omitempty"`
-}
+//
+// Deprecated: use directory.Entry.
+type RoomSummary = directory.Entry
 
-func (n *Node) summary(hr *hostedRoom, now int64) RoomSummary {
+func (n *Node) summary(hr *hostedRoom, now int64) directory.Entry {
 	hr.mu.RLock()
 	defer hr.mu.RUnlock()
 	st := hr.st
 	if st == nil {
 		c := hr.cold
-		return RoomSummary{ID: hr.id, URL: n.RoomURL(hr.id), Host: n.host, Status: c.Life.StatusAt(now), Topic: c.Topic, Agenda: c.Agenda,
+		return directory.Entry{ID: hr.id, URL: n.RoomURL(hr.id), Host: n.host, Status: c.Life.StatusAt(now), Topic: c.Topic, Agenda: c.Agenda,
 			Visibility: c.Visibility, Creator: c.Creator, StartTime: c.Life.StartTime, EndTime: c.Life.EndTime, Tags: c.Tags,
 			Language: c.Language, Seq: c.Seq, Head: c.Head, Members: c.Members, LastActive: c.LastActive}
 	}
-	return RoomSummary{ID: hr.id, URL: n.RoomURL(hr.id), Host: n.host, Status: st.StatusAt(now), Topic: st.Topic, Agenda: st.Agenda,
+	return directory.Entry{ID: hr.id, URL: n.RoomURL(hr.id), Host: n.host, Status: st.StatusAt(now), Topic: st.Topic, Agenda: st.Agenda,
 		Visibility: st.Visibility, Creator: st.Creator, StartTime: st.StartTime, EndTime: st.EndTime, Tags: st.Tags,
 		Language: st.Language, Seq: st.Seq, Head: st.Head, Members: len(st.Members()), LastActive: st.LastReceivedAt}
 }
 
 // Summaries returns summaries of every hosted public or restricted room
 // (the local part of the directory; never private rooms).
-func (n *Node) Summaries() []RoomSummary {
+func (n *Node) Summaries() []directory.Entry {
 	now := n.NowMs()
-	var out []RoomSummary
+	var out []directory.Entry
 	for _, hr := range n.roomList() {
 		s := n.summary(hr, now)
-		if s.Visibility != room.Private {
+		if s.Listed() {
 			out = append(out, s)
 		}
 	}
@@ -217,144 +195,36 @@ func (n *Node) Summaries() []RoomSummary {
 // Summary returns one room's summary. Like Summaries, it does not count as
 // a use of the room (Node.room): announcing every room at start must not
 // read every room's last record.
-func (n *Node) Summary(roomID string) (RoomSummary, bool) {
+func (n *Node) Summary(roomID string) (directory.Entry, bool) {
 	n.mu.RLock()
 	hr, ok := n.rooms[roomID]
 	n.mu.RUnlock()
 	if !ok {
-		return RoomSummary{}, false
+		return directory.Entry{}, false
 	}
 	return n.summary(hr, n.NowMs()), true
 }
 
-// DirectoryFilter holds the §18 filters.
-type DirectoryFilter struct {
-	Status      []room.Status // empty = active and scheduled
-	Tag         string
-	Keyword     string
-	Creator     string
-	Language    string
-	StartsAfter int64
-	EndsBefore  int64
-	Limit       int
-	Cursor      string
-}
+// DirectoryFilter holds the §18 filters, the limit and the cursor.
+//
+// Deprecated: use directory.Query.
+type DirectoryFilter = directory.Query
 
-// Match reports whether s passes the filter (cursor and limit aside).
-func (f *DirectoryFilter) Match(s *RoomSummary) bool {
-	if len(f.Status) == 0 {
-		if s.Status != room.StatusActive && s.Status != room.StatusScheduled {
-			return false
-		}
-	} else {
-		ok := false
-		for _, st := range f.Status {
-			ok = ok || st == s.Status
-		}
-		if !ok {
-			return false
-		}
-	}
-	if f.Tag != "" {
-		ok := false
-		for _, t := range s.Tags {
-			ok = ok || strings.EqualFold(t, f.Tag)
-		}
-		if !ok {
-			return false
-		}
-	}
-	if f.Keyword != "" {
-		k := strings.ToLower(f.Keyword)
-		hay := strings.ToLower(s.Topic + "\n" + s.Agenda + "\n" + strings.Join(s.Tags, "\n"))
-		if !strings.Contains(hay, k) {
-			return false
-		}
-	}
-	return (f.Creator == "" || string(s.Creator) == f.Creator) &&
-		(f.Language == "" || strings.EqualFold(s.Language, f.Language)) &&
-		(f.StartsAfter == 0 || s.StartTime > f.StartsAfter) &&
-		(f.EndsBefore == 0 || s.EndTime < f.EndsBefore)
-}
-
-// SortDirectory orders summaries as §18 recommends: active before scheduled
-// (then ended, cancelled), then most recent activity, then start time, then
-// host and ID for a total order.
-func SortDirectory(list []RoomSummary) {
-	sort.Slice(list, func(i, j int) bool { return directoryLess(&list[i], &list[j]) })
-}
-
-func statusRank(s room.Status) int {
-	switch s {
-	case room.StatusActive:
-		return 0
-	case room.StatusScheduled:
-		return 1
-	case room.StatusEnded:
-		return 2
-	}
-	return 3
-}
-
-func directoryLess(a, b *RoomSummary) bool {
-	if ra, rb := statusRank(a.Status), statusRank(b.Status); ra != rb {
-		return ra < rb
-	}
-	if a.LastActive != b.LastActive {
-		return a.LastActive > b.LastActive
-	}
-	if a.StartTime != b.StartTime {
-		return a.StartTime < b.StartTime
-	}
-	if a.Host != b.Host {
-		return a.Host < b.Host
-	}
-	return a.ID < b.ID
-}
-
-// dirCursor is the position after which a page continues.
-type dirCursor struct {
-	R  int    `json:"r"`
-	A  int64  `json:"a"`
-	S  int64  `json:"s"`
-	H  string `json:"h"`
-	ID string `json:"i"`
-}
+// SortDirectory orders summaries as §18 recommends.
+//
+// Deprecated: use directory.Sort.
+func SortDirectory(list []RoomSummary) { directory.Sort(list) }
 
 // PageDirectory applies filter, order, cursor and limit to list.
+//
+// Deprecated: use directory.Page.
 func PageDirectory(list []RoomSummary, f DirectoryFilter) ([]RoomSummary, string, error) {
-	var after *RoomSummary
-	if f.Cursor != "" {
-		b, err := base64.RawURLEncoding.DecodeString(f.Cursor)
-		var c dirCursor
-		if err != nil || json.Unmarshal(b, &c) != nil {
-			return nil, "", adp.Reason(adp.CodeInvalidRequest, "cursor", "cursor is not one this host issued")
-		}
-		after = &RoomSummary{Status: rankStatus(c.R), LastActive: c.A, StartTime: c.S, Host: c.H, ID: c.ID}
-	}
-	matched := make([]RoomSummary, 0, len(list))
-	for i := range list {
-		if f.Match(&list[i]) && (after == nil || directoryLess(after, &list[i])) {
-			matched = append(matched, list[i])
-		}
-	}
-	SortDirectory(matched)
-	if len(matched) <= f.Limit {
-		return matched, "", nil
-	}
-	page := matched[:f.Limit]
-	last := page[len(page)-1]
-	b, _ := json.Marshal(dirCursor{statusRank(last.Status), last.LastActive, last.StartTime, last.Host, last.ID})
-	return page, base64.RawURLEncoding.EncodeToString(b), nil
-}
-
-func rankStatus(r int) room.Status {
-	return []room.Status{room.StatusActive, room.StatusScheduled, room.StatusEnded, room.StatusCancelled}[max(0, min(r, 3))]
+	return directory.Page(list, f)
 }
 
 // PublicRooms answers GET /v1/rooms/public from this host's rooms.
-func (n *Node) PublicRooms(f DirectoryFilter) ([]RoomSummary, string, error) {
-	return PageDirectory(n.Summaries(), f)
+func (n *Node) PublicRooms(q directory.Query) ([]directory.Entry, string, error) {
+	return directory.Page(n.Summaries(), q)
 }
 
 // MyRoomsFilter holds the /v1/me/rooms parameters.
@@ -370,7 +240,7 @@ type MyRoomsFilter struct {
 // member of a private room) only the agent's own standing in Withheld:
 // nothing of the room's contract or activity (issue 11, row 8).
 type MyRoom struct {
-	Summary  *RoomSummary
+	Summary  *directory.Entry
 	Withheld *WithheldRoom
 }
 
