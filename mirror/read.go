@@ -123,6 +123,9 @@ func (m *Mirror) publish(rk string, raw []byte) {
 	}
 }
 
+// Streams returns the number of open mirror streams.
+func (m *Mirror) Streams() int { return m.live.Count() }
+
 // Subscribe streams records as they are verified. The subscription ends
 // (Reason says why) when the room freezes or is removed, the subscriber
 // falls behind, the mirror closes, or the caller closes it.
