@@ -6,16 +6,16 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
-	"github.com/adpnode/adpnode/node"
 )
 
 // announceReq asks for a room's entry to be announced if it changed;
@@ -48,29 +48,40 @@ type published struct {
 	refresh time.Time
 }
 
-// onNodeEvent runs on the node's writer goroutine: it only queues work.
-func (f *Federation) onNodeEvent(e node.Event) {
+// onNodeEvent is the host listener. It runs on the host's writer
+// goroutine while the room's sequencer (and the writer's actor lock) are
+// held, so it only looks at the event's fields and queues work without
+// blocking: no parsing, no logging, no locks. What a full queue drops is
+// counted (Stats.AnnounceDropped, Stats.RecordDropped) and logged by the
+// loops that drain the queues; the refresh sweep announces the change
+// later, and mirrors backfill the record.
+func (f *Federation) onNodeEvent(e hostport.Event) {
 	f.snapDirty.Store(true)
-	urgent := e.Kind == node.EventStatus || e.Record != nil && (e.Record.Seq == 1 || e.Status != room.StatusActive)
-	if e.Record != nil && !urgent {
-		if env, err := identity.ParseEnvelope(e.Record.Envelope); err == nil {
-			switch env.Event.Type {
-			case "room.update", "room.close", "room.cancel":
-				urgent = true
-			}
-		}
+	urgent := e.Kind == hostport.EventStatus || e.Record != nil && (e.Record.Seq == 1 || e.Status != room.StatusActive)
+	switch e.Type {
+	case "room.update", "room.close", "room.cancel":
+		urgent = true
 	}
 	select {
 	case f.announceQ <- announceReq{e.RoomID, urgent}:
-	default: // the refresh sweep notices the change later
-		f.log.Debug("announce queue full", "room", e.RoomID)
+	default:
+		f.stats.AnnounceDropped.Add(1)
 	}
-	if e.Kind == node.EventRecord {
+	if e.Kind == hostport.EventRecord && e.Record != nil {
 		select {
 		case f.recordQ <- e:
 		default:
-			f.log.Warn("record stream queue full; mirrors will backfill", "room", e.RoomID, "seq", e.Record.Seq)
+			f.stats.RecordDropped.Add(1)
 		}
+	}
+}
+
+// noteDrops logs, from a federation goroutine, how many events a full
+// queue dropped since the last call (*last holds the count seen then).
+func (f *Federation) noteDrops(last *int64, dropped *atomic.Int64, msg string) {
+	if d := dropped.Load(); d != *last {
+		f.log.Warn(msg, "dropped", d-*last, "total", d)
+		*last = d
 	}
 }
 
@@ -90,6 +101,7 @@ func (f *Federation) announceLoop(ctx context.Context) {
 	sweep := time.NewTicker(refreshSweepEvery)
 	defer sweep.Stop()
 	pending := map[string]bool{} // room -> urgent
+	var announceDrops int64
 	last := map[string]time.Time{}
 	for _, s := range f.n.Summaries() {
 		if f.changed(s) {
@@ -123,6 +135,7 @@ func (f *Federation) announceLoop(ctx context.Context) {
 				}
 			}
 		case <-sweep.C:
+			f.noteDrops(&announceDrops, &f.stats.AnnounceDropped, "announce queue full; the sweep announces the changes")
 			now := time.Now()
 			for _, id := range f.dueForRefresh(now) {
 				if _, ok := pending[id]; !ok {

@@ -32,9 +32,9 @@ import (
 
 	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/periodic"
-	"github.com/adpnode/adpnode/node"
 )
 
 // Topic names.
@@ -115,7 +115,7 @@ func (c *Config) defaults() {
 // Federation is one node's federation peer.
 type Federation struct {
 	cfg    Config
-	n      *node.Node
+	n      Host
 	idx    *index.Index
 	signer *assertion.Signer
 	h      host.Host
@@ -132,7 +132,7 @@ type Federation struct {
 	closeMu sync.RWMutex // orders goroutine starts against Close
 
 	announceQ chan announceReq // rooms whose entry changed
-	recordQ   chan node.Event
+	recordQ   chan hostport.Event
 
 	subMu    sync.Mutex
 	recSubs  map[peer.ID]*recordSub // remote hosts' record topics we follow
@@ -186,7 +186,7 @@ func (f *Federation) PeerScore(id peer.ID) (float64, bool) {
 
 // Start brings up the libp2p host, joins the topics, registers validators
 // and starts announcing the node's rooms.
-func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
+func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 	cfg.defaults()
 	sk, err := crypto.UnmarshalEd25519PrivateKey(cfg.Key)
 	if err != nil {
@@ -227,7 +227,7 @@ func Start(cfg Config, n *node.Node, idx *index.Index) (*Federation, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Federation{cfg: cfg, n: n, idx: idx, signer: assertion.NewSigner(cfg.Key), h: h, bw: bw, log: cfg.Log,
-		ctx: ctx, cancel: cancel, announceQ: make(chan announceReq, 16384), recordQ: make(chan node.Event, 16384),
+		ctx: ctx, cancel: cancel, announceQ: make(chan announceReq, 16384), recordQ: make(chan hostport.Event, 16384),
 		recSubs: map[peer.ID]*recordSub{}, checks: map[identity.AgentID]bindingCheck{}, queued: map[identity.AgentID]bool{},
 		checkQ: make(chan index.Binding, 1024), inflight: map[identity.AgentID]chan struct{}{}, inline: make(chan struct{}, inlineWaiters), rate: newHostRate(cfg.Limits.AnnounceBurst, cfg.Limits.AnnounceRate),
 		syncSlots: peerSlots{max: cfg.Limits.SyncPerPeer}, reconSlots: peerSlots{max: cfg.Limits.SyncPerPeer},
@@ -537,6 +537,11 @@ type Stats struct {
 	Future, Conflicts, RateLimited, OverCap atomic.Int64
 	// SyncRefused counts index-sync streams refused (per-peer limit).
 	SyncRefused atomic.Int64
+	// AnnounceDropped and RecordDropped count host events the host
+	// listener could not queue (the announce or record-stream queue was
+	// full): the refresh sweep announces such changes later, and mirrors
+	// backfill such records.
+	AnnounceDropped, RecordDropped atomic.Int64
 }
 
 // Stats returns the federation's counters.

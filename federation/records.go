@@ -36,11 +36,13 @@ type StreamedRecord struct {
 // checkpoint on this host's record topic. Records of restricted and
 // private rooms never leave the host (DECISIONS 12).
 func (f *Federation) publishLoop(ctx context.Context) {
+	var drops int64
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case e := <-f.recordQ:
+			f.noteDrops(&drops, &f.stats.RecordDropped, "record stream queue full; mirrors will backfill")
 			s, ok := f.n.Summary(e.RoomID)
 			if !ok || s.Visibility != room.Public {
 				continue

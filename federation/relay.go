@@ -68,7 +68,7 @@ type relayRequest struct {
 func (f *Federation) serveRelay(s network.Stream) {
 	defer s.Close()
 	s.SetDeadline(time.Now().Add(30 * time.Second))
-	b, err := readFrame(bufio.NewReader(s), int(f.n.Config().MaxBodyBytes)+4096)
+	b, err := readFrame(bufio.NewReader(s), int(f.n.MaxBodyBytes())+4096)
 	if err != nil {
 		s.Reset()
 		return
@@ -77,7 +77,7 @@ func (f *Federation) serveRelay(s network.Stream) {
 	var ans httpwire.Answer
 	if err := json.Unmarshal(b, &req); err != nil || req.RoomID == "" {
 		ans = httpwire.Error(adp.Reason(adp.CodeInvalidRequest, "relay", "malformed relay request"))
-	} else if int64(len(req.Body)) > f.n.Config().MaxBodyBytes {
+	} else if int64(len(req.Body)) > f.n.MaxBodyBytes() {
 		ans = httpwire.Error(&adp.Error{Code: adp.CodePayloadTooLarge, Message: "request body exceeds the limit"})
 	} else {
 		res, err := f.n.Submit(f.ctx, req.Body, req.RoomID)

@@ -27,6 +27,8 @@ import (
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/tlog"
+	"github.com/adpnode/adpnode/witness"
 )
 
 // Federation is what the HTTP API needs from the federation peer.
@@ -65,6 +67,9 @@ type Options struct {
 	// Federation, when set, makes the directory federated, relays writes
 	// for remote rooms, and publishes the host binding in discovery.
 	Federation Federation
+	// Witnessed, when set, adds the witnesses' cosignatures to the host
+	// log's checkpoint (--witness).
+	Witnessed *witness.Submitter
 	// Mirror, when set, serves mirrored rooms and mirror management.
 	Mirror *mirror.Mirror
 	// Metrics, when set, is served at /metrics and fed by every request.
@@ -81,6 +86,9 @@ type Options struct {
 	// Attention, when set, serves subscriptions, the mentions inbox and
 	// the agent stream under /v1/me (host-local extension, issue 16).
 	Attention *attention.Attention
+	// HostLog, when set, serves the host log's tiles, checkpoint and
+	// proofs and names them in discovery (issue 15).
+	HostLog *tlog.Log
 }
 
 // Server serves one node over HTTP.
@@ -199,6 +207,7 @@ func (s *Server) routes() {
 	v1.GET("/federation/hosts", s.fedHosts)
 	v1.GET("/federation/conflicts", s.fedConflicts)
 	s.attentionRoutes(v1)
+	s.logRoutes(e, v1)
 	s.mirrorRoutes()
 	s.adminRoutes()
 	s.viewerRoutes()
@@ -338,6 +347,15 @@ func (s *Server) discovery(c *gin.Context) {
 		doc["p2p_addrs"] = f.Addrs()
 		doc["features"] = append(doc["features"].([]string), "federation", "relay-submit")
 		doc["endpoints"].(gin.H)["federation"] = o + "/v1/federation"
+	}
+	if m := s.opts.Mirror; m != nil && m.Witness() != nil {
+		w := m.Witness()
+		doc["features"] = append(doc["features"].([]string), "tlog-witness")
+		doc["witness"] = gin.H{"name": w.Name(), "vkey": w.VerifierKey(), "url": o + "/v1/witness"}
+	}
+	if s.opts.HostLog != nil {
+		doc["features"] = append(doc["features"].([]string), "x-host-log")
+		doc["log"] = s.logDiscovery()
 	}
 	if s.opts.Attention != nil {
 		doc["features"] = append(doc["features"].([]string), "x-attention")

@@ -13,7 +13,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // statusByCode is the one table of code → HTTP status.
@@ -53,6 +53,9 @@ var statusByCode = map[adp.Code]int{
 	adp.CodeUnavailable:             http.StatusServiceUnavailable,
 	adp.CodeRelayFailed:             http.StatusBadGateway,
 	adp.CodeInternal:                http.StatusInternalServerError,
+	adp.CodeUntrustedCheckpoint:     http.StatusForbidden,
+	adp.CodeCheckpointStale:         http.StatusConflict,
+	adp.CodeInconsistentCheckpoint:  http.StatusUnprocessableEntity,
 }
 
 // StatusOf returns the HTTP status for an ADP error code.
@@ -116,6 +119,13 @@ func Error(err error) Answer {
 			h["Retry-After"] = "1"
 		}
 	}
+	if e.Code == adp.CodeCheckpointStale {
+		// C2SP tlog-witness: the body is the witness's size, as text.
+		if size, ok := e.Data["size"].(uint64); ok {
+			h["Content-Type"] = "text/x.tlog.size"
+			return Answer{Status: http.StatusConflict, Header: h, Code: e.Code, Body: append(strconv.AppendUint(nil, size, 10), '\n')}
+		}
+	}
 	data := e.Data
 	if data == nil {
 		data = map[string]any{}
@@ -131,7 +141,7 @@ func Error(err error) Answer {
 // Submit returns the answer to a write: the §9 creation shape for
 // room.create, the server record otherwise; 201 for a new record, 200 for
 // an exact resubmission; Max-Seen-Nonce always.
-func Submit(res *node.Result, err error) Answer {
+func Submit(res *hostport.Result, err error) Answer {
 	if err != nil {
 		return Error(err)
 	}
@@ -155,7 +165,9 @@ func (a Answer) Write(w http.ResponseWriter) {
 	for k, v := range a.Header {
 		w.Header().Set(k, v)
 	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	if a.Header["Content-Type"] == "" {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	}
 	w.WriteHeader(a.Status)
 	w.Write(a.Body)
 }

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -24,8 +25,9 @@ import (
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/periodic"
+	"github.com/adpnode/adpnode/internal/reclaim"
 	"github.com/adpnode/adpnode/live"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/witness"
 )
 
 // Target kinds: what to mirror.
@@ -104,6 +106,10 @@ type Config struct {
 	// live stream (not by backfill), whose age is replication lag. It must
 	// not block.
 	OnVerified func(roomID string, rec *record.Record, live bool)
+	// WitnessKey, when set, runs a C2SP tlog-witness (Witness) for the
+	// logs of the hosts this mirror mirrors, cosigning with this key
+	// (the node's host key).
+	WitnessKey ed25519.PrivateKey
 	Log        *slog.Logger
 }
 
@@ -118,7 +124,7 @@ type Stats struct {
 // Mirror replicates remote public rooms.
 type Mirror struct {
 	cfg Config
-	n   *node.Node
+	n   Host
 	db  *badger.DB
 	fed *federation.Federation
 	idx *index.Index
@@ -145,11 +151,13 @@ type Mirror struct {
 
 	snapMu    sync.Mutex // orders snapshot writes against purges
 	recovered RecoveryStats
+
+	witness *witness.Witness // nil without Config.WitnessKey
 }
 
 // Open loads the mirror's targets and rooms (replaying each stored chain
 // through the kernel), then starts following, backfilling and witnessing.
-func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index) (*Mirror, error) {
+func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mirror, error) {
 	if cfg.MaxRooms == 0 {
 		cfg.MaxRooms = 1000
 	}
@@ -172,6 +180,11 @@ func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index
 		m.commit.Close()
 		return nil, err
 	}
+	if err := m.openWitness(); err != nil {
+		cancel()
+		m.commit.Close()
+		return nil, err
+	}
 	var err error
 	if m.evTopic, err = fed.JoinTopic(EvidenceTopic, m.validateEvidence, m.deliverEvidence); err != nil {
 		cancel()
@@ -182,9 +195,7 @@ func Open(cfg Config, n *node.Node, fed *federation.Federation, idx *index.Index
 		return nil, err
 	}
 	fed.SetBackfillSource(m.serveBackfill)
-	n.SetArchiveExtra(func(roomID string) map[string]any {
-		return map[string]any{"host_key": fed.HostKey(), "witnesses": m.witnessesFor(roomID)}
-	})
+	n.AcceptCosignatures(fed.HostKey())
 	m.mu.Lock()
 	for _, r := range m.rooms {
 		m.followLocked(r)
@@ -364,7 +375,7 @@ func (m *Mirror) RemoveTarget(id string, purge bool) error {
 		}
 		// Drop the keys and give the bytes back to the file system.
 		if len(prefixes) > 0 {
-			if err := node.DropAndReclaim(m.db, m.log, prefixes...); err != nil {
+			if err := reclaim.DropPrefixes(m.db, m.log, prefixes...); err != nil {
 				m.log.Warn("mirror purge", "rooms", len(drop), "err", err)
 			}
 		}

@@ -14,7 +14,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/live"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/internal/transcript"
 )
 
 // Info describes a mirrored room: whose it is and how far it is verified.
@@ -162,9 +162,9 @@ func (r *Room) Archive(now int64) (*archive.Archive, error) {
 	return a, err
 }
 
-// archive builds the archive; with transcript set, it also writes the
+// archive builds the archive; with md set, it also writes the
 // Markdown transcript from the same state, under the room's lock.
-func (r *Room) archive(now int64, transcript io.Writer) (*archive.Archive, []*record.Record, error) {
+func (r *Room) archive(now int64, md io.Writer) (*archive.Archive, []*record.Record, error) {
 	recs, err := r.records()
 	if err != nil {
 		return nil, nil, err
@@ -198,8 +198,8 @@ func (r *Room) archive(now int64, transcript io.Writer) (*archive.Archive, []*re
 	for i, rec := range recs {
 		a.Records[i], _ = rec.MarshalJSON()
 	}
-	if transcript != nil {
-		if err := node.WriteTranscript(transcript, m, r.st, res, recs); err != nil {
+	if md != nil {
+		if err := transcript.Write(md, m, r.st, res, recs); err != nil {
 			return nil, nil, err
 		}
 	}

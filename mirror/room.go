@@ -515,7 +515,7 @@ func (r *Room) freezeLocked() {
 }
 
 // remove freezes the room and returns the key prefixes of its stored data,
-// for the caller to drop (node.DropAndReclaim, once for all rooms removed).
+// for the caller to drop (reclaim.DropPrefixes, once for all rooms removed).
 func (r *Room) remove() [][]byte {
 	r.mu.Lock()
 	r.m.live.CloseTopic(r.rk, reasonRemoved)

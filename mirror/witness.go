@@ -176,47 +176,20 @@ func (m *Mirror) validateCosign(author peer.ID, data []byte) (any, federation.Ve
 	return c, federation.Accept
 }
 
-// deliverCosign keeps cosignatures of this node's own rooms whose
-// checkpoint matches the stored record: the newest per witness.
+// deliverCosign hands cosignatures of this node's own rooms to the host,
+// which keeps those whose checkpoint matches its stored record (the newest
+// per witness); cosignatures of rooms this node mirrors stay here.
 func (m *Mirror) deliverCosign(v any, _ peer.ID) {
 	c := v.(*assertion.Cosignature)
 	if c.Checkpoint.Host != m.fed.HostKey() {
 		m.deliverMirroredCosign(c)
 		return
 	}
-	h, ok := m.n.RecordHash(c.Checkpoint.RoomID, c.Checkpoint.Seq)
-	if !ok || h != c.Checkpoint.Hash {
-		m.log.Warn("cosignature of a checkpoint this host does not hold", "witness", c.Witness, "room", c.Checkpoint.RoomID, "seq", c.Checkpoint.Seq)
-		return
+	if err := m.n.KeepCosign(c); err != nil {
+		// Not held: a witness of another chain. A storage error: the
+		// witness resends its cosignature, and it is stored then.
+		m.log.Warn("cosignature not kept", "witness", c.Witness, "room", c.Checkpoint.RoomID, "seq", c.Checkpoint.Seq, "err", err)
 	}
-	k := []byte(pfxWitness + c.Checkpoint.RoomID + "/" + string(c.Witness))
-	if err := m.db.Update(func(txn *badger.Txn) error {
-		if item, err := txn.Get(k); err == nil {
-			old, err := item.ValueCopy(nil)
-			if err != nil {
-				return err
-			}
-			if prev, err := assertion.OpenCosign(old); err == nil && prev.Checkpoint.Seq >= c.Checkpoint.Seq {
-				return nil
-			}
-		}
-		return txn.Set(k, c.Raw)
-	}); err != nil {
-		// The witness resends its cosignature; it is stored then.
-		m.log.Error("store cosignature", "witness", c.Witness, "room", c.Checkpoint.RoomID, "seq", c.Checkpoint.Seq, "err", err)
-	}
-}
-
-// witnessesFor lists the stored cosignatures of one of this host's rooms,
-// for the archive manifest.
-func (m *Mirror) witnessesFor(roomID string) []json.RawMessage {
-	out := []json.RawMessage{}
-	scan(m.db, []byte(pfxWitness+roomID+"/"), func(_, v []byte) error {
-		out = append(out, v)
-		return nil
-	})
-	sort.Slice(out, func(i, j int) bool { return string(out[i]) < string(out[j]) })
-	return out
 }
 
 // deliverMirroredCosign keeps another witness's cosignature of a room this

@@ -21,6 +21,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/internal/periodic"
+	"github.com/adpnode/adpnode/internal/reclaim"
 )
 
 // Badger sizing. An idle node should stay small, and the disk reserve
@@ -437,38 +438,16 @@ func (n *Node) reclaim(ctx context.Context) int {
 	return ValueLogGC(ctx, n.db, n.log)
 }
 
-// ValueLogGC runs db.RunValueLogGC(0.5) until it has nothing to rewrite
-// or ctx ends, and returns how many files it rewrote.
+// ValueLogGC runs value-log GC until it has nothing to rewrite.
+//
+// Deprecated: use reclaim.ValueLogGC.
 func ValueLogGC(ctx context.Context, db *badger.DB, log *slog.Logger) int {
-	rewrote := 0
-	for ctx.Err() == nil {
-		err := db.RunValueLogGC(0.5)
-		if err != nil {
-			if !errors.Is(err, badger.ErrNoRewrite) && !errors.Is(err, badger.ErrRejected) && log != nil {
-				log.Warn("value log GC", "err", err)
-			}
-			break
-		}
-		rewrote++
-	}
-	return rewrote
+	return reclaim.ValueLogGC(ctx, db, log)
 }
 
-// DropAndReclaim deletes every key under prefixes and gives the space
-// back to the file system: DropPrefix rewrites the tables holding those
-// keys, Flatten compacts what is left into one level (so no stale table
-// keeps the bytes), and value-log GC rewrites value-log files that are
-// now mostly garbage. Used by mirror purge.
+// DropAndReclaim deletes every key under prefixes and gives the space back.
+//
+// Deprecated: use reclaim.DropPrefixes.
 func DropAndReclaim(db *badger.DB, log *slog.Logger, prefixes ...[]byte) error {
-	if err := db.DropPrefix(prefixes...); err != nil {
-		return err
-	}
-	if db.Opts().InMemory {
-		return nil
-	}
-	if err := db.Flatten(2); err != nil {
-		return err
-	}
-	ValueLogGC(context.Background(), db, log)
-	return nil
+	return reclaim.DropPrefixes(db, log, prefixes...)
 }

@@ -16,8 +16,9 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp"
-	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/live"
 )
@@ -37,18 +38,18 @@ type Node struct {
 	broken    map[string]*RoomBroken // rooms whose stored chain did not recover
 	recovered RecoveryStats
 
-	actors       [actorStripes]sync.Mutex // per-actor serialisation of nonce checks (striped)
-	nonces       *nonceCache
-	quotas       *quotas
-	joins        *joinRequests
-	status       *statusBoard
-	hub          *hub
-	viewers      *live.Hub[struct{}] // viewer streams (viewer.go)
-	packs        *packFetcher
-	sched        *scheduler
-	lisMu        sync.RWMutex
-	listens      []func(Event)
-	archiveExtra func(roomID string) map[string]any
+	actors     [actorStripes]sync.Mutex // per-actor serialisation of nonce checks (striped)
+	nonces     *nonceCache
+	quotas     *quotas
+	joins      *joinRequests
+	status     *statusBoard
+	hub        *hub
+	viewers    *live.Hub[struct{}] // viewer streams (viewer.go)
+	packs      *packFetcher
+	sched      *scheduler
+	lisMu      sync.RWMutex
+	listens    []func(Event)
+	witnessKey identity.AgentID // set by AcceptCosignatures (witness.go)
 
 	finishMu sync.Mutex  // serialises end-of-room work (scheduler and archive reads)
 	snapMu   sync.Mutex  // serialises snapshot writes (snapshotRooms, evict)
@@ -89,20 +90,21 @@ type hostedRoom struct {
 const actorStripes = 4096
 
 // Event is what the node tells listeners (federation, index, metrics).
-type Event struct {
-	Kind   EventKind
-	RoomID string
-	Record *record.Record // for EventRecord
-	Status room.Status
-}
+//
+// Deprecated: use hostport.Event.
+type Event = hostport.Event
 
 // EventKind says what happened.
-type EventKind int
+//
+// Deprecated: use hostport.EventKind.
+type EventKind = hostport.EventKind
 
 // Event kinds.
+//
+// Deprecated: use hostport.EventRecord and hostport.EventStatus.
 const (
-	EventRecord EventKind = iota // a record was accepted
-	EventStatus                  // the room's lifecycle status changed (scheduler)
+	EventRecord = hostport.EventRecord
+	EventStatus = hostport.EventStatus
 )
 
 // Open opens (or creates) the node's database, recovers every room by
@@ -344,14 +346,6 @@ func (n *Node) Hosts(roomID string) bool {
 	return ok
 }
 
-// SetArchiveExtra registers a function whose members are added to the
-// archive manifest's extra (witness cosignatures, the host key).
-func (n *Node) SetArchiveExtra(fn func(roomID string) map[string]any) {
-	n.lisMu.Lock()
-	n.archiveExtra = fn
-	n.lisMu.Unlock()
-}
-
 // RecordHash returns the hash of a hosted room's record at seq.
 func (n *Node) RecordHash(roomID string, seq int64) (string, bool) {
 	hr, ok := n.room(roomID)
@@ -365,3 +359,6 @@ func (n *Node) RecordHash(roomID string, seq int64) (string, bool) {
 	}
 	return h, found
 }
+
+// MaxBodyBytes is the largest request body the node accepts.
+func (n *Node) MaxBodyBytes() int64 { return n.cfg.MaxBodyBytes }

@@ -17,6 +17,7 @@ const (
 	pfxSnapshot = "s/"       // s/<room>                  -> room.State.Encode() at some seq
 	pfxRoom     = "h/"       // h/<room>                  -> empty: the room exists (written with its room.create)
 	pfxTerminal = "t/"       // t/<room>                  -> cold room summary JSON (cold.go), with its final s/<room>
+	pfxWitness  = "w/"       // w/<room>/<witness key>    -> cosignature of a checkpoint of the room (witness.go)
 	pfxMember   = "a/"       // a/<agent id>/<room>       -> flags:1 | role, for cold rooms (cold.go)
 	keyLayout   = "v/layout" // -> layout version:8
 )

@@ -9,21 +9,13 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // Result is the outcome of an accepted (or exactly resubmitted) write.
-type Result struct {
-	Record *record.Record
-	// Created is set for room.create: answer with the §9 shape.
-	Created bool
-	Status  room.Status
-	URL     string
-	// Resubmitted is set when the envelope had already been accepted and
-	// this is the original acceptance (Identity §9).
-	Resubmitted bool
-	// MaxSeenNonce is the actor's effective maximum nonce after the write.
-	MaxSeenNonce int64
-}
+//
+// Deprecated: use hostport.Result.
+type Result = hostport.Result
 
 // Submit runs the write path of ARCHITECTURE.md for one envelope body.
 // pathRoom is "" for POST /v1/rooms (room.create) and the path room ID for
@@ -338,7 +330,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 		n.hub.refresh(hr.id, st)
 		hr.mu.RUnlock()
 	}
-	n.emit(Event{Kind: EventRecord, RoomID: hr.id, Record: rec, Status: st.StatusAt(now)})
+	n.emit(Event{Kind: EventRecord, RoomID: hr.id, Type: a.Type, Record: rec, Status: st.StatusAt(now)})
 	switch a.Type {
 	case "room.create", "room.update", "room.close", "room.cancel":
 		n.sched.touch(hr)

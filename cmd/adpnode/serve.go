@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
@@ -31,6 +33,8 @@ import (
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/tlog"
+	"github.com/adpnode/adpnode/witness"
 )
 
 // fileConfig is the YAML configuration file; flags override it.
@@ -174,6 +178,7 @@ func addServeFlags(cmd *cobra.Command) {
 	f.Bool("mdns", false, "discover peers on the local network with mDNS (--mdns=false turns the file's setting off)")
 	f.String("disk-reserve", "256MiB", "refuse writes (503, reason disk_full) while the data dir's file system has less free space than this; 0 disables")
 	f.Int("max-connections", hostapi.DefaultMaxConnections, "cap on concurrently open HTTP client connections")
+	f.StringArray("witness", nil, "submit each host log checkpoint to this C2SP tlog-witness, URL=vkey (its submission URL and cosignature/v1 key; a mirror's are in its discovery \"witness\"); repeatable")
 }
 
 // serveSettings are the effective settings of serve: flags, then
@@ -329,6 +334,17 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 	peers, _ := fl.GetStringArray("peer")
 	mdnsOn, _ := fl.GetBool("mdns")
 	ss.fed = fedSettings{enabled: !noFed, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second}
+	wflags, _ := fl.GetStringArray("witness")
+	if len(wflags) > witness.MaxTargets {
+		return nil, withCode(exitUsage, fmt.Errorf("at most %d --witness", witness.MaxTargets))
+	}
+	for _, w := range wflags {
+		tg, err := witness.ParseTarget(w)
+		if err != nil {
+			return nil, withCode(exitUsage, fmt.Errorf("--witness %q: %w", w, err))
+		}
+		ss.fed.witnesses = append(ss.fed.witnesses, tg)
+	}
 	if ff := fc.Federation; ff != nil {
 		if ff.Enabled != nil && !fl.Changed("no-federation") {
 			ss.fed.enabled = *ff.Enabled
@@ -409,6 +425,8 @@ type fedSettings struct {
 	deprecatedPeersAllow bool
 	mirrorMaxRooms       int
 	mirrorMaxBytes       int64
+	// witnesses receive the host log's checkpoints (--witness).
+	witnesses []witness.Target
 }
 
 // privatePeersHint is the switch that lets federation check host bindings
@@ -445,6 +463,8 @@ type stack struct {
 	fed  *federation.Federation
 	mir  *mirror.Mirror
 	att  *attention.Attention
+	tl   *tlog.Log
+	sub  *witness.Submitter // nil without --witness
 	srv  *http.Server
 	errc chan error
 	addr string
@@ -474,6 +494,18 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	}
 	met := metrics.New(n)
 	opts := hostapi.Options{Log: log, Metrics: met, HTTP: fs.http, OperatorToken: tok}
+	if s.tl, err = openHostLog(n, cfg.DataDir, log); err != nil {
+		s.close()
+		return nil, fmt.Errorf("host log: %w", err)
+	}
+	opts.HostLog = s.tl
+	if len(fs.witnesses) > 0 {
+		if s.sub, err = witness.NewSubmitter(witness.SubmitterConfig{Log: s.tl, Targets: fs.witnesses, Logger: log}); err != nil {
+			s.close()
+			return nil, err
+		}
+		opts.Witnessed = s.sub
+	}
 	var idx *index.Index
 	if fs.enabled {
 		key, err := federation.LoadOrCreateKey(cfg.DataDir)
@@ -509,12 +541,13 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			s.att.Mirrored(roomID, rec, live)
 		}
 		if s.mir, err = mirror.Open(mirror.Config{Log: log, OnVerified: onVerified,
-			MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes}, n, s.fed, idx); err != nil {
+			MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes, WitnessKey: key}, n, s.fed, idx); err != nil {
 			s.close()
 			return nil, err
 		}
 		opts.Mirror = s.mir
 		met.AttachMirror(s.mir)
+		s.att.CatchUp(attention.ForMirror(s.mir))
 	}
 	if s.att == nil {
 		if s.att, err = attention.Open(attention.ForNode(n, nil, nil)); err != nil {
@@ -593,6 +626,14 @@ func (s *stack) close() error {
 	if s.att != nil {
 		s.att.Close()
 	}
+	if s.sub != nil {
+		s.sub.Close()
+	}
+	if s.tl != nil {
+		if err := s.tl.Close(); err != nil {
+			s.log.Warn("host log close", "err", err)
+		}
+	}
 	return s.n.Close()
 }
 
@@ -621,4 +662,27 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 	case <-ctx.Done():
 	}
 	return s.close()
+}
+
+// openHostLog opens the host log in DATA/tlog, signed with the node key,
+// and feeds it every record the node accepts (after it is durable).
+func openHostLog(n *node.Node, dataDir string, log *slog.Logger) (*tlog.Log, error) {
+	key, err := federation.LoadOrCreateKey(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dataDir, tlog.Dir), DB: n.DB(), Key: key,
+		Origin: tlogproof.Origin(n.Host()), Source: n, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	n.Listen(func(e node.Event) {
+		if e.Kind != node.EventRecord || e.Record == nil {
+			return
+		}
+		if h, err := tlogproof.RecordLeaf(e.Record.Hash); err == nil {
+			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
+		}
+	})
+	return l, nil
 }

@@ -121,11 +121,15 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 				}
 			}
 		}
+		if mc.WitnessKey == nil {
+			mc.WitnessKey = key // mirrors witness the logs of the hosts they mirror
+		}
 		if p.Mir, err = mirror.Open(mc, n, fed, idx); err != nil {
 			t.Fatal(err)
 		}
 		apiOpts.Mirror = p.Mir
 		met.AttachMirror(p.Mir)
+		p.Att.CatchUp(attention.ForMirror(p.Mir))
 	}
 	p.srv = hostapi.NewHTTPServer(hostapi.New(n, apiOpts).Handler(), hostapi.HTTPOptions{})
 	go p.srv.Serve(hostapi.LimitListener(ln, hostapi.DefaultMaxConnections))

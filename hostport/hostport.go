@@ -1,0 +1,52 @@
+// Package hostport holds the values a host shares with the layers above
+// it (federation, mirrors, attention, metrics, the HTTP wire): the outcome
+// of a write and what the host tells its listeners. The interfaces those
+// layers need of a host are declared where they are used
+// (federation.Host, mirror.Host, metrics.Source, attention.Host); the
+// concrete host (package node) is known only to the composition root
+// (internal/stack) and the commands.
+package hostport
+
+import (
+	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/room"
+)
+
+// Result is the outcome of an accepted (or exactly resubmitted) write.
+type Result struct {
+	Record *record.Record
+	// Created is set for room.create: answer with the §9 shape.
+	Created bool
+	Status  room.Status
+	URL     string
+	// Resubmitted is set when the envelope had already been accepted and
+	// this is the original acceptance (Identity §9).
+	Resubmitted bool
+	// MaxSeenNonce is the actor's effective maximum nonce after the write.
+	MaxSeenNonce int64
+}
+
+// Event is what a host tells its listeners after a write is durable.
+// Listeners run on the writer's goroutine with the room's sequencer held:
+// they must not block, and they read Type rather than parse the envelope.
+type Event struct {
+	Kind   EventKind
+	RoomID string
+	// Type is the accepted event's type ("room.message", "room.update", …)
+	// for EventRecord; "" for EventStatus.
+	Type   string
+	Record *record.Record // for EventRecord
+	Status room.Status    // the room's lifecycle status after the event
+}
+
+// EventKind says what happened.
+type EventKind int
+
+// Event kinds.
+const (
+	EventRecord EventKind = iota // a record was accepted
+	EventStatus                  // the room's lifecycle status changed (scheduler)
+)
+
+// Listener is told about a host's events (see Event for what it may do).
+type Listener func(Event)
