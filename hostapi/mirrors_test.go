@@ -77,10 +77,10 @@ func TestMirrorStreamCloseReasons(t *testing.T) {
 	if _, err := b.Mir.AddTarget(mirror.TargetRoom, a.Node.RoomURL(kept)); err != nil {
 		t.Fatal(err)
 	}
-	fedtest.Eventually(t, 30*time.Second, "B mirrors both rooms", func() bool {
-		_, ok1 := b.Mir.Room(purged, "")
-		_, ok2 := b.Mir.Room(kept, "")
-		return ok1 && ok2
+	fedtest.Eventually(t, 30*time.Second, "B verified both rooms' creation", func() bool {
+		r1, ok1 := b.Mir.Room(purged, "")
+		r2, ok2 := b.Mir.Room(kept, "")
+		return ok1 && ok2 && r1.Tip() == 1 && r2.Tip() == 1
 	})
 	base := runtime.NumGoroutine()
 	purgedStream, ans := oaStream(t, b.URL+"/v1/mirrors/rooms/"+purged+"/events/live", "")
