@@ -13,8 +13,8 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
-	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/internal/transcript"
+	"github.com/adpnode/adpnode/live"
 )
 
 // Info describes a mirrored room: whose it is and how far it is verified.
