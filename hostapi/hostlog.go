@@ -105,7 +105,9 @@ func (s *Server) logInclusion(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	writeJSON(c, http.StatusOK, rp)
+	// The answer is a self-contained proof file: `adpnode verify` checks
+	// it offline (the verifier key's Ed25519 key is the host key).
+	writeJSON(c, http.StatusOK, tlogproof.File{Type: tlogproof.FileType, RecordProof: rp, VerifierKey: l.VerifierKey()})
 }
 
 // logConsistency serves GET /v1/log/consistency?size1=M[&size2=N]

@@ -78,11 +78,6 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 			_, werr = io.WriteString(w, str)
 		}
 	}
-	write := func(it live.Item) {
-		if werr == nil {
-			werr = writeItem(w, it)
-		}
-	}
 	flush := func() bool {
 		if werr == nil {
 			werr = rc.Flush()
@@ -114,7 +109,25 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 	coalesce.Stop()
 	defer coalesce.Stop()
 	var lastFlush time.Time
-	// drain writes what is queued without waiting; false if ch closed.
+	// A burst is gathered into batch and handed to the connection in one
+	// Write (one chunk, and one write syscall when it fits the connection
+	// buffer). A batch over sseBatchBytes is written as it grows, so a
+	// stream never holds more than that beyond the connection's buffers.
+	var batch []byte
+	reset := func() {
+		batch = batch[:0]
+		if cap(batch) > 16<<10 { // after a large burst: do not keep its buffer
+			batch = nil
+		}
+	}
+	add := func(it live.Item) {
+		batch = appendItem(batch, it)
+		if len(batch) >= sseBatchBytes {
+			werr = writeBatch(w, batch, werr)
+			reset()
+		}
+	}
+	// drain adds what is queued without waiting; false if ch closed.
 	drain := func() bool {
 		for werr == nil {
 			select {
@@ -122,7 +135,7 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 				if !ok {
 					return false
 				}
-				write(it)
+				add(it)
 			default:
 				return true
 			}
@@ -145,30 +158,26 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 				closed()
 				return
 			}
-			// Drain what is queued before flushing: one flush per burst,
-			// and bursts at most every flushInterval.
-			write(it)
-			if !drain() {
+			// One flush per burst, and bursts at most every
+			// flushInterval: items arriving sooner after the last flush
+			// wait in the channel (this goroutine sleeps, it is not woken
+			// per item) and are taken together when it is due.
+			add(it)
+			open := drain()
+			if wait := cfg.flushInterval - time.Since(lastFlush); open && wait > 0 && werr == nil {
+				coalesce.Reset(wait)
+				select {
+				case <-ctx.Done():
+					return
+				case <-coalesce.C:
+				}
+				open = drain()
+			}
+			werr = writeBatch(w, batch, werr)
+			reset()
+			if !open {
 				closed()
 				return
-			}
-			if wait := cfg.flushInterval - time.Since(lastFlush); wait > 0 && werr == nil {
-				coalesce.Reset(wait)
-			gather:
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case it, ok := <-ch:
-						if !ok {
-							closed()
-							return
-						}
-						write(it)
-					case <-coalesce.C:
-						break gather
-					}
-				}
 			}
 			if !flush() {
 				return
@@ -178,18 +187,27 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 	}
 }
 
-// writeItem writes one SSE item: its shared frame when one was built (one
-// copy into the connection's buffer), else the frame in parts.
-func writeItem(w http.ResponseWriter, it live.Item) error {
+// sseBatchBytes bounds the frames a stream gathers before writing them.
+const sseBatchBytes = 64 << 10
+
+// appendItem appends one SSE item's frame: the shared frame when one was
+// built, else the frame from its parts.
+func appendItem(b []byte, it live.Item) []byte {
 	if it.Frame != nil {
-		_, err := w.Write(it.Frame)
+		return append(b, it.Frame...)
+	}
+	b = append(b, "event: "...)
+	b = append(b, it.Event...)
+	b = append(b, "\ndata: "...)
+	b = append(b, it.Data...)
+	return append(b, "\n\n"...)
+}
+
+// writeBatch writes gathered frames unless an earlier write failed.
+func writeBatch(w http.ResponseWriter, b []byte, err error) error {
+	if err != nil || len(b) == 0 {
 		return err
 	}
-	var err error
-	for _, part := range [][]byte{[]byte("event: "), []byte(it.Event), []byte("\ndata: "), it.Data, []byte("\n\n")} {
-		if _, err = w.Write(part); err != nil {
-			return err
-		}
-	}
+	_, err = w.Write(b)
 	return err
 }

@@ -155,8 +155,13 @@ func Submit(res *hostport.Result, err error) Answer {
 			"pre_hash": nil, "hash": res.Record.Hash, "received_at": res.Record.ReceivedAt})
 		return a
 	}
-	b, _ := res.Record.MarshalJSON()
-	a.Body = append(b, '\n')
+	b := res.RecordJSON
+	if b == nil {
+		b, _ = res.Record.MarshalJSON()
+	}
+	// A fresh slice: RecordJSON is shared with the stored value and the
+	// live stream, so it is never appended to in place.
+	a.Body = append(append(make([]byte, 0, len(b)+1), b...), '\n')
 	return a
 }
 

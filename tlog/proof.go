@@ -233,3 +233,18 @@ func (l *Log) Read(ctx context.Context, path string) (Resource, error) {
 	}
 	return Resource{Body: body, Immutable: p == 0}, nil
 }
+
+// ArchiveProof returns the record proof file of a room's last record
+// against the latest checkpoint, for an archive's extra.host_log, or nil
+// when no checkpoint covers it yet.
+func (l *Log) ArchiveProof(recordHash string) *tlogproof.File {
+	leaf, err := tlogproof.RecordLeaf(recordHash)
+	if err != nil {
+		return nil
+	}
+	rp, err := l.Inclusion(context.Background(), leaf, 0)
+	if err != nil {
+		return nil
+	}
+	return &tlogproof.File{Type: tlogproof.FileType, RecordProof: rp, VerifierKey: l.vkey}
+}

@@ -98,8 +98,12 @@ func (e *env) open() {
 		e.t.Fatal(err)
 	}
 	e.db = db
+	batch := 10 * time.Millisecond
+	if e.cpInt == 0 {
+		batch = 0 // the daemon's defaults
+	}
 	e.log, err = tlog.Open(tlog.Config{Dir: filepath.Join(e.dir, tlog.Dir), DB: db, Key: e.key,
-		Origin: tlogproof.Origin("127.0.0.1:1"), Source: e.src, CheckpointInterval: e.cpInt, BatchMaxAge: 10 * time.Millisecond})
+		Origin: tlogproof.Origin("127.0.0.1:1"), Source: e.src, CheckpointInterval: e.cpInt, BatchMaxAge: batch})
 	if err != nil {
 		db.Close()
 		e.db = nil

@@ -20,6 +20,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -340,3 +341,54 @@ func VerifyRecord(rp RecordProof, v note.Verifier, others ...note.Verifier) (Che
 // EncodeRecordHash is the inverse of RecordLeaf: ADP's base64url record
 // hash of the leaf data.
 func EncodeRecordHash(h [32]byte) string { return base64.RawURLEncoding.EncodeToString(h[:]) }
+
+// FileType is the "type" of a record proof file: what GET
+// /v1/log/inclusion answers and `adpnode verify` checks offline.
+const FileType = "adp.record-proof"
+
+// File is a self-contained record proof: the proof, the log's note
+// verifier key (whose Ed25519 key is the host key, so a reader compares
+// it with the host key they trust), and optionally the record itself.
+type File struct {
+	Type string `json:"type"`
+	RecordProof
+	VerifierKey string `json:"verifier_key"`
+	// Record, when present, is the full record; its hash must be
+	// RecordHash.
+	Record json.RawMessage `json:"record,omitempty"`
+}
+
+// HostKey returns the Ed25519 public key inside a note verifier key of
+// type Ed25519 (name+hash+base64(0x01 || key)).
+func HostKey(vkey string) (ed25519.PublicKey, error) {
+	// name+hash+key: a name has no '+', base64 may.
+	parts := strings.SplitN(vkey, "+", 3)
+	if len(parts) != 3 {
+		return nil, bad("verifier_key_invalid", "verifier key %q is malformed", vkey)
+	}
+	b, err := base64.StdEncoding.DecodeString(parts[2])
+	if err != nil || len(b) != 1+ed25519.PublicKeySize || b[0] != 0x01 {
+		return nil, bad("verifier_key_invalid", "verifier key is not an Ed25519 note key")
+	}
+	return ed25519.PublicKey(b[1:]), nil
+}
+
+// VerifyFile checks a record proof file with the verifier key it carries
+// and returns the checkpoint and the host key inside that verifier key
+// (which the caller compares with the host key it trusts). It does not
+// check f.Record.
+func VerifyFile(f File) (Checkpoint, ed25519.PublicKey, error) {
+	if f.Type != FileType {
+		return Checkpoint{}, nil, bad("proof_invalid", "type is %q, not %q", f.Type, FileType)
+	}
+	pub, err := HostKey(f.VerifierKey)
+	if err != nil {
+		return Checkpoint{}, nil, err
+	}
+	v, err := note.NewVerifier(f.VerifierKey)
+	if err != nil {
+		return Checkpoint{}, nil, bad("verifier_key_invalid", "verifier key: %v", err)
+	}
+	c, err := VerifyRecord(f.RecordProof, v)
+	return c, pub, err
+}

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
@@ -78,6 +79,19 @@ type fileConfig struct {
 		MaxEntriesPerHost int `yaml:"max_entries_per_host"`
 		MaxConns          int `yaml:"max_conns"`
 		MaxConnsPerPeer   int `yaml:"max_conns_per_peer"`
+		// Discovery (README "Finding peers").
+		Bootstrap []string `yaml:"bootstrap"`
+		DHT       string   `yaml:"dht"`
+		ConnLow   int      `yaml:"conn_low"`
+		ConnHigh  int      `yaml:"conn_high"`
+		NAT       *struct {
+			HolePunching   *bool  `yaml:"hole_punching"`
+			RelayClient    *bool  `yaml:"relay_client"`
+			RelayService   bool   `yaml:"relay_service"`
+			AutoNATService bool   `yaml:"autonat_service"`
+			PortMap        bool   `yaml:"port_map"`
+			Reachability   string `yaml:"reachability"`
+		} `yaml:"nat"`
 	} `yaml:"federation"`
 }
 
@@ -175,6 +189,8 @@ func addServeFlags(cmd *cobra.Command) {
 	f.StringArray("p2p-listen", []string{"/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/udp/4001/quic-v1"},
 		"libp2p listen multiaddr (repeatable)")
 	f.StringArray("peer", nil, "static peer multiaddr ending in /p2p/<peer id> (repeatable; replaces the file's peers)")
+	f.StringArray("bootstrap", nil, "bootstrap peer multiaddr ending in /p2p/<peer id>: dialled to join the federation and its DHT, not kept connected (repeatable; replaces the file's bootstrap)")
+	f.String("dht", "auto", "ADP DHT mode: auto (server once AutoNAT finds this node public), server, client or off")
 	f.Bool("mdns", false, "discover peers on the local network with mDNS (--mdns=false turns the file's setting off)")
 	f.String("disk-reserve", "256MiB", "refuse writes (503, reason disk_full) while the data dir's file system has less free space than this; 0 disables")
 	f.Int("max-connections", hostapi.DefaultMaxConnections, "cap on concurrently open HTTP client connections")
@@ -333,7 +349,10 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 	p2pListen, _ := fl.GetStringArray("p2p-listen")
 	peers, _ := fl.GetStringArray("peer")
 	mdnsOn, _ := fl.GetBool("mdns")
-	ss.fed = fedSettings{enabled: !noFed, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second}
+	boot, _ := fl.GetStringArray("bootstrap")
+	dhtMode, _ := fl.GetString("dht")
+	ss.fed = fedSettings{enabled: !noFed, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second, bootstrap: boot}
+	listenGiven := fl.Changed("p2p-listen")
 	wflags, _ := fl.GetStringArray("witness")
 	if len(wflags) > witness.MaxTargets {
 		return nil, withCode(exitUsage, fmt.Errorf("at most %d --witness", witness.MaxTargets))
@@ -350,7 +369,28 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 			ss.fed.enabled = *ff.Enabled
 		}
 		if !fl.Changed("p2p-listen") && len(ff.Listen) > 0 {
-			ss.fed.listen = ff.Listen
+			ss.fed.listen, listenGiven = ff.Listen, true
+		}
+		if !fl.Changed("bootstrap") && len(ff.Bootstrap) > 0 {
+			ss.fed.bootstrap = ff.Bootstrap
+		}
+		if !fl.Changed("dht") && ff.DHT != "" {
+			dhtMode = ff.DHT
+		}
+		if ff.ConnLow < 0 || ff.ConnHigh < 0 || ff.ConnHigh > 0 && ff.ConnLow > ff.ConnHigh {
+			return nil, withCode(exitUsage, fmt.Errorf("federation.conn_low %d / conn_high %d: want 0 ≤ low ≤ high (0: the defaults 64 and 128)", ff.ConnLow, ff.ConnHigh))
+		}
+		ss.fed.limits.ConnLow, ss.fed.limits.ConnHigh = ff.ConnLow, ff.ConnHigh
+		if nat := ff.NAT; nat != nil {
+			ss.fed.nat = federation.NATOptions{RelayService: nat.RelayService, AutoNATService: nat.AutoNATService, PortMap: nat.PortMap}
+			ss.fed.nat.NoHolePunching = nat.HolePunching != nil && !*nat.HolePunching
+			ss.fed.nat.NoRelayClient = nat.RelayClient != nil && !*nat.RelayClient
+			switch nat.Reachability {
+			case "", "public", "private":
+				ss.fed.nat.Reachability = nat.Reachability
+			default:
+				return nil, withCode(exitUsage, fmt.Errorf("federation.nat.reachability %q: want public or private (absent: AutoNAT decides)", nat.Reachability))
+			}
 		}
 		if !fl.Changed("peer") {
 			ss.fed.peers = ff.Peers
@@ -376,6 +416,19 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 		if strings.ContainsAny(p, "<>") || !strings.Contains(p, "/p2p/") {
 			return nil, withCode(exitUsage, fmt.Errorf("peer %q: want a multiaddr ending in /p2p/<peer id>", p))
 		}
+	}
+	for _, p := range ss.fed.bootstrap {
+		if _, err := peer.AddrInfoFromString(p); err != nil || strings.ContainsAny(p, "<>") {
+			return nil, withCode(exitUsage, fmt.Errorf("bootstrap %q: want a multiaddr ending in /p2p/<peer id>", p))
+		}
+	}
+	if ss.fed.dht, err = federation.ParseDHTMode(dhtMode); err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	// A node with a public URL listens on every interface unless told
+	// where to listen (startStack says so).
+	if !listenGiven && !loopbackURL(publicURL) {
+		ss.fed.listen, ss.fed.listenAll = publicListen, true
 	}
 	return ss, nil
 }
@@ -409,11 +462,15 @@ func applyEnv(cmd *cobra.Command) error {
 
 // fedSettings are the federation settings of serve.
 type fedSettings struct {
-	enabled  bool
-	listen   []string
-	peers    []string
-	mdns     bool
-	interval time.Duration
+	enabled   bool
+	listen    []string
+	listenAll bool // listen is publicListen because public_url is not loopback
+	peers     []string
+	bootstrap []string
+	dht       federation.DHTMode
+	nat       federation.NATOptions
+	mdns      bool
+	interval  time.Duration
 	// http are the HTTP edge's timeouts and caps (not federation, but
 	// carried with the other serve settings).
 	http   hostapi.HTTPOptions
@@ -427,6 +484,22 @@ type fedSettings struct {
 	mirrorMaxBytes       int64
 	// witnesses receive the host log's checkpoints (--witness).
 	witnesses []witness.Target
+}
+
+// publicListen are the libp2p listen addresses of a node whose public_url
+// is not loopback: every interface, TCP and QUIC, IPv4 and IPv6.
+var publicListen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1", "/ip6/::/tcp/4001", "/ip6/::/udp/4001/quic-v1"}
+
+// loopbackURL reports whether u's host is localhost or a loopback address
+// (an unparsable URL counts as loopback: nothing changes for it).
+func loopbackURL(u string) bool {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return true
+	}
+	host := pu.Hostname()
+	ip := net.ParseIP(host)
+	return host == "localhost" || strings.HasSuffix(host, ".localhost") || ip != nil && ip.IsLoopback()
 }
 
 // privatePeersHint is the switch that lets federation check host bindings
@@ -518,8 +591,14 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			s.close()
 			return nil, err
 		}
+		if fs.listenAll {
+			log.Info("libp2p listens on all interfaces because public_url is not loopback (set --p2p-listen to choose)",
+				"public_url", cfg.PublicURL, "p2p_listen", fs.listen)
+		}
 		s.fed, err = federation.Start(federation.Config{Key: key, ListenAddrs: fs.listen, Peers: fs.peers, MDNS: fs.mdns,
-			AnnounceInterval: fs.interval, AllowPrivateOrigins: fs.allowPrivatePeers, PrivateOriginsHint: privatePeersHint,
+			Bootstrap: fs.bootstrap, DHT: fs.dht, NAT: fs.nat, PeerCache: filepath.Join(cfg.DataDir, "peers.json"),
+			AllowPrivateAddrs: fs.allowPrivatePeers,
+			AnnounceInterval:  fs.interval, AllowPrivateOrigins: fs.allowPrivatePeers, PrivateOriginsHint: privatePeersHint,
 			Limits: fs.limits, Index: fs.index, Log: log}, n, idx)
 		if err != nil {
 			s.close()
@@ -683,6 +762,12 @@ func openHostLog(n *node.Node, dataDir string, log *slog.Logger) (*tlog.Log, err
 		if h, err := tlogproof.RecordLeaf(e.Record.Hash); err == nil {
 			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
 		}
+	})
+	n.SetArchiveHostLog(func(lastHash string) any {
+		if p := l.ArchiveProof(lastHash); p != nil {
+			return p
+		}
+		return nil // a typed nil would embed null
 	})
 	return l, nil
 }

@@ -38,6 +38,9 @@ type Options struct {
 	Log               *slog.Logger
 	Mirror            bool // run a mirror
 	MirrorConfig      mirror.Config
+	// Configure, when set, adjusts the federation config last (dir is
+	// the peer's directory).
+	Configure func(dir string, c *federation.Config)
 }
 
 // Peer is one federated node.
@@ -88,8 +91,12 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 	if len(listen) == 0 {
 		listen = []string{"/ip4/127.0.0.1/tcp/0"}
 	}
-	fed, err := federation.Start(federation.Config{Key: key, ListenAddrs: listen,
-		AnnounceInterval: o.AnnounceInterval, ReconcileInterval: o.ReconcileInterval, AllowPrivateOrigins: true, Log: o.Log}, n, idx)
+	fc := federation.Config{Key: key, ListenAddrs: listen,
+		AnnounceInterval: o.AnnounceInterval, ReconcileInterval: o.ReconcileInterval, AllowPrivateOrigins: true, Log: o.Log}
+	if o.Configure != nil {
+		o.Configure(dir, &fc)
+	}
+	fed, err := federation.Start(fc, n, idx)
 	if err != nil {
 		t.Fatal(err)
 	}
