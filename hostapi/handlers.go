@@ -4,7 +4,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -33,169 +31,6 @@ func (s *Server) live(c *gin.Context) {
 	}
 	defer s.n.Unsubscribe(sub)
 	s.pump(c, "subscribed", sub.C, sub.Reason)
-}
-
-// pump serves ch as an SSE stream until it closes, the client goes away,
-// or a write fails. The request's read deadline is lifted (the request is
-// read; the stream is long-lived), and every burst of writes gets its own
-// write deadline of SSEWriteTimeout: a client that stops reading is cut
-// within it, so its handler goroutine and buffers are freed instead of
-// blocking in Write (issue 11, row 5). reason, if set, names why a closed
-// channel ended.
-func (s *Server) pump(c *gin.Context, hello string, ch <-chan live.Item, reason func() string) {
-	w := c.Writer
-	rc := http.NewResponseController(unwrap(w))
-	_ = rc.SetReadDeadline(time.Time{})
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("Connection", "keep-alive")
-	h.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	// A write or flush error means the client is gone or too slow.
-	var werr error
-	arm := func() { _ = rc.SetWriteDeadline(time.Now().Add(s.opts.HTTP.SSEWriteTimeout)) }
-	put := func(str string) {
-		if werr == nil {
-			_, werr = w.WriteString(str)
-		}
-	}
-	flush := func() bool {
-		if werr == nil {
-			werr = rc.Flush()
-		}
-		return werr == nil
-	}
-	closed := func() {
-		msg := "closed"
-		if reason != nil {
-			msg += " " + reason()
-		}
-		put(": " + msg + "\n\n")
-		flush()
-	}
-	arm()
-	put(": " + hello + "\n\n")
-	if !flush() {
-		return
-	}
-	beat := time.NewTicker(s.opts.Heartbeat)
-	defer beat.Stop()
-	coalesce := time.NewTimer(time.Hour)
-	coalesce.Stop()
-	defer coalesce.Stop()
-	var lastFlush time.Time
-	// A burst is gathered into batch and handed to the connection in one
-	// Write (one chunk, and one write syscall when it fits the connection
-	// buffer). A batch over sseBatchBytes is written as it grows, so a
-	// stream never holds more than that beyond the connection's buffers.
-	var batch []byte
-	reset := func() {
-		batch = batch[:0]
-		if cap(batch) > 16<<10 { // after a large burst: do not keep its buffer
-			batch = nil
-		}
-	}
-	add := func(it live.Item) {
-		batch = appendItem(batch, it)
-		if len(batch) >= sseBatchBytes {
-			werr = writeBatch(w, batch, werr)
-			reset()
-		}
-	}
-	// drain adds what is queued without waiting; false if ch closed.
-	drain := func() bool {
-		for werr == nil {
-			select {
-			case it, ok := <-ch:
-				if !ok {
-					return false
-				}
-				add(it)
-			default:
-				return true
-			}
-		}
-		return true
-	}
-	ctx := c.Request.Context()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-beat.C:
-			arm()
-			put(": heartbeat\n\n")
-			if !flush() {
-				return
-			}
-		case it, ok := <-ch:
-			arm()
-			if !ok {
-				closed()
-				return
-			}
-			// One flush per burst, and bursts at most every
-			// SSEFlushInterval: items arriving sooner after the last
-			// flush wait in the channel (this goroutine sleeps, it is not
-			// woken per item) and are taken together when it is due.
-			add(it)
-			open := drain()
-			if wait := s.opts.SSEFlushInterval - time.Since(lastFlush); open && wait > 0 && werr == nil {
-				coalesce.Reset(wait)
-				select {
-				case <-ctx.Done():
-					return
-				case <-coalesce.C:
-				}
-				open = drain()
-			}
-			werr = writeBatch(w, batch, werr)
-			reset()
-			if !open {
-				closed()
-				return
-			}
-			if !flush() {
-				return
-			}
-			lastFlush = time.Now()
-		}
-	}
-}
-
-// sseBatchBytes bounds the frames a stream gathers before writing them.
-const sseBatchBytes = 64 << 10
-
-// unwrap returns the net/http writer under gin's, whose FlushError reports
-// a failed flush (gin's Flush drops the error).
-func unwrap(w gin.ResponseWriter) http.ResponseWriter {
-	if u, ok := w.(interface{ Unwrap() http.ResponseWriter }); ok {
-		return u.Unwrap()
-	}
-	return w
-}
-
-// appendItem appends one SSE item's frame: the shared frame when the node
-// built one, else the frame from its parts.
-func appendItem(b []byte, it live.Item) []byte {
-	if it.Frame != nil {
-		return append(b, it.Frame...)
-	}
-	b = append(b, "event: "...)
-	b = append(b, it.Event...)
-	b = append(b, "\ndata: "...)
-	b = append(b, it.Data...)
-	return append(b, "\n\n"...)
-}
-
-// writeBatch writes gathered frames unless an earlier write failed.
-func writeBatch(w gin.ResponseWriter, b []byte, err error) error {
-	if err != nil || len(b) == 0 {
-		return err
-	}
-	_, err = w.Write(b)
-	return err
 }
 
 // agentBody authenticates the caller's request JWT and reads the body,

@@ -8,12 +8,12 @@ package httpwire
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 
 	"github.com/adpnode/adpnode/adp"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // statusByCode is the one table of code → HTTP status.
@@ -102,11 +102,10 @@ func Marshal(v any) []byte {
 // described to clients.
 func Error(err error) Answer {
 	h := map[string]string{}
-	var ne *node.NonceError
-	if errors.As(err, &ne) {
-		h["Max-Seen-Nonce"] = node.FormatNonce(ne.MaxSeenNonce)
-	}
 	e := adp.AsError(err)
+	if v, ok := identity.MaxSeenNonceOf(e); ok {
+		h["Max-Seen-Nonce"] = identity.FormatMaxSeenNonce(v)
+	}
 	if e.Code == adp.CodeInternal {
 		e = &adp.Error{Code: adp.CodeInternal, Message: "internal error"}
 	}
@@ -142,11 +141,11 @@ func Error(err error) Answer {
 // Submit returns the answer to a write: the §9 creation shape for
 // room.create, the server record otherwise; 201 for a new record, 200 for
 // an exact resubmission; Max-Seen-Nonce always.
-func Submit(res *node.Result, err error) Answer {
+func Submit(res *hostport.Result, err error) Answer {
 	if err != nil {
 		return Error(err)
 	}
-	a := Answer{Status: http.StatusCreated, Header: map[string]string{"Max-Seen-Nonce": node.FormatNonce(res.MaxSeenNonce)}}
+	a := Answer{Status: http.StatusCreated, Header: map[string]string{"Max-Seen-Nonce": identity.FormatMaxSeenNonce(res.MaxSeenNonce)}}
 	if res.Resubmitted {
 		a.Status = http.StatusOK
 	}

@@ -14,9 +14,10 @@ import (
 	"testing"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/httpwire"
-	"github.com/adpnode/adpnode/node"
 )
 
 // TestEveryCodeHasAStatus: every Code constant declared in adp/errors.go
@@ -130,7 +131,18 @@ func TestErrorHeaders(t *testing.T) {
 		{adp.Errorf(adp.CodeRateLimited, "slow down").WithData("retry_after_ms", int64(1000)), "Retry-After", "1"},
 		{adp.Errorf(adp.CodeRateLimited, "slow down"), "Retry-After", ""},
 		{adp.Errorf(adp.CodeUnavailable, "busy"), "Retry-After", "1"},
-		{&node.NonceError{Err: adp.Errorf(adp.CodeNonceNotGreater, "nonce"), MaxSeenNonce: 42}, "Max-Seen-Nonce", "42"},
+		{identity.NonceNotGreater(42), "Max-Seen-Nonce", "42"},
+		{fmt.Errorf("wrapped: %w", identity.NonceNotGreater(7)), "Max-Seen-Nonce", "7"},
+		// The data as it reads after a JSON round trip (a float64).
+		{adp.Errorf(adp.CodeNonceNotGreater, "nonce").WithData("max_seen_nonce", float64(9)), "Max-Seen-Nonce", "9"},
+		// Hostile or broken data: no header rather than a wrong one.
+		{adp.Errorf(adp.CodeNonceNotGreater, "nonce"), "Max-Seen-Nonce", ""},
+		{adp.Errorf(adp.CodeNonceNotGreater, "nonce").WithData("max_seen_nonce", "42"), "Max-Seen-Nonce", ""},
+		{adp.Errorf(adp.CodeNonceNotGreater, "nonce").WithData("max_seen_nonce", int64(-1)), "Max-Seen-Nonce", ""},
+		{adp.Errorf(adp.CodeNonceNotGreater, "nonce").WithData("max_seen_nonce", 1.5), "Max-Seen-Nonce", ""},
+		{adp.Errorf(adp.CodeNonceNotGreater, "nonce").WithData("max_seen_nonce", float64(1<<60)), "Max-Seen-Nonce", ""},
+		// Another code never gets the header, whatever its data.
+		{adp.Errorf(adp.CodeRoomHeadMismatch, "head").WithData("max_seen_nonce", int64(5)), "Max-Seen-Nonce", ""},
 	} {
 		a := httpwire.Error(c.err)
 		if got := a.Header[c.header]; got != c.want {
@@ -141,7 +153,7 @@ func TestErrorHeaders(t *testing.T) {
 
 func TestSubmitAnswers(t *testing.T) {
 	rec := &record.Record{RoomID: "d8ftedhpqhsusbg001tg", Seq: 1, Hash: "h", ReceivedAt: 5, Envelope: json.RawMessage(`{}`)}
-	a := httpwire.Submit(&node.Result{Record: rec, Created: true, Status: "active", URL: "http://127.0.0.1/v1/rooms/" + rec.RoomID, MaxSeenNonce: 3}, nil)
+	a := httpwire.Submit(&hostport.Result{Record: rec, Created: true, Status: "active", URL: "http://127.0.0.1/v1/rooms/" + rec.RoomID, MaxSeenNonce: 3}, nil)
 	var created map[string]any
 	if err := json.Unmarshal(a.Body, &created); err != nil {
 		t.Fatal(err)
@@ -149,7 +161,7 @@ func TestSubmitAnswers(t *testing.T) {
 	if a.Status != 201 || a.Header["Location"] != created["url"] || created["id"] != rec.RoomID || created["pre_hash"] != nil || a.Header["Max-Seen-Nonce"] != "3" {
 		t.Fatalf("creation answer %d %v %s", a.Status, a.Header, a.Body)
 	}
-	a = httpwire.Submit(&node.Result{Record: rec, Resubmitted: true}, nil)
+	a = httpwire.Submit(&hostport.Result{Record: rec, Resubmitted: true}, nil)
 	want, _ := rec.MarshalJSON()
 	if a.Status != 200 || string(a.Body) != string(want)+"\n" {
 		t.Fatalf("resubmission answer %d %s", a.Status, a.Body)
@@ -178,5 +190,24 @@ func TestMarshalUnencodable(t *testing.T) {
 	var v body
 	if err := json.Unmarshal(b, &v); err != nil || v.Error.Code != adp.CodeInternal {
 		t.Fatalf("Marshal of a func: %s (%v)", b, err)
+	}
+}
+
+// A nonce rejection carries the highest accepted nonce twice: in the
+// Max-Seen-Nonce header and in the error's data (the one source of both).
+func TestNonceRejectionBodyAndHeader(t *testing.T) {
+	a := httpwire.Error(identity.NonceNotGreater(1_700_000_000_123))
+	var out struct {
+		Error struct {
+			Code string         `json:"code"`
+			Data map[string]any `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(a.Body, &out); err != nil {
+		t.Fatal(err)
+	}
+	if a.Status != http.StatusConflict || out.Error.Code != "nonce_not_greater" || out.Error.Data["max_seen_nonce"] != float64(1_700_000_000_123) ||
+		a.Header["Max-Seen-Nonce"] != "1700000000123" {
+		t.Fatalf("nonce rejection: %d %v %s", a.Status, a.Header, a.Body)
 	}
 }

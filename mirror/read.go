@@ -13,8 +13,8 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
-	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/internal/transcript"
+	"github.com/adpnode/adpnode/live"
 )
 
 // Info describes a mirrored room: whose it is and how far it is verified.
@@ -122,6 +122,9 @@ func (m *Mirror) publish(rk string, raw []byte) {
 		m.live.Publish(rk, live.NewItem("room.event", raw), nil)
 	}
 }
+
+// Streams returns the number of open mirror streams.
+func (m *Mirror) Streams() int { return m.live.Count() }
 
 // Subscribe streams records as they are verified. The subscription ends
 // (Reason says why) when the room freezes or is removed, the subscriber

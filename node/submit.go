@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
@@ -18,19 +17,10 @@ import (
 // Deprecated: use hostport.Result.
 type Result = hostport.Result
 
-// NonceError carries the Max-Seen-Nonce a nonce rejection must send.
-type NonceError struct {
-	Err          *adp.Error
-	MaxSeenNonce int64
-}
-
-func (e *NonceError) Error() string { return e.Err.Error() }
-
-func (e *NonceError) Unwrap() error { return e.Err }
-
 // Submit runs the write path of ARCHITECTURE.md for one envelope body.
 // pathRoom is "" for POST /v1/rooms (room.create) and the path room ID for
-// POST /v1/rooms/{room_id}. Errors are *adp.Error (or *NonceError).
+// POST /v1/rooms/{room_id}. Errors are *adp.Error (a nonce rejection carries
+// data.max_seen_nonce, identity.NonceNotGreater).
 func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Result, error) {
 	if n.closing.Load() {
 		return nil, adp.Errorf(adp.CodeUnavailable, "node is shutting down")
@@ -138,8 +128,7 @@ func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Resul
 		if res, dup, err := resubmitted(); dup {
 			return res, err
 		}
-		return nil, &NonceError{Err: &adp.Error{Code: adp.CodeNonceNotGreater,
-			Message: "nonce is not greater than the highest accepted nonce", Data: map[string]any{"max_seen_nonce": max}}, MaxSeenNonce: max}
+		return nil, identity.NonceNotGreater(max)
 	}
 
 	// Step 9: the room.
@@ -185,8 +174,7 @@ func (n *Node) precheck(env *identity.Envelope, pathRoom string) error {
 			Data: map[string]any{"window_ms": n.cfg.Window.Milliseconds(), "server_time": now}}
 	}
 	if max := n.nonces.max(ev.Actor, now); ev.Nonce <= max && !n.isResubmission(env, pathRoom) {
-		return &NonceError{Err: &adp.Error{Code: adp.CodeNonceNotGreater,
-			Message: "nonce is not greater than the highest accepted nonce", Data: map[string]any{"max_seen_nonce": max}}, MaxSeenNonce: max}
+		return identity.NonceNotGreater(max)
 	}
 	return nil
 }
@@ -402,6 +390,3 @@ func (n *Node) resubmission(roomID string, seq int64, actor identity.AgentID) (*
 	res.MaxSeenNonce = n.nonces.max(actor, n.NowMs())
 	return res, nil
 }
-
-// FormatNonce renders a Max-Seen-Nonce header value.
-func FormatNonce(v int64) string { return strconv.FormatInt(v, 10) }

@@ -1,6 +1,9 @@
 package identity
 
 import (
+	"encoding/json"
+	"strconv"
+
 	"github.com/adpnode/adpnode/adp"
 )
 
@@ -35,6 +38,52 @@ func ApplyMaxSeenNonce(next, nowMs int64, header string) (int64, error) {
 	}
 	return h + 1, nil
 }
+
+// DataMaxSeenNonce is the data key of a nonce_not_greater error that
+// carries the actor's highest accepted nonce, sent as Max-Seen-Nonce.
+const DataMaxSeenNonce = "max_seen_nonce"
+
+// NonceNotGreater is the error for a nonce at or below maxSeen, the
+// actor's highest accepted nonce (Identity §7): nonce_not_greater with
+// data.max_seen_nonce.
+func NonceNotGreater(maxSeen int64) *adp.Error {
+	return &adp.Error{Code: adp.CodeNonceNotGreater, Message: "nonce is not greater than the highest accepted nonce",
+		Data: map[string]any{DataMaxSeenNonce: maxSeen}}
+}
+
+// MaxSeenNonceOf returns the highest accepted nonce a nonce_not_greater
+// error carries in its data (an integer, as set by NonceNotGreater or as
+// decoded from JSON), and whether it carries a safe non-negative one.
+func MaxSeenNonceOf(e *adp.Error) (int64, bool) {
+	if e == nil || e.Code != adp.CodeNonceNotGreater {
+		return 0, false
+	}
+	var v int64
+	switch x := e.Data[DataMaxSeenNonce].(type) {
+	case int64:
+		v = x
+	case int:
+		v = int64(x)
+	case float64:
+		if x != float64(int64(x)) {
+			return 0, false
+		}
+		v = int64(x)
+	case json.Number:
+		n, err := x.Int64()
+		if err != nil {
+			return 0, false
+		}
+		v = n
+	default:
+		return 0, false
+	}
+	return v, v >= 0 && v <= MaxSafeInt
+}
+
+// FormatMaxSeenNonce renders a Max-Seen-Nonce header value (a decimal
+// integer, as ApplyMaxSeenNonce parses it).
+func FormatMaxSeenNonce(v int64) string { return strconv.FormatInt(v, 10) }
 
 // parseDecimal parses 0 or a decimal integer without sign or leading zeros,
 // up to MaxSafeInt.

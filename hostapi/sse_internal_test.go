@@ -1,0 +1,217 @@
+package hostapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/adpnode/adpnode/live"
+)
+
+// sseRecorder is a response writer that counts flushes, can block writes
+// (a client that stopped reading) and can fail them (a client gone).
+type sseRecorder struct {
+	mu      sync.Mutex
+	h       http.Header
+	buf     bytes.Buffer
+	flushes int
+	fail    error
+	blocked chan struct{} // when set, Write waits until it is closed
+	inWrite chan struct{} // signalled when a Write starts blocking
+}
+
+func newSSERecorder() *sseRecorder {
+	return &sseRecorder{h: http.Header{}, inWrite: make(chan struct{}, 1)}
+}
+
+func (r *sseRecorder) Header() http.Header { return r.h }
+func (r *sseRecorder) WriteHeader(int)     {}
+func (r *sseRecorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	block := r.blocked
+	r.mu.Unlock()
+	if block != nil {
+		select {
+		case r.inWrite <- struct{}{}:
+		default:
+		}
+		<-block
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return 0, r.fail
+	}
+	return r.buf.Write(p)
+}
+func (r *sseRecorder) FlushError() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail != nil {
+		return r.fail
+	}
+	r.flushes++
+	return nil
+}
+func (r *sseRecorder) state() (string, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.buf.String(), r.flushes
+}
+
+func eventuallySSE(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func frame(i int) live.Item { return live.NewItem("room.event", fmt.Appendf(nil, `{"seq":%d}`, i)) }
+
+// A burst queued on a mirror-style stream is written with one flush, and
+// the stream ends with its close reason as the last thing written.
+func TestSSEBurstIsOneFlushAndCloseReasonIsLast(t *testing.T) {
+	h := live.NewHub[struct{}](64)
+	sub := h.Subscribe("room", struct{}{})
+	var want strings.Builder
+	want.WriteString(": subscribed (mirror)\n\n")
+	for i := range 50 {
+		h.Publish("room", frame(i), nil)
+		want.Write(frame(i).Frame)
+	}
+	h.CloseTopic("room", "mirror_frozen")
+	want.WriteString(": closed mirror_frozen\n\n")
+	w := newSSERecorder()
+	writeSSE(context.Background(), w, sseConfig{heartbeat: time.Hour, flushInterval: 5 * time.Millisecond, writeTimeout: time.Second},
+		"subscribed (mirror)", sub.C, sub.Reason)
+	out, flushes := w.state()
+	if out != want.String() {
+		t.Fatalf("stream:\n%q\nwant:\n%q", out, want.String())
+	}
+	if flushes != 2 { // the hello, then the burst with the close reason
+		t.Fatalf("%d flushes for a hello, a 50-item burst and the end; want 2", flushes)
+	}
+	if ct := w.h.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("Content-Type %q", ct)
+	}
+}
+
+// Items arriving while the stream is live are flushed (at once when the
+// stream was idle, and at most SSEFlushInterval later otherwise); an idle
+// stream gets heartbeats.
+func TestSSELiveItemsAndHeartbeat(t *testing.T) {
+	h := live.NewHub[struct{}](64)
+	sub := h.Subscribe("room", struct{}{})
+	w := newSSERecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		writeSSE(context.Background(), w, sseConfig{heartbeat: 20 * time.Millisecond, flushInterval: 5 * time.Millisecond, writeTimeout: time.Second},
+			"subscribed", sub.C, sub.Reason)
+	}()
+	eventuallySSE(t, "a heartbeat", func() bool { out, _ := w.state(); return strings.Contains(out, ": heartbeat\n\n") })
+	for i := range 20 {
+		h.Publish("room", frame(i), nil)
+	}
+	eventuallySSE(t, "the items flushed", func() bool {
+		out, _ := w.state()
+		return strings.Count(out, "event: room.event\n") == 20
+	})
+	h.Close(live.ReasonShutdown)
+	<-done
+	if out, _ := w.state(); !strings.HasSuffix(out, ": closed shutdown\n\n") {
+		t.Fatalf("stream does not end with the close reason: %q", out)
+	}
+}
+
+// A client that stops reading (its writes block) is dropped by the hub with
+// slow_consumer once its queue is full, without blocking the publisher; the
+// writer ends the stream with that reason when the client reads again.
+func TestSSESlowSubscriberDroppedWithReason(t *testing.T) {
+	h := live.NewHub[struct{}](2)
+	sub := h.Subscribe("room", struct{}{})
+	w := newSSERecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		writeSSE(context.Background(), w, sseConfig{heartbeat: time.Hour, flushInterval: -1, writeTimeout: time.Second},
+			"subscribed", sub.C, sub.Reason)
+	}()
+	eventuallySSE(t, "the hello", func() bool { _, f := w.state(); return f == 1 })
+	release := make(chan struct{})
+	w.mu.Lock()
+	w.blocked = release
+	w.mu.Unlock()
+	h.Publish("room", frame(0), nil)
+	<-w.inWrite // the writer holds item 0, stuck in Write
+	for i := 1; i <= 10; i++ {
+		h.Publish("room", frame(i), nil) // never blocks: 1 and 2 queue, 3 drops the stream
+	}
+	if sub.Reason() != live.ReasonSlow || h.Count() != 0 {
+		t.Fatalf("stuck stream: reason %q, %d subscribers left", sub.Reason(), h.Count())
+	}
+	w.mu.Lock()
+	w.blocked = nil
+	w.mu.Unlock()
+	close(release)
+	<-done
+	out, _ := w.state()
+	if strings.Count(out, "event: room.event\n") != 3 || !strings.HasSuffix(out, ": closed slow_consumer\n\n") {
+		t.Fatalf("slow stream wrote %q; want items 0-2 then the close reason", out)
+	}
+}
+
+// The writer returns when the client goes away (context) or a write fails,
+// and leaves no goroutine behind: 200 streams come and go, and the
+// goroutine count returns to its baseline.
+func TestSSEWriterReturnsAndLeavesNoGoroutines(t *testing.T) {
+	base := runtime.NumGoroutine()
+	h := live.NewHub[struct{}](4)
+	var wg sync.WaitGroup
+	cancels := make([]context.CancelFunc, 0, 100)
+	var failing []*sseRecorder
+	for i := range 200 {
+		sub := h.Subscribe("room", struct{}{})
+		w := newSSERecorder()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancels = append(cancels, cancel)
+		if i%2 == 1 {
+			failing = append(failing, w)
+		}
+		wg.Go(func() {
+			defer sub.Close()
+			writeSSE(ctx, w, sseConfig{heartbeat: time.Hour, flushInterval: -1, writeTimeout: time.Second}, "subscribed", sub.C, sub.Reason)
+		})
+	}
+	eventuallySSE(t, "every stream subscribed", func() bool { return h.Count() == 200 })
+	for _, w := range failing {
+		w.mu.Lock()
+		w.fail = errors.New("broken pipe")
+		w.mu.Unlock()
+	}
+	h.Publish("room", frame(1), nil) // the failing half return on this write
+	for i, cancel := range cancels {
+		if i%2 == 0 {
+			cancel()
+		}
+	}
+	wg.Wait()
+	for _, cancel := range cancels {
+		cancel()
+	}
+	if h.Count() != 0 {
+		t.Fatalf("%d subscriptions left", h.Count())
+	}
+	eventuallySSE(t, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= base })
+}
