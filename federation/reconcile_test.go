@@ -233,12 +233,18 @@ func TestRestartDoesNotReannounce(t *testing.T) {
 	alice := adptest.NewAgent("alice")
 	id := createRoom(t, a, alice, room.Public, "quiet room")
 	var nonce int64
-	eventually(t, 5*time.Second, "B holds A's entry", func() bool {
+	// By gossip, or (if the mesh had not formed when A announced) by a
+	// reconciliation session.
+	eventually(t, 10*time.Second, "B holds A's entry", func() bool {
 		e, ok := b.Index.Room(id, b.Clock.Ms())
 		if ok {
 			nonce = e.Nonce
+			return true
 		}
-		return ok
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		b.Fed.Reconcile(rctx, a.Fed.PeerID())
+		return false
 	})
 	// Settled: B holds the announcement A keeps as its latest.
 	eventually(t, 10*time.Second, "B holds A's latest announcement", func() bool {
