@@ -29,6 +29,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -330,13 +331,13 @@ func (a *Attention) Close() error {
 func (a *Attention) Dropped() int64 { return a.dropped.Load() }
 
 // NodeEvent is the node listener (Node.Listen): cheap, never blocks.
-func (a *Attention) NodeEvent(e node.Event) {
+func (a *Attention) NodeEvent(e hostport.Event) {
 	if a.closed.Load() {
 		return
 	}
 	a.pmu.Lock()
 	a.pendRooms[e.RoomID] = struct{}{}
-	if e.Kind == node.EventRecord && e.Record != nil && interesting(e.Record.Envelope) {
+	if e.Kind == hostport.EventRecord && e.Record != nil && interesting(e.Record.Envelope) {
 		a.queueLocked(pendingRecord{rec: e.Record, local: true})
 	}
 	a.pmu.Unlock()

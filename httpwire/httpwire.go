@@ -13,6 +13,7 @@ import (
 	"strconv"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -132,11 +133,11 @@ func Error(err error) Answer {
 // Submit returns the answer to a write: the §9 creation shape for
 // room.create, the server record otherwise; 201 for a new record, 200 for
 // an exact resubmission; Max-Seen-Nonce always.
-func Submit(res *node.Result, err error) Answer {
+func Submit(res *hostport.Result, err error) Answer {
 	if err != nil {
 		return Error(err)
 	}
-	a := Answer{Status: http.StatusCreated, Header: map[string]string{"Max-Seen-Nonce": node.FormatNonce(res.MaxSeenNonce)}}
+	a := Answer{Status: http.StatusCreated, Header: map[string]string{"Max-Seen-Nonce": strconv.FormatInt(res.MaxSeenNonce, 10)}}
 	if res.Resubmitted {
 		a.Status = http.StatusOK
 	}

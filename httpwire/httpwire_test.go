@@ -15,6 +15,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/httpwire"
 	"github.com/adpnode/adpnode/node"
 )
@@ -141,7 +142,7 @@ func TestErrorHeaders(t *testing.T) {
 
 func TestSubmitAnswers(t *testing.T) {
 	rec := &record.Record{RoomID: "d8ftedhpqhsusbg001tg", Seq: 1, Hash: "h", ReceivedAt: 5, Envelope: json.RawMessage(`{}`)}
-	a := httpwire.Submit(&node.Result{Record: rec, Created: true, Status: "active", URL: "http://127.0.0.1/v1/rooms/" + rec.RoomID, MaxSeenNonce: 3}, nil)
+	a := httpwire.Submit(&hostport.Result{Record: rec, Created: true, Status: "active", URL: "http://127.0.0.1/v1/rooms/" + rec.RoomID, MaxSeenNonce: 3}, nil)
 	var created map[string]any
 	if err := json.Unmarshal(a.Body, &created); err != nil {
 		t.Fatal(err)
@@ -149,7 +150,7 @@ func TestSubmitAnswers(t *testing.T) {
 	if a.Status != 201 || a.Header["Location"] != created["url"] || created["id"] != rec.RoomID || created["pre_hash"] != nil || a.Header["Max-Seen-Nonce"] != "3" {
 		t.Fatalf("creation answer %d %v %s", a.Status, a.Header, a.Body)
 	}
-	a = httpwire.Submit(&node.Result{Record: rec, Resubmitted: true}, nil)
+	a = httpwire.Submit(&hostport.Result{Record: rec, Resubmitted: true}, nil)
 	want, _ := rec.MarshalJSON()
 	if a.Status != 200 || string(a.Body) != string(want)+"\n" {
 		t.Fatalf("resubmission answer %d %s", a.Status, a.Body)
