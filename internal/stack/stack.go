@@ -222,7 +222,10 @@ func (s *Stack) Close() error {
 		if s.serving {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 			if err := s.Server.Shutdown(ctx); err != nil {
+				// Requests still running (a mirror's live stream ends
+				// only with the mirror): cut them off.
 				s.log.Warn("http shutdown", "err", err)
+				s.Server.Close()
 			}
 			cancel()
 		}
