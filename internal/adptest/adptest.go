@@ -46,9 +46,9 @@ func (c *Clock) Ms() int64 { return c.ms.Load() }
 
 // Host is an in-process node behind a real HTTP server on 127.0.0.1.
 type Host struct {
-	Node  *node.Node
-	Att   *attention.Attention
-	API   *hostapi.Server
+	Node *node.Node
+	Att  *attention.Attention
+	API  *hostapi.Server
 	// Stack is the host's composition root (internal/stack).
 	Stack *stack.Stack
 	URL   string
