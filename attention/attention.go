@@ -30,7 +30,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/hostport"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/live"
 )
 
 // Prefix is the key space of this package in the node's Badger.
@@ -43,6 +43,8 @@ const (
 	pfxMatch    = Prefix + "x/"  // at/x/<sub>/<room>     -> matchState JSON
 	pfxMention  = Prefix + "m/"  // at/m/<agent>/<seq8>   -> storedMention JSON
 	pfxInbox    = Prefix + "mh/" // at/mh/<agent>         -> head:8 floor:8
+	pfxWater    = Prefix + "w/"  // at/w/<l|m>/<room>     -> seq:8, last seq handled (catchup.go)
+	keyPass     = Prefix + "lp"  // -> Unix ms:8, when the last stored pass took its queue
 )
 
 // Config wires the package to the node around it.
@@ -73,8 +75,14 @@ type Config struct {
 	// what arrives meanwhile is stored in one batch, so the owner's
 	// synced writes do not compete with every write of the node.
 	Batch time.Duration
+	// Chain is where the start-up catch-up reads this node's committed
+	// records (nil: no catch-up). See catchup.go.
+	Chain *Chain
 
 	onPass func() // tests and benchmarks: after each owner pass
+	// drop: tests: events the listener drops, as if the process died
+	// between a commit and its derivation.
+	drop func(roomID string, seq int64) bool
 }
 
 func (c *Config) defaults() {
@@ -208,7 +216,10 @@ type Attention struct {
 
 	pmu       sync.Mutex
 	pendRec   []pendingRecord
-	pendRooms map[string]struct{}
+	pendRooms map[string]int64 // room -> highest record seq seen (0: a status change)
+	pendLook  map[string]bool  // rooms whose directory summary may have changed
+	pendMir   map[string]int64 // mirrored room -> highest record seq seen
+	pendChain []*Chain         // catch-ups asked for (CatchUp)
 	rescanDue bool
 	dropped   atomic.Int64
 	wake      chan struct{}
@@ -218,6 +229,11 @@ type Attention struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	done      chan struct{}
+
+	// Owner only (catchup.go).
+	lastPass int64            // stored keyPass at Open (0: none)
+	caught   map[string]int64 // water key -> highest seq derived by a catch-up
+	mirWM    map[string]int64 // mirrored room -> stored watermark
 }
 
 type known struct {
@@ -226,9 +242,11 @@ type known struct {
 }
 
 type pendingRecord struct {
-	rec    *record.Record
-	local  bool
-	reason string
+	rec   *record.Record
+	local bool
+	// inbox: set by a catch-up: what the inboxes already hold, so a
+	// record derived before the crash is not derived twice.
+	inbox *inboxIndex
 }
 
 // Open loads stored subscriptions and inboxes and starts the owner.
@@ -236,7 +254,8 @@ func Open(cfg Config) (*Attention, error) {
 	cfg.defaults()
 	a := &Attention{cfg: cfg, subs: map[string]*sub{}, byAgent: map[identity.AgentID]map[string]*sub{},
 		byTag: map[string]map[string]*sub{}, untagged: map[string]*sub{}, byRoom: map[string]map[string]*sub{},
-		known: map[string]known{}, inboxes: map[identity.AgentID]*inbox{}, pendRooms: map[string]struct{}{},
+		known: map[string]known{}, inboxes: map[identity.AgentID]*inbox{}, pendRooms: map[string]int64{}, pendLook: map[string]bool{}, pendMir: map[string]int64{},
+		caught: map[string]int64{}, mirWM: map[string]int64{},
 		wake: make(chan struct{}, 1), watchers: map[identity.AgentID]map[*Watcher]struct{}{}, done: make(chan struct{})}
 	if err := a.load(); err != nil {
 		return nil, err
@@ -292,6 +311,9 @@ func (a *Attention) load() error {
 			a.known[k[17:]] = known{fp: "?"}
 		}
 		it.Close()
+		if err := a.loadWater(txn); err != nil {
+			return err
+		}
 		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxInbox)})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -335,9 +357,20 @@ func (a *Attention) NodeEvent(e hostport.Event) {
 	if a.closed.Load() {
 		return
 	}
+	var seq int64
+	if e.Kind == hostport.EventRecord && e.Record != nil {
+		seq = e.Record.Seq
+		if d := a.cfg.drop; d != nil && d(e.RoomID, seq) {
+			return
+		}
+	}
+	look := seq == 0 || !contentOnly(e.Record.Envelope)
 	a.pmu.Lock()
-	a.pendRooms[e.RoomID] = struct{}{}
-	if e.Kind == hostport.EventRecord && e.Record != nil && interesting(e.Record.Envelope) {
+	a.pendRooms[e.RoomID] = max(a.pendRooms[e.RoomID], seq)
+	if look {
+		a.pendLook[e.RoomID] = true
+	}
+	if seq > 0 && interesting(e.Record.Envelope) {
 		a.queueLocked(pendingRecord{rec: e.Record, local: true})
 	}
 	a.pmu.Unlock()
@@ -346,11 +379,14 @@ func (a *Attention) NodeEvent(e hostport.Event) {
 
 // Mirrored is the mirror's verified-record hook (mirror.Config.OnVerified).
 func (a *Attention) Mirrored(roomID string, rec *record.Record, _ bool) {
-	if a.closed.Load() || !interesting(rec.Envelope) {
+	if a.closed.Load() {
 		return
 	}
 	a.pmu.Lock()
-	a.queueLocked(pendingRecord{rec: rec})
+	a.pendMir[roomID] = max(a.pendMir[roomID], rec.Seq)
+	if interesting(rec.Envelope) {
+		a.queueLocked(pendingRecord{rec: rec})
+	}
 	a.pmu.Unlock()
 	a.poke()
 }
@@ -385,6 +421,32 @@ func interesting(env []byte) bool {
 	return bytes.Contains(env, mentionsMark) || bytes.Contains(env, reviewMark)
 }
 
+// envelopeTail is the length of what follows the event in a canonical
+// envelope: `,"hash":"` 43 characters `","signature":"` 86 characters `"}`.
+const envelopeTail = 9 + 43 + 15 + 86 + 2
+
+// contentOnly reports whether a record's event type never changes what a
+// directory feed shows (a message, a reaction, a poll vote), so the write
+// path need not have the room's summary looked at again. It reads the
+// event's type, the last member of the canonical event, from its fixed
+// place; an envelope of another layout counts as not content-only. The
+// periodic directory diff would catch a miss anyway.
+func contentOnly(env []byte) bool {
+	if len(env) < envelopeTail+20 || !bytes.HasPrefix(env[len(env)-envelopeTail:], []byte(`,"hash":"`)) {
+		return false
+	}
+	ev := env[:len(env)-envelopeTail]
+	i := bytes.LastIndex(ev, []byte(`"type":"`))
+	if i < 0 || !bytes.HasSuffix(ev, []byte(`"}`)) {
+		return false
+	}
+	switch string(ev[i+len(`"type":"`) : len(ev)-2]) {
+	case "message.create", "reaction.create", "poll.vote":
+		return true
+	}
+	return false
+}
+
 func (a *Attention) poke() {
 	select {
 	case a.wake <- struct{}{}:
@@ -394,6 +456,9 @@ func (a *Attention) poke() {
 
 func (a *Attention) run() {
 	defer close(a.done)
+	if a.cfg.Chain != nil {
+		a.catchUp(a.cfg.Chain)
+	}
 	t := time.NewTicker(a.cfg.Rescan)
 	defer t.Stop()
 	var last time.Time
@@ -442,13 +507,21 @@ func (a *Attention) pass(last *time.Time, force bool) time.Duration {
 			wait = time.Second - since
 		}
 	}
-	a.pendRec = nil
-	a.pendRooms = map[string]struct{}{}
+	mir := a.pendMir
+	chains := a.pendChain
+	a.pendRec, a.pendChain = nil, nil
+	look := a.pendLook
+	a.pendRooms = map[string]int64{}
+	a.pendLook = map[string]bool{}
+	a.pendMir = map[string]int64{}
 	a.pmu.Unlock()
+	for _, c := range chains {
+		a.catchUp(c)
+	}
 	var w writes
 	a.mu.Lock()
 	now := a.cfg.Now()
-	for id := range rooms {
+	for id := range look {
 		s, ok := a.cfg.Lookup(id)
 		if ok && s.Visibility != room.Private {
 			a.observe(id, &s, true, now, &w)
@@ -461,8 +534,11 @@ func (a *Attention) pass(last *time.Time, force bool) time.Duration {
 		a.rescanLocked(now, &w)
 	}
 	for _, p := range recs {
-		a.recordLocked(p, now, &w)
+		if !a.handled(p) {
+			a.recordLocked(p, now, &w)
+		}
 	}
+	a.waterLocked(rooms, mir, now, &w)
 	a.mu.Unlock()
 	if len(w.sets)+len(w.dels) > 0 {
 		if err := a.write(&w); err != nil {
@@ -480,7 +556,7 @@ type kv struct{ k, v []byte }
 
 type liveEvent struct {
 	agent identity.AgentID
-	item  node.Item
+	item  live.Item
 }
 
 type writes struct {
@@ -627,7 +703,7 @@ func (a *Attention) appendFeed(sb *sub, it FeedItem, w *writes) {
 		w.dels = append(w.dels, seqKey(pfxFeed, sb.ID, sb.Floor))
 	}
 	w.sets = append(w.sets, kv{[]byte(pfxSub + sb.ID), mustJSON(sb.subMeta)})
-	w.live = append(w.live, liveEvent{sb.Agent, node.Item{Event: "subscription", Data: mustJSON(map[string]any{"subscription_id": sb.ID, "item": it})}})
+	w.live = append(w.live, liveEvent{sb.Agent, live.Item{Event: "subscription", Data: mustJSON(map[string]any{"subscription_id": sb.ID, "item": it})}})
 }
 
 func (a *Attention) setMatched(sb *sub, id string, ms matchState) {
@@ -740,6 +816,9 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 		}
 		seen[m] = true
 		agent := identity.AgentID(m)
+		if p.inbox != nil && !p.inbox.add(a, agent, it.RoomID, it.RoomSeq) {
+			continue // derived before the restart
+		}
 		it := it
 		it.Readable = it.Public || a.cfg.CanRead(it.RoomID, agent)
 		ib := a.inboxes[agent]
@@ -757,7 +836,7 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 		hf := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(ib.head)), uint64(ib.floor))
 		w.sets = append(w.sets, kv{[]byte(pfxInbox + m), hf})
 		if it.Readable {
-			w.live = append(w.live, liveEvent{agent, node.Item{Event: "mention", Data: mustJSON(it.MentionItem)}})
+			w.live = append(w.live, liveEvent{agent, live.Item{Event: "mention", Data: mustJSON(it.MentionItem)}})
 		}
 	}
 }
@@ -774,7 +853,7 @@ func (a *Attention) joinOutcome(rec *record.Record, ev *identity.Event, w *write
 	if json.Unmarshal(ev.Payload, &p) != nil || p.Request.Applicant == "" {
 		return
 	}
-	w.live = append(w.live, liveEvent{p.Request.Applicant, node.Item{Event: "join_request", Data: mustJSON(map[string]any{
+	w.live = append(w.live, liveEvent{p.Request.Applicant, live.Item{Event: "join_request", Data: mustJSON(map[string]any{
 		"room_id": rec.RoomID, "request_id": p.Request.ID, "decision": p.Decision, "role": p.Role, "room_seq": rec.Seq})}})
 }
 

@@ -148,7 +148,7 @@ func (f *fixture) settle() {
 			// One more full pass on the owner, so what was taken is stored.
 			done := make(chan struct{})
 			f.a.pmu.Lock()
-			f.a.pendRooms["__settle__"] = struct{}{}
+			f.a.pendRooms["__settle__"] = 0
 			f.a.pmu.Unlock()
 			f.a.poke()
 			for time.Now().Before(deadline) {
@@ -163,7 +163,7 @@ func (f *fixture) settle() {
 			// The pass that took the marker may still be writing: a
 			// second marker is taken only after that pass returned.
 			f.a.pmu.Lock()
-			f.a.pendRooms["__settle2__"] = struct{}{}
+			f.a.pendRooms["__settle2__"] = 0
 			f.a.pmu.Unlock()
 			f.a.poke()
 			for time.Now().Before(deadline) {

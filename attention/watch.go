@@ -6,7 +6,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/live"
 )
 
 // Watcher is one live stream of an agent: mentions, join-request outcomes
@@ -15,8 +15,8 @@ import (
 // client subscribes, then reads its feeds after its cursors, and
 // de-duplicates by (stream, seq).
 type Watcher struct {
-	C      <-chan node.Item
-	c      chan node.Item
+	C      <-chan live.Item
+	c      chan live.Item
 	agent  identity.AgentID
 	once   sync.Once
 	mu     sync.Mutex
@@ -55,7 +55,7 @@ func (a *Attention) Watch(agent identity.AgentID) (*Watcher, error) {
 		ws = map[*Watcher]struct{}{}
 		a.watchers[agent] = ws
 	}
-	c := make(chan node.Item, a.cfg.WatchBuffer)
+	c := make(chan live.Item, a.cfg.WatchBuffer)
 	w := &Watcher{C: c, c: c, agent: agent}
 	ws[w] = struct{}{}
 	return w, nil

@@ -9,6 +9,7 @@ import (
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/mirror"
 )
 
 // Host is what attention needs of the host in its process: its database
@@ -22,6 +23,11 @@ type Host interface {
 	Summary(roomID string) (directory.Entry, bool)
 	CanReadEvents(roomID string, agent identity.AgentID) bool
 	Listen(fn func(hostport.Event))
+	// ActiveSince lists the rooms whose latest record was received at or
+	// after ms; ChainRecords reads a room's stored records after seq
+	// after, with no read rule (the catch-up's own derivations).
+	ActiveSince(ms int64) []hostport.RoomHead
+	ChainRecords(roomID string, after int64, limit int) ([][]byte, error)
 }
 
 // ForNode returns the Config for a process around n: dir is the federated
@@ -33,6 +39,17 @@ func ForNode(n Host, dir func() []directory.Entry, idx *index.Index) Config {
 	}
 	cfg := Config{DB: n.DB(), Now: n.NowMs, Directory: dir, Lookup: n.Summary, Log: n.Logger(),
 		CanRead: func(roomID string, a identity.AgentID) bool { return n.CanReadEvents(roomID, a) }}
+	cfg.Chain = &Chain{
+		Heads: func(since int64) []Head {
+			hs := n.ActiveSince(since)
+			out := make([]Head, len(hs))
+			for i, h := range hs {
+				out[i] = Head{h.ID, h.Seq}
+			}
+			return out
+		},
+		Records: n.ChainRecords,
+	}
 	if idx != nil {
 		cfg.Locate = func(roomID string) (string, string, bool) {
 			e, ok := idx.Room(roomID, n.NowMs())
@@ -51,5 +68,33 @@ func (a *Attention) Attach(n Host, idx *index.Index) {
 	n.Listen(a.NodeEvent)
 	if idx != nil {
 		idx.OnChange(a.IndexChanged)
+	}
+}
+
+// ForMirror is the catch-up source of m's rooms: pass it to CatchUp once
+// the mirror is open.
+func ForMirror(m *mirror.Mirror) *Chain {
+	return &Chain{Mirror: true,
+		Heads: func(int64) []Head {
+			rs := m.Rooms()
+			out := make([]Head, len(rs))
+			for i, r := range rs {
+				out[i] = Head{r.ID(), r.Info().VerifiedSeq}
+			}
+			return out
+		},
+		Records: func(roomID string, after int64, limit int) ([][]byte, error) {
+			for _, r := range m.Rooms() {
+				if r.ID() == roomID {
+					raws, _, err := r.Events(after, limit)
+					out := make([][]byte, len(raws))
+					for i, raw := range raws {
+						out[i] = raw
+					}
+					return out, err
+				}
+			}
+			return nil, nil
+		},
 	}
 }

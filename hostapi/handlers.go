@@ -13,6 +13,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -31,11 +32,6 @@ func (s *Server) live(c *gin.Context) {
 		return
 	}
 	defer s.n.Unsubscribe(sub)
-	s.stream(c, sub)
-}
-
-// stream copies a subscription to the response as SSE.
-func (s *Server) stream(c *gin.Context, sub *node.Subscription) {
 	s.pump(c, "subscribed", sub.C, sub.Reason)
 }
 
@@ -46,7 +42,7 @@ func (s *Server) stream(c *gin.Context, sub *node.Subscription) {
 // within it, so its handler goroutine and buffers are freed instead of
 // blocking in Write (issue 11, row 5). reason, if set, names why a closed
 // channel ended.
-func (s *Server) pump(c *gin.Context, hello string, ch <-chan node.Item, reason func() string) {
+func (s *Server) pump(c *gin.Context, hello string, ch <-chan live.Item, reason func() string) {
 	w := c.Writer
 	rc := http.NewResponseController(unwrap(w))
 	_ = rc.SetReadDeadline(time.Time{})
@@ -166,7 +162,7 @@ func unwrap(w gin.ResponseWriter) http.ResponseWriter {
 // writeItem writes one SSE item unless an earlier write failed: its
 // shared frame when the node built one (one copy into the connection's
 // buffer), else the frame in parts.
-func writeItem(w gin.ResponseWriter, it node.Item, err error) error {
+func writeItem(w gin.ResponseWriter, it live.Item, err error) error {
 	if err != nil {
 		return err
 	}

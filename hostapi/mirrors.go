@@ -176,9 +176,9 @@ func (s *Server) mirrorLive(c *gin.Context) {
 	if !ok {
 		return
 	}
-	ch, cancel := r.Subscribe()
-	defer cancel()
-	s.pump(c, "subscribed (mirror)", ch, nil)
+	sub := r.Subscribe()
+	defer sub.Close()
+	s.pump(c, "subscribed (mirror)", sub.C, sub.Reason)
 }
 
 func (s *Server) mirrorArchive(c *gin.Context) {

@@ -282,5 +282,5 @@ func (s *Server) viewerStream(c *gin.Context) {
 	}
 	defer s.n.UnsubscribeViewer(sub)
 	c.Header("X-Content-Type-Options", "nosniff")
-	s.stream(c, sub)
+	s.pump(c, "subscribed", sub.C, sub.Reason)
 }

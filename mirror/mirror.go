@@ -25,6 +25,7 @@ import (
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/periodic"
 	"github.com/adpnode/adpnode/internal/reclaim"
+	"github.com/adpnode/adpnode/live"
 )
 
 // Target kinds: what to mirror.
@@ -132,6 +133,7 @@ type Mirror struct {
 	stats    Stats
 
 	commit   *groupcommit.Committer
+	live     *live.Hub[struct{}] // live streams of the rooms, by room key
 	gapQ     chan *Room
 	evTopic  *federation.TopicHandle
 	wTopic   *federation.TopicHandle
@@ -163,6 +165,7 @@ func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mi
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mirror{cfg: cfg, n: n, db: n.DB(), fed: fed, idx: idx, log: cfg.Log, targets: map[string]Target{},
 		rooms: map[string]*Room{}, followed: map[peer.ID]bool{}, faulty: map[identity.AgentID]bool{},
+		live: live.NewHub[struct{}](streamBuffer),
 		gapQ: make(chan *Room, 4096), ctx: ctx, cancel: cancel, commit: groupcommit.New(n.DB(), 16384)}
 	if err := m.load(); err != nil {
 		cancel()
@@ -214,6 +217,8 @@ func (m *Mirror) Close() {
 		m.cancel()
 		m.closeMu.Unlock()
 		m.wg.Wait()
+		m.stopTimers()
+		m.live.Close(live.ReasonShutdown)
 		// Store the rooms' states, so that the next start replays
 		// nothing (or only what arrives from here on).
 		if err := m.snapshotRooms(); err != nil {
@@ -221,6 +226,25 @@ func (m *Mirror) Close() {
 		}
 		m.commit.Close()
 	})
+}
+
+// stopTimers stops the rooms' pending gap checks (none is armed once the
+// context is cancelled, see armGapLocked).
+func (m *Mirror) stopTimers() {
+	m.mu.Lock()
+	rooms := make([]*Room, 0, len(m.rooms))
+	for _, r := range m.rooms {
+		rooms = append(rooms, r)
+	}
+	m.mu.Unlock()
+	for _, r := range rooms {
+		r.mu.Lock()
+		if r.gapTimer != nil {
+			r.gapTimer.Stop()
+			r.gapTimer = nil
+		}
+		r.mu.Unlock()
+	}
 }
 
 // Stats returns the mirror's counters.

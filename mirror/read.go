@@ -14,7 +14,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/internal/transcript"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/live"
 )
 
 // Info describes a mirrored room: whose it is and how far it is verified.
@@ -105,25 +105,34 @@ func (r *Room) Events(after int64, limit int) ([]json.RawMessage, bool, error) {
 	return out, after+int64(len(out)) < tip, nil
 }
 
-// Subscribe streams records as they are verified; the channel closes when
-// the room freezes or the subscriber falls behind.
-func (r *Room) Subscribe() (<-chan node.Item, func()) {
-	c := make(chan node.Item, 1024)
+// Close reasons of mirror streams, besides live's closed, slow_consumer
+// and shutdown.
+const (
+	reasonFrozen  = "mirror_frozen"  // the host was caught misbehaving: ingest stopped
+	reasonRemoved = "mirror_removed" // the operator stopped mirroring the room
+)
+
+// streamBuffer is the queue of one mirror stream.
+const streamBuffer = 1024
+
+// publish offers a verified record's JSON to the room's streams, framed
+// once for all of them (nothing is built for a room nobody watches).
+func (m *Mirror) publish(rk string, raw []byte) {
+	if m.live.Watched(rk) {
+		m.live.Publish(rk, live.NewItem("room.event", raw), nil)
+	}
+}
+
+// Subscribe streams records as they are verified. The subscription ends
+// (Reason says why) when the room freezes or is removed, the subscriber
+// falls behind, the mirror closes, or the caller closes it.
+func (r *Room) Subscribe() *live.Subscription[struct{}] {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.frozen {
-		close(c)
-	} else {
-		r.subs[c] = struct{}{}
+		return live.Ended[struct{}](r.rk, reasonFrozen)
 	}
-	r.mu.Unlock()
-	return c, func() {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if _, ok := r.subs[c]; ok {
-			delete(r.subs, c)
-			close(c)
-		}
-	}
+	return r.m.live.Subscribe(r.rk, struct{}{})
 }
 
 // records returns every verified record.

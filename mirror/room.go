@@ -22,7 +22,6 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/groupcommit"
-	"github.com/adpnode/adpnode/node"
 )
 
 // maxPending bounds the out-of-order buffer of one room; beyond it records
@@ -59,11 +58,11 @@ type Room struct {
 	cp       []byte // latest host checkpoint at or below the tip
 	cpSeq    int64
 	pending  map[int64]pendingRec
-	gapArmed bool // a gap check is scheduled
+	gapArmed bool        // a gap check is scheduled
+	gapTimer *time.Timer // the scheduled gap check (stopped in Mirror.Close)
 	frozen   bool
 	bytes    int64
 	cosigned int64
-	subs     map[chan node.Item]struct{}
 	diskWait atomic.Bool // a retry is queued because the disk was full
 	stallErr string      // why the last catch-up made no progress ("" when it did)
 }
@@ -80,8 +79,7 @@ func (m *Mirror) newRoom(meta roomMeta, hostPeer peer.ID) *Room {
 	rk := roomKey(meta.Host, meta.RoomID)
 	hist := newRoomHistory(m.db, rk)
 	return &Room{m: m, host: meta.Host, hostPeer: hostPeer, id: meta.RoomID, url: meta.URL, rk: rk, hist: hist,
-		meta: meta, st: room.New(m.roomConfig(hist)), pending: map[int64]pendingRec{},
-		subs: map[chan node.Item]struct{}{}}
+		meta: meta, st: room.New(m.roomConfig(hist)), pending: map[int64]pendingRec{}}
 }
 
 // roomConfig is the kernel configuration of a mirrored room.
@@ -281,12 +279,12 @@ func (r *Room) offerStream(sr *federation.StreamedRecord) {
 // armGapLocked schedules a gap check gapGrace from now, unless one is
 // scheduled.
 func (r *Room) armGapLocked() {
-	if r.gapArmed {
+	if r.gapArmed || r.m.ctx.Err() != nil {
 		return
 	}
 	r.gapArmed = true
 	tip := r.st.Seq
-	time.AfterFunc(gapGrace, func() { r.gapCheck(tip) })
+	r.gapTimer = time.AfterFunc(gapGrace, func() { r.gapCheck(tip) })
 }
 
 // gapCheck backfills the room if records still wait for predecessors and
@@ -409,15 +407,7 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 	r.bytes += int64(len(raw))
 	r.m.bytes.Add(int64(len(raw)))
 	r.m.stats.Verified.Add(1)
-	item := node.Item{Event: "room.event", Data: raw}
-	for c := range r.subs {
-		select {
-		case c <- item:
-		default:
-			delete(r.subs, c)
-			close(c)
-		}
-	}
+	r.m.publish(r.rk, raw)
 	return true
 }
 
@@ -521,15 +511,15 @@ func (r *Room) freezeLocked() {
 		// Frozen in memory; after a restart replay finds the fault again.
 		r.m.log.Error("store frozen mirror room", "room", r.id, "seq", meta.FrozenAt, "err", err)
 	}
-	for c := range r.subs {
-		delete(r.subs, c)
-		close(c)
-	}
+	r.m.live.CloseTopic(r.rk, reasonFrozen)
 }
 
 // remove freezes the room and returns the key prefixes of its stored data,
 // for the caller to drop (reclaim.DropPrefixes, once for all rooms removed).
 func (r *Room) remove() [][]byte {
+	r.mu.Lock()
+	r.m.live.CloseTopic(r.rk, reasonRemoved)
+	r.mu.Unlock()
 	r.freeze()
 	r.mu.Lock()
 	r.removed = true

@@ -396,7 +396,7 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 		return nil, n.storageWriteError(err)
 	}
 	n.joins.created.hit(qkey, qlimit, now)
-	n.hub.joinRequest(roomID, jr, st)
+	n.hub.joinRequest(roomID, jr)
 	return jr, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/groupcommit"
+	"github.com/adpnode/adpnode/live"
 )
 
 // Node is one authoritative ADP host.
@@ -43,6 +44,7 @@ type Node struct {
 	joins      *joinRequests
 	status     *statusBoard
 	hub        *hub
+	viewers    *live.Hub[struct{}] // viewer streams (viewer.go)
 	packs      *packFetcher
 	sched      *scheduler
 	lisMu      sync.RWMutex
@@ -125,14 +127,15 @@ func Open(cfg Config) (*Node, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
 		cfg: cfg, origin: origin, host: u.Host, log: cfg.Log, db: db,
-		rooms:  map[string]*hostedRoom{},
-		broken: map[string]*RoomBroken{},
-		nonces: newNonceCache(cfg.Window),
-		quotas: newQuotas(),
-		status: newStatusBoard(),
-		hub:    newHub(cfg.SSEBuffer),
-		cold:   newColdCache(coldCacheRooms),
-		ctx:    ctx, cancel: cancel,
+		rooms:   map[string]*hostedRoom{},
+		broken:  map[string]*RoomBroken{},
+		nonces:  newNonceCache(cfg.Window),
+		quotas:  newQuotas(),
+		status:  newStatusBoard(),
+		hub:     newHub(cfg.SSEBuffer),
+		viewers: live.NewHub[struct{}](cfg.SSEBuffer),
+		cold:    newColdCache(coldCacheRooms),
+		ctx:     ctx, cancel: cancel,
 		disk: newDiskGuard(cfg.DataDir, cfg.DiskReserveBytes, cfg.Log),
 	}
 	n.packs = newPackFetcher(cfg.Packs, db)
@@ -165,7 +168,8 @@ func (n *Node) Close() error {
 	n.inflight.Wait()
 	n.cancel()
 	n.bg.Wait()
-	n.hub.closeAll()
+	n.hub.Close(live.ReasonShutdown)
+	n.viewers.Close(live.ReasonShutdown)
 	n.commit.Close()
 	if err := n.snapshotRooms(); err != nil {
 		n.log.Warn("store room snapshots at close", "err", err)
@@ -198,6 +202,7 @@ func (n *Node) Listen(fn func(Event)) {
 }
 
 func (n *Node) emit(e Event) {
+	n.endViewers(e.RoomID, e.Status)
 	n.lisMu.RLock()
 	defer n.lisMu.RUnlock()
 	for _, fn := range n.listens {
@@ -329,7 +334,7 @@ func internal(err error) *adp.Error {
 func (n *Node) Ready() bool { return !n.closing.Load() }
 
 // DrainStreams ends every live stream (graceful shutdown).
-func (n *Node) DrainStreams() { n.hub.closeAll() }
+func (n *Node) DrainStreams() { n.hub.Drain(live.ReasonShutdown) }
 
 // DB returns the node's Badger database, for the other components of the
 // process (index, mirrors) that keep their own key spaces in it.

@@ -153,10 +153,10 @@ func (n *Node) Subscribe(roomID string, agent identity.AgentID) (*Subscription, 
 }
 
 // Unsubscribe ends a live stream.
-func (n *Node) Unsubscribe(s *Subscription) { n.hub.unsubscribe(s, "closed") }
+func (n *Node) Unsubscribe(s *Subscription) { s.Close() }
 
 // Subscribers returns the number of live streams.
-func (n *Node) Subscribers() int { return n.hub.count() }
+func (n *Node) Subscribers() int { return n.hub.Count() }
 
 // RoomSummary is one entry of the public directory and of /v1/me/rooms.
 //

@@ -135,7 +135,7 @@ func (s *scheduler) fire(id string) {
 // rooms, persist the archive's generation time; then the room's state is
 // stored and dropped from memory (evict, cold.go).
 func (n *Node) finish(hr *hostedRoom, status room.Status) {
-	n.hub.closeRoom(hr.id, "room_"+string(status))
+	n.hub.CloseTopic(hr.id, "room_"+string(status))
 	n.markFinished(hr, status)
 	if hr.archivedAt.Load() != 0 {
 		n.evict(hr)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/live"
 )
 
 // AgentStatus is a transient status (§17.4): untrusted, short-lived, never
@@ -167,7 +168,7 @@ func (n *Node) SetAgentStatus(roomID string, agent identity.AgentID, body []byte
 	n.quotas.hit(key, n.cfg.Rates.AgentStatus, now)
 	n.status.set(s)
 	b, _ := json.Marshal(s)
-	n.hub.publish(roomID, Item{Event: "room.agent_status", Data: b}, nil)
+	n.hub.Publish(roomID, live.NewItem("room.agent_status", b), nil)
 	return s, nil
 }
 

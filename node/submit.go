@@ -335,7 +335,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	if a.ClearStatus != "" {
 		n.status.clear(hr.id, a.ClearStatus)
 	}
-	n.hub.recordJSON(rec.RoomID, recJSON)
+	n.publishRecord(rec.RoomID, recJSON)
 	switch a.Type {
 	case "room.leave", "room.member.remove", "room.member.role.update", "room.join", "room.join.review":
 		hr.mu.RLock()

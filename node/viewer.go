@@ -1,10 +1,9 @@
 package node
 
 import (
-	"sync"
-
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/live"
 )
 
 // Viewer streams are a host-local extension for the web viewer (README, "Web
@@ -13,50 +12,39 @@ import (
 // one public room: it carries the room.event items agent streams carry and
 // nothing else (no agent status, no join requests).
 //
-// Viewer streams have a hub of their own, fed through Listen, because the
-// main hub re-checks every stream against the membership after each
-// membership change and would drop a subscriber that is not a member. A
-// viewer stream ends when its room ends or is cancelled, on DrainViewers, and
-// when the node closes.
+// Viewer streams have a hub of their own (Node.viewers, opened in Open and
+// closed in Close), because the agent hub re-checks every stream against
+// the membership after each membership change and would drop a subscriber
+// that is not a member. A viewer stream ends when its room ends or is
+// cancelled, on DrainViewers, and when the node closes.
 
-var viewerHubs = struct {
-	sync.Mutex
-	m map[*Node]*hub
-}{m: map[*Node]*hub{}}
+// ViewerSubscription is one viewer stream.
+type ViewerSubscription = live.Subscription[struct{}]
 
-// viewerHub returns the node's viewer hub, creating it when create is set.
-func (n *Node) viewerHub(create bool) *hub {
-	viewerHubs.Lock()
-	defer viewerHubs.Unlock()
-	if h, ok := viewerHubs.m[n]; ok || !create {
-		return h
+// publishRecord offers a committed record's JSON to the room's agent and
+// viewer streams, framed once for both; nothing is built for a room nobody
+// watches.
+func (n *Node) publishRecord(roomID string, recJSON []byte) {
+	agents, viewers := n.hub.Watched(roomID), n.viewers.Watched(roomID)
+	if !agents && !viewers {
+		return
 	}
-	h := newHub(n.cfg.SSEBuffer)
-	viewerHubs.m[n] = h
-	n.Listen(func(e Event) {
-		if e.Kind == EventRecord && e.Record != nil && h.watched(e.RoomID) {
-			h.record(e.Record)
-		}
-		if e.Status == room.StatusEnded || e.Status == room.StatusCancelled {
-			h.closeRoom(e.RoomID, "room_"+string(e.Status))
-		}
-	})
-	go func() {
-		<-n.ctx.Done()
-		h.closeAll()
-		viewerHubs.Lock()
-		delete(viewerHubs.m, n)
-		viewerHubs.Unlock()
-	}()
-	return h
+	frameEncodes.Add(1)
+	it := live.NewItem("room.event", recJSON)
+	if agents {
+		n.hub.Publish(roomID, it, nil)
+	}
+	if viewers {
+		n.viewers.Publish(roomID, it, nil)
+	}
 }
 
-// watched reports whether roomID has subscribers (so that records of rooms
-// nobody watches are not encoded for nothing).
-func (h *hub) watched(roomID string) bool {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return len(h.subs[roomID]) > 0
+// endViewers ends a room's viewer streams once the room has ended or was
+// cancelled (by its closing record or by its schedule).
+func (n *Node) endViewers(roomID string, status room.Status) {
+	if status == room.StatusEnded || status == room.StatusCancelled {
+		n.viewers.CloseTopic(roomID, "room_"+string(status))
+	}
 }
 
 // SubscribeViewer opens a viewer stream of a public room that has not ended:
@@ -64,7 +52,7 @@ func (h *hub) watched(roomID string) bool {
 // restricted one, room_ended once it has ended or was cancelled. Records
 // accepted after SubscribeViewer returns are delivered (§17.3 bootstrap:
 // subscribe first, then read history).
-func (n *Node) SubscribeViewer(roomID string) (*Subscription, error) {
+func (n *Node) SubscribeViewer(roomID string) (*ViewerSubscription, error) {
 	if n.closing.Load() {
 		return nil, adp.Errorf(adp.CodeUnavailable, "the node is shutting down")
 	}
@@ -72,7 +60,6 @@ func (n *Node) SubscribeViewer(roomID string) (*Subscription, error) {
 	if !ok || !n.canReadRoom(hr, "") {
 		return nil, n.noRoom(roomID)
 	}
-	h := n.viewerHub(true)
 	// Hold the sequencer so that no record is published between the checks
 	// and the registration.
 	hr.seqMu.Lock()
@@ -85,23 +72,12 @@ func (n *Node) SubscribeViewer(roomID string) (*Subscription, error) {
 	if status == room.StatusEnded || status == room.StatusCancelled {
 		return nil, adp.Errorf(adp.CodeRoomEnded, "room is no longer live")
 	}
-	return h.subscribe(roomID, "", false), nil
+	return n.viewers.Subscribe(roomID, struct{}{}), nil
 }
 
 // UnsubscribeViewer ends a viewer stream (idempotent).
-func (n *Node) UnsubscribeViewer(s *Subscription) {
-	if h := n.viewerHub(false); h != nil {
-		h.unsubscribe(s, "closed")
-		return
-	}
-	// The hub is gone (the node closed), and with it every stream.
-	newHub(0).unsubscribe(s, "closed")
-}
+func (n *Node) UnsubscribeViewer(s *ViewerSubscription) { s.Close() }
 
 // DrainViewers ends every viewer stream (graceful shutdown, like
 // DrainStreams).
-func (n *Node) DrainViewers() {
-	if h := n.viewerHub(false); h != nil {
-		h.closeAll()
-	}
-}
+func (n *Node) DrainViewers() { n.viewers.Drain(live.ReasonShutdown) }

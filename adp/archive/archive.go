@@ -150,8 +150,32 @@ type Options struct {
 	// Limits are the limits replay enforces; nil means room.ReplayLimits:
 	// protocol rules, not one host's policy.
 	Limits *room.Limits
+	// Parsed, when set, returns step 2 of the i-th record given (0-based,
+	// in the order given): what ParseRecord returns for that record's
+	// bytes. The kernel calls it in order and takes shape, hashes and
+	// signature from it instead of checking them again, so a caller can
+	// run step 2 on every core (ahead of the replay, blocking here until
+	// record i is done) while the kernel replays in order; every other
+	// step still runs. A Parsed that answers anything but ParseRecord of
+	// the same bytes voids the verification.
+	Parsed func(i int) Parsed
 
 	room json.RawMessage // the JSON form's room resource (set by Verify)
+}
+
+// Parsed is the outcome of step 2 for one record: record.Parse of its
+// bytes (shape, envelope hash, signature, record hash).
+type Parsed struct {
+	Record   *record.Record
+	Envelope *identity.Envelope
+	Err      error
+}
+
+// ParseRecord runs step 2 on one record's bytes. It is safe to call for
+// different records at the same time.
+func ParseRecord(raw []byte) Parsed {
+	rec, env, err := record.Parse(raw)
+	return Parsed{rec, env, err}
 }
 
 // Verify checks an archive document with the five §19 steps.
@@ -185,7 +209,11 @@ func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*R
 	if err != nil {
 		return nil, &Failure{Step: 3, Code: adp.CodePackUnavailable, Reason: err.Error()}
 	}
-	st, recs, failure := replayRecords(raws, lim, src)
+	parse := func(i int) Parsed { return ParseRecord(raws[i]) }
+	if opt.Parsed != nil {
+		parse = opt.Parsed
+	}
+	st, recs, failure := replayRecords(len(raws), parse, raws, lim, src)
 	if failure != nil {
 		return nil, failure
 	}
@@ -274,22 +302,23 @@ func verifyWitnesses(m *Manifest, recs []*record.Record) ([]Witness, error) {
 	return out, nil
 }
 
-// replayRecords runs steps 1–4 over raw records in the order given. When a
-// record is out of place but the whole set is a complete permutation of
-// 1..n, it sorts them (step 1) and starts again; otherwise the first failing
-// position names the seq.
-func replayRecords(raws [][]byte, lim room.Limits, src packSource) (*room.State, []*record.Record, *Failure) {
+// replayRecords runs steps 1–4 over n records in the order given (parse(i)
+// is step 2 of the i-th). When a record is out of place but the whole set
+// is a complete permutation of 1..n, it sorts them (step 1) and starts
+// again; otherwise the first failing position names the seq.
+func replayRecords(n int, parse func(int) Parsed, raws [][]byte, lim room.Limits, src packSource) (*room.State, []*record.Record, *Failure) {
 	st := room.New(room.Config{Limits: lim, Packs: src})
-	recs := make([]*record.Record, 0, len(raws))
-	for i, raw := range raws {
+	recs := make([]*record.Record, 0, n)
+	for i := 0; i < n; i++ {
 		seq := int64(i + 1)
-		rec, env, err := record.Parse(raw)
-		if err != nil {
-			return nil, nil, fail(seq, 2, err)
+		p := parse(i)
+		if p.Err != nil {
+			return nil, nil, fail(seq, 2, p.Err)
 		}
+		rec, env := p.Record, p.Envelope
 		if rec.Seq != seq {
-			if sorted, ok := sortedIfPermutation(raws); ok {
-				return replayRecords(sorted, lim, src)
+			if order, ok := sortedIfPermutation(raws); ok {
+				return replayRecords(n, func(i int) Parsed { return parse(order[i]) }, permute(raws, order), lim, src)
 			}
 			return nil, nil, &Failure{Seq: seq, Step: 1, Reason: fmt.Sprintf("expected seq %d, found %d", seq, rec.Seq)}
 		}
@@ -305,22 +334,33 @@ func replayRecords(raws [][]byte, lim room.Limits, src packSource) (*room.State,
 	return st, recs, nil
 }
 
-// sortedIfPermutation returns raws ordered by seq when their seqs are
-// exactly 1..n, each once, and they were not already in that order.
-func sortedIfPermutation(raws [][]byte) ([][]byte, bool) {
-	out := make([][]byte, len(raws))
+// sortedIfPermutation returns the order (order[k] is the index of the
+// record with seq k+1) when the raws' seqs are exactly 1..n, each once, and
+// they were not already in that order.
+func sortedIfPermutation(raws [][]byte) ([]int, bool) {
+	order := make([]int, len(raws))
+	seen := make([]bool, len(raws))
 	inOrder := true
 	for i, raw := range raws {
 		var r struct {
 			Seq int64 `json:"seq"`
 		}
-		if json.Unmarshal(raw, &r) != nil || r.Seq < 1 || r.Seq > int64(len(raws)) || out[r.Seq-1] != nil {
+		if json.Unmarshal(raw, &r) != nil || r.Seq < 1 || r.Seq > int64(len(raws)) || seen[r.Seq-1] {
 			return nil, false
 		}
-		out[r.Seq-1] = raw
+		seen[r.Seq-1] = true
+		order[r.Seq-1] = i
 		inOrder = inOrder && r.Seq == int64(i+1)
 	}
-	return out, !inOrder
+	return order, !inOrder
+}
+
+func permute(raws [][]byte, order []int) [][]byte {
+	out := make([][]byte, len(order))
+	for k, i := range order {
+		out[k] = raws[i]
+	}
+	return out
 }
 
 func fail(seq int64, step int, err error) *Failure {

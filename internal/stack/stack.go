@@ -168,6 +168,7 @@ func Open(cfg Config) (_ *Stack, err error) {
 			return nil, err
 		}
 		s.Met.AttachMirror(s.Mir)
+		s.Att.CatchUp(attention.ForMirror(s.Mir))
 	}
 	s.Att.Attach(n, s.Index)
 	opts := cfg.API

@@ -32,13 +32,21 @@ func File(w io.Writer, name string, b []byte) (ok bool, err error) {
 		if perr != nil {
 			return false, fmt.Errorf("%s: %w", name, perr)
 		}
-		rep, err = archive.Verify(a, archive.Options{})
+		raws := make([][]byte, len(a.Records))
+		for i, r := range a.Records {
+			raws[i] = r
+		}
+		p := StartParse(raws)
+		rep, err = archive.Verify(a, archive.Options{Parsed: p.Get})
+		p.Stop()
 	} else {
 		m, packs, recs, perr := archive.ParseJSONL(b)
 		if perr != nil {
 			return false, fmt.Errorf("%s: %w", name, perr)
 		}
-		rep, err = archive.VerifyRecords(m, packs, recs, archive.Options{})
+		p := StartParse(recs)
+		rep, err = archive.VerifyRecords(m, packs, recs, archive.Options{Parsed: p.Get})
+		p.Stop()
 	}
 	var f *archive.Failure
 	if errors.As(err, &f) {
