@@ -172,7 +172,15 @@ func Open(cfg Config) (_ *Stack, err error) {
 	}
 	s.Att.Attach(n, s.Index)
 	opts := cfg.API
-	opts.Federation, opts.Mirror, opts.Attention, opts.Metrics = s.Fed, s.Mir, s.Att, s.Met
+	// Only what runs: the options may be interfaces, and a typed nil
+	// is not nil.
+	if s.Fed != nil {
+		opts.Federation = s.Fed
+	}
+	if s.Mir != nil {
+		opts.Mirror = s.Mir
+	}
+	opts.Attention, opts.Metrics = s.Att, s.Met
 	opts.OperatorToken, opts.HTTP = s.OperatorToken, cfg.HTTP
 	if opts.Log == nil {
 		opts.Log = cfg.Log
