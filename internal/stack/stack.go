@@ -152,6 +152,8 @@ func Open(cfg Config) (_ *Stack, err error) {
 		if mc.Log == nil {
 			mc.Log = cfg.Log
 		}
+		// Room targets may name private hosts where peers' origins may.
+		mc.AllowPrivateTargets = mc.AllowPrivateTargets || cfg.Federation.AllowPrivateOrigins
 		user := mc.OnVerified
 		// Lag is measured on live records only: a backfilled record's
 		// age is how late the mirror was added, not replication lag.
