@@ -27,6 +27,9 @@ type Client struct {
 	HTTP   *http.Client
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// Log, when set, makes Events and History verify every record's
+	// inclusion in the host log (logcheck.go).
+	Log *LogCheck
 }
 
 // New returns a client for the host at origin.
@@ -317,6 +320,11 @@ func (c *Client) Events(ctx context.Context, roomID string, after int64, limit i
 		rec, _, err := record.Parse(raw)
 		if err != nil {
 			return nil, false, fmt.Errorf("record from host does not verify: %w", err)
+		}
+		if c.Log != nil {
+			if _, err := c.VerifyInclusion(ctx, c.Log, rec); err != nil {
+				return nil, false, err
+			}
 		}
 		out = append(out, rec)
 	}

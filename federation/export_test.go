@@ -3,7 +3,11 @@ package federation
 import (
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/node"
 )
 
 // MarkVerified records b as verified without an HTTP check (benchmarks
@@ -13,3 +17,15 @@ func MarkVerified(f *Federation, b index.Binding) {
 	f.checks[b.Key] = bindingCheck{verified: true, peerID: b.PeerID, origin: b.Origin, at: f.n.NowMs(), wall: time.Now()}
 	f.checkMu.Unlock()
 }
+
+// PeerAddrs returns the addresses f's peerstore holds for id.
+func PeerAddrs(f *Federation, id peer.ID) []ma.Multiaddr { return f.h.Peerstore().Addrs(id) }
+
+// Dialable is the address filter of discovery.
+func Dialable(addrs []ma.Multiaddr, allowPrivate bool) []ma.Multiaddr {
+	return dialable(addrs, allowPrivate)
+}
+
+// AnnounceSummary signs and publishes an announcement of s as one of f's
+// rooms (scale tests: rooms built directly, not through node writes).
+func AnnounceSummary(f *Federation, s node.RoomSummary) bool { return f.announce(f.ctx, s) }

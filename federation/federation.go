@@ -54,6 +54,26 @@ type Config struct {
 	ListenAddrs []string // multiaddrs, e.g. /ip4/127.0.0.1/tcp/4001, /ip4/127.0.0.1/udp/4001/quic-v1
 	Peers       []string // static peers: multiaddrs ending in /p2p/<peer id>
 	MDNS        bool
+	// Bootstrap peers (multiaddrs ending in /p2p/<peer id>) are dialled
+	// at start and whenever this node has no connections, and seed the
+	// DHT; unlike static peers they are not kept connected.
+	Bootstrap []string
+	// DHT is how this node takes part in the ADP DHT (default auto:
+	// server only when AutoNAT finds it publicly reachable).
+	DHT DHTMode
+	// DiscoveryInterval is the longest pause between discovery rounds
+	// (advertise under the rendezvous key, find providers, connect while
+	// under the low watermark); default 5 min, the first rounds sooner.
+	DiscoveryInterval time.Duration
+	// AllowPrivateAddrs keeps loopback, private and link-local addresses
+	// learned from the DHT and dials them (tests, closed networks).
+	AllowPrivateAddrs bool
+	// PeerCache is a file remembering peers met, dialled after a restart
+	// when no peer is connected ("": none).
+	PeerCache string
+	// NAT: AutoNAT, hole punching, relay client (on), relay service and
+	// UPnP/NAT-PMP port mapping (off).
+	NAT NATOptions
 	// AnnounceInterval paces binding re-checks and the default
 	// per-host announcement rate (rooms are announced when they change,
 	// not every interval: see AnnounceTTL).
@@ -103,6 +123,12 @@ func (c *Config) defaults() {
 	if c.Log == nil {
 		c.Log = slog.Default()
 	}
+	if c.DHT == "" {
+		c.DHT = DHTAuto
+	}
+	if c.DiscoveryInterval == 0 {
+		c.DiscoveryInterval = 5 * time.Minute
+	}
 	c.Limits.defaults(c.AnnounceInterval)
 	if c.Index.MaxTTL == 0 {
 		c.Index.MaxTTL = c.AnnounceTTL + c.AnnounceTTL/6
@@ -139,6 +165,7 @@ type Federation struct {
 	backfill BackfillSource
 
 	static []peer.AddrInfo // static peers, set in Start before any goroutine reads them
+	disc   discoveryState
 
 	checkMu  sync.Mutex
 	checks   map[identity.AgentID]bindingCheck
@@ -212,10 +239,15 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 	// The default TCP transport sets SO_REUSEPORT, so a second node on the
 	// same port would share it silently; without it, and listening on
 	// each address one by one, a port in use fails Start by name.
-	h, err := libp2p.New(libp2p.Identity(sk), libp2p.NoListenAddrs, libp2p.ConnectionManager(cm),
+	// Relays are found among connected peers: f is set below, before
+	// the host has any peer to offer.
+	var self atomic.Pointer[Federation]
+	opts := []libp2p.Option{libp2p.Identity(sk), libp2p.NoListenAddrs, libp2p.ConnectionManager(cm),
 		libp2p.Transport(tcp.NewTCPTransport, tcp.DisableReuseport()), libp2p.Transport(quic.NewTransport),
 		libp2p.Transport(ws.New), libp2p.Transport(webtransport.New), libp2p.Transport(libp2pwebrtc.New),
-		libp2p.ResourceManager(rm), libp2p.BandwidthReporter(bw), libp2p.DisableRelay(), libp2p.Ping(true))
+		libp2p.ResourceManager(rm), libp2p.BandwidthReporter(bw), libp2p.Ping(true)}
+	opts = append(opts, natOptions(cfg.NAT, self.Load)...)
+	h, err := libp2p.New(opts...)
 	if err != nil { // libp2p closes rm and cm itself
 		return nil, fmt.Errorf("libp2p host: %w", err)
 	}
@@ -232,15 +264,12 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 		checkQ: make(chan index.Binding, 1024), inflight: map[identity.AgentID]chan struct{}{}, inline: make(chan struct{}, inlineWaiters), rate: newHostRate(cfg.Limits.AnnounceBurst, cfg.Limits.AnnounceRate),
 		syncSlots: peerSlots{max: cfg.Limits.SyncPerPeer}, reconSlots: peerSlots{max: cfg.Limits.SyncPerPeer},
 		published: map[string]published{}, reconBusy: map[peer.ID]bool{}}
+	self.Store(f)
 	f.loadChecks()
 	f.loadOwn()
 	idx.SetLimits(cfg.Index)
 	idx.SetVerifier(f.Verified)
 	idx.Reverify()
-	if err := f.startPubSub(); err != nil {
-		f.Close()
-		return nil, err
-	}
 	for _, s := range cfg.Peers {
 		ai, err := peer.AddrInfoFromString(s)
 		if err != nil {
@@ -249,6 +278,18 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 		}
 		f.static = append(f.static, *ai)
 		h.ConnManager().Protect(ai.ID, "static")
+	}
+	if f.disc.boot, err = parseAddrInfos("bootstrap peer", cfg.Bootstrap); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.startPubSub(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.startDiscovery(); err != nil {
+		f.Close()
+		return nil, err
 	}
 	h.SetStreamHandler(RelayProtocol, f.serveRelay)
 	h.SetStreamHandler(BackfillProtocol, f.serveBackfill)
@@ -282,7 +323,8 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 			}
 		})
 	})
-	f.log.Info("federation up", "peer_id", h.ID().String(), "host_key", f.signer.HostKey(), "addrs", f.Addrs())
+	f.log.Info("federation up", "peer_id", h.ID().String(), "host_key", f.signer.HostKey(), "addrs", f.Addrs(),
+		"dht", string(cfg.DHT), "bootstrap", len(f.disc.boot), "static", len(f.static), "conn_low", cfg.Limits.ConnLow, "conn_high", cfg.Limits.ConnHigh)
 	return f, nil
 }
 
@@ -304,6 +346,8 @@ func (f *Federation) Close() error {
 	f.cancel()
 	f.closeMu.Unlock()
 	f.wg.Wait()
+	f.savePeerCache()
+	f.closeDiscovery()
 	if err := f.idx.Flush(); err != nil {
 		f.log.Warn("store index entries", "err", err)
 	}
@@ -470,7 +514,12 @@ func msgID(m *pb.Message) string {
 func (f *Federation) startPubSub() error {
 	params := &pubsub.PeerScoreParams{
 		SkipAtomicValidation: true,
-		AppSpecificScore:     func(peer.ID) float64 { return 0 },
+		// Peers the operator named (static, bootstrap) start at +1; others
+		// earn a positive score by time in the mesh (0.01 a second) and
+		// first deliveries. Peer exchange is taken only from peers at
+		// AcceptPXThreshold (1) or more.
+		AppSpecificScore:  f.appScore,
+		AppSpecificWeight: 1,
 		// All test peers share 127.0.0.1, and operators may run several
 		// nodes behind one address: no IP colocation penalty.
 		IPColocationFactorWeight: 0,
@@ -479,9 +528,10 @@ func (f *Federation) startPubSub() error {
 		Topics: map[string]*pubsub.TopicScoreParams{IndexTopic: topicScore()},
 	}
 	thresholds := &pubsub.PeerScoreThresholds{SkipAtomicValidation: true,
-		GossipThreshold: -100, PublishThreshold: -200, GraylistThreshold: -400, AcceptPXThreshold: 10, OpportunisticGraftThreshold: 5}
+		GossipThreshold: -100, PublishThreshold: -200, GraylistThreshold: -400, AcceptPXThreshold: 1, OpportunisticGraftThreshold: 5}
 	ps, err := pubsub.NewGossipSub(f.ctx, f.h,
 		pubsub.WithMessageIdFn(msgID),
+		pubsub.WithPeerExchange(true),
 		pubsub.WithMaxMessageSize(maxGossipBytes),
 		pubsub.WithPeerScore(params, thresholds),
 		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(f.keepScores), time.Second),
@@ -520,6 +570,7 @@ func (f *Federation) startPubSub() error {
 // deliveries a little (gossipsub v1.1 scoring).
 func topicScore() *pubsub.TopicScoreParams {
 	return &pubsub.TopicScoreParams{SkipAtomicValidation: true, TopicWeight: 1, TimeInMeshQuantum: time.Second,
+		TimeInMeshWeight: 0.01, TimeInMeshCap: 3600,
 		FirstMessageDeliveriesWeight: 1, FirstMessageDeliveriesDecay: 0.5, FirstMessageDeliveriesCap: 20,
 		InvalidMessageDeliveriesWeight: -100, InvalidMessageDeliveriesDecay: 0.3}
 }
@@ -542,6 +593,7 @@ type Stats struct {
 	// full): the refresh sweep announces such changes later, and mirrors
 	// backfill such records.
 	AnnounceDropped, RecordDropped atomic.Int64
+	Discovery                      DiscoveryStats
 }
 
 // Stats returns the federation's counters.

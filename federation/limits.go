@@ -22,7 +22,7 @@ type Limits struct {
 	// per peer (PeerMemory, default 64 MiB).
 	Memory, PeerMemory int64
 	// ConnLow and ConnHigh are the connection manager's watermarks
-	// (defaults 64 and 256).
+	// (defaults 64 and 128; static peers are protected).
 	ConnLow, ConnHigh int
 	// SyncPerPeer is how many index-sync streams one peer may have open
 	// at once (default 2).
@@ -43,7 +43,7 @@ func (l *Limits) defaults(interval time.Duration) {
 	def(&l.PeerConns, 8)
 	def(&l.PeerStreams, 512)
 	def(&l.ConnLow, 64)
-	def(&l.ConnHigh, 256)
+	def(&l.ConnHigh, 128)
 	def(&l.SyncPerPeer, 2)
 	def(&l.AnnounceBurst, 2048)
 	if l.Memory <= 0 {

@@ -1,16 +1,15 @@
 package hostapi_test
 
 import (
-	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
+	"net/http/httptest"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 )
@@ -39,15 +39,17 @@ import (
 //
 // Subscribers and writers run in the benchmark process, so on a small
 // machine they share the CPUs with the host.
+var fanoutFlush = flag.Duration("fanout.flush", hostapi.DefaultSSEFlushInterval, "BenchmarkSSEFanout: the host's SSEFlushInterval")
+
 func BenchmarkSSEFanout(b *testing.B) {
 	for _, c := range []struct{ rooms, subs, records int }{
 		{1, 10, 5000}, {1, 100, 3000}, {1, 1000, 1000}, {1000, 10, 20},
 	} {
 		b.Run(fmt.Sprintf("rooms=%d/subs=%d", c.rooms, c.subs), func(b *testing.B) {
-			// Both ends of every stream are in this process.
-			var lim syscall.Rlimit
-			if syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim) == nil && lim.Cur < uint64(2*c.rooms*c.subs+1000) {
-				b.Skipf("needs %d open files (both ends of %d streams); RLIMIT_NOFILE is %d", 2*c.rooms*c.subs+1000, c.rooms*c.subs, lim.Cur)
+			// One end of every stream is in this process, the other in
+			// the child: each needs a file per stream.
+			if need := uint64(c.rooms*c.subs + 1000); !raiseFileLimit(need) {
+				b.Skipf("needs %d open files per process (one end of each of %d streams); the hard RLIMIT_NOFILE is lower", need, c.rooms*c.subs)
 			}
 			for range b.N {
 				benchFanout(b, c.rooms, c.subs, c.records)
@@ -57,25 +59,22 @@ func BenchmarkSSEFanout(b *testing.B) {
 }
 
 type fanRoom struct {
-	id     string
-	pre    [][][]byte // per writer agent
-	sent   atomic.Int64
-	counts []*atomic.Int64 // events read, per subscriber
-}
-
-func (r *fanRoom) slowest() int64 {
-	m := int64(-1)
-	for _, c := range r.counts {
-		if v := c.Load(); m < 0 || v < m {
-			m = v
-		}
-	}
-	return m
+	id   string
+	pre  [][][]byte // per writer agent
+	sent atomic.Int64
+	slow atomic.Int64 // events read by the room's slowest subscriber
 }
 
 func benchFanout(b *testing.B, rooms, subs, records int) {
 	b.StopTimer()
 	h := adptest.StartHost(b, node.Config{Rates: benchRatesOff(), Now: time.Now, Log: slog.New(slog.DiscardHandler), SSEBuffer: 1024})
+	// The same node behind a second server with the flush interval under
+	// test (the node's origin stays h.URL: tokens name it).
+	api := hostapi.New(h.Node, hostapi.Options{Heartbeat: 10 * time.Second, SSEFlushInterval: *fanoutFlush})
+	srv := httptest.NewServer(api.Handler())
+	defer srv.Close()
+	defer h.Node.DrainStreams()
+	base := srv.URL
 	tr := &http.Transport{MaxIdleConnsPerHost: 128, MaxIdleConns: 128, MaxConnsPerHost: 0}
 	hc := &http.Client{Transport: tr}
 	defer tr.CloseIdleConnections()
@@ -90,7 +89,7 @@ func benchFanout(b *testing.B, rooms, subs, records int) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		resp, err := hc.Post(h.URL+"/v1/rooms", "application/json", bytes.NewReader(env.Raw))
+		resp, err := hc.Post(base+"/v1/rooms", "application/json", bytes.NewReader(env.Raw))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -133,73 +132,20 @@ func benchFanout(b *testing.B, rooms, subs, records int) {
 	}
 
 	// Subscribers: S live streams per room (the creator's token; the node
-	// does not limit streams per agent).
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var lags []int64 // µs
-	var lagMu sync.Mutex
-	var bytesRead atomic.Int64
-	var ready, done sync.WaitGroup
-	var subErr atomic.Value
-	want := int64(records)
-	dial := make(chan struct{}, 64) // at most 64 subscribes in flight: no listen-backlog overflow
+	// does not limit streams per agent), read by a child process (this
+	// test binary, TestFanoutSubscriberProcess): the host's CPU is then
+	// this process's alone, and 1,000 × 10 streams fit in two processes'
+	// open-file limits where both ends in one process would not.
+	cfg := fanoutConfig{URL: base, Subs: subs, Records: records}
 	for i, r := range rs {
-		tok := agents[i].Token(h.URL, now())
-		for range subs {
-			cnt := new(atomic.Int64)
-			r.counts = append(r.counts, cnt)
-			ready.Add(1)
-			done.Add(1)
-			go func() {
-				defer done.Done()
-				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.URL+"/v1/rooms/"+r.id+"/events/live", nil)
-				req.Header.Set("Authorization", "Bearer "+tok)
-				dial <- struct{}{}
-				resp, err := (&http.Client{Transport: &http.Transport{DisableKeepAlives: true}}).Do(req)
-				if err != nil || resp.StatusCode != http.StatusOK {
-					subErr.CompareAndSwap(nil, fmt.Sprintf("subscribe: %v %v", err, resp))
-					<-dial
-					ready.Done()
-					return
-				}
-				defer resp.Body.Close()
-				br := bufio.NewReaderSize(resp.Body, 64<<10)
-				own := make([]int64, 0, records)
-				first := true
-				for cnt.Load() < want {
-					line, err := br.ReadSlice('\n')
-					bytesRead.Add(int64(len(line)))
-					if err != nil {
-						subErr.CompareAndSwap(nil, fmt.Sprintf("stream ended after %d events: %v", cnt.Load(), err))
-						break
-					}
-					if first && bytes.HasPrefix(line, []byte(": subscribed")) {
-						first = false
-						<-dial
-						ready.Done()
-						continue
-					}
-					if !bytes.HasPrefix(line, []byte("data: ")) {
-						continue
-					}
-					at := receivedAt(line)
-					own = append(own, time.Now().UnixMicro()-at*1000)
-					cnt.Add(1)
-				}
-				if first {
-					<-dial
-					ready.Done()
-				}
-				lagMu.Lock()
-				lags = append(lags, own...)
-				lagMu.Unlock()
-			}()
-		}
+		cfg.Rooms = append(cfg.Rooms, fanoutRoom{ID: r.id, Token: agents[i].Token(h.URL, now())})
 	}
-	ready.Wait()
-	if e := subErr.Load(); e != nil {
-		b.Fatal(e)
+	child := startFanoutChild(b, cfg, rs)
+	defer child.kill()
+	if err := child.waitReady(); err != nil {
+		b.Fatal(err)
 	}
+	subErr := &child.err
 
 	// Writers: each writer agent of a room posts its signals in order; up
 	// to 64 goroutines, each round-robin over its (room, agent) pairs.
@@ -235,13 +181,13 @@ func benchFanout(b *testing.B, rooms, subs, records int) {
 					}
 					more = true
 					r := j.r
-					for r.sent.Load()-r.slowest() >= 256 { // flow control, not a timing
+					for r.sent.Load()-r.slow.Load() >= 256 { // flow control, not a timing
 						if subErr.Load() != nil {
 							return
 						}
 						time.Sleep(200 * time.Microsecond)
 					}
-					resp, err := hc.Post(h.URL+"/v1/rooms/"+r.id, "application/json", bytes.NewReader(j.pre[k]))
+					resp, err := hc.Post(base+"/v1/rooms/"+r.id, "application/json", bytes.NewReader(j.pre[k]))
 					if err != nil {
 						wErr.CompareAndSwap(nil, err.Error())
 						return
@@ -261,37 +207,38 @@ func benchFanout(b *testing.B, rooms, subs, records int) {
 		}()
 	}
 	wg.Wait()
-	done.Wait()
-	el := time.Since(start)
-	b.StopTimer()
-	cpu := procCPUTime() - cpu0
 	if e := wErr.Load(); e != nil {
 		b.Fatal(e)
 	}
-	if e := subErr.Load(); e != nil {
-		b.Fatal(e)
+	res, err := child.wait()
+	el := time.Since(start)
+	b.StopTimer()
+	cpu := procCPUTime() - cpu0
+	if err != nil {
+		b.Fatal(err)
 	}
 	deliveries := int64(rooms * subs * records)
-	slices.Sort(lags)
-	q := func(p float64) float64 { return float64(lags[min(int(p*float64(len(lags))), len(lags)-1)]) / 1e3 }
 	rate := float64(deliveries) / el.Seconds()
-	frame := float64(bytesRead.Load()) / float64(deliveries)
+	frame := float64(res.Bytes) / float64(deliveries)
 	b.ReportMetric(rate, "deliveries/s")
 	b.ReportMetric(float64(rooms*records)/el.Seconds(), "records/s")
-	b.ReportMetric(q(0.50), "p50-lag-ms")
-	b.ReportMetric(q(0.99), "p99-lag-ms")
-	b.ReportMetric(float64(bytesRead.Load())/float64(rooms*subs), "bytes/sub")
+	b.ReportMetric(res.P50, "p50-lag-ms")
+	b.ReportMetric(res.P99, "p99-lag-ms")
+	b.ReportMetric(float64(res.Bytes)/float64(rooms*subs), "bytes/sub")
 	b.ReportMetric(frame, "bytes/delivery")
 	if cpu > 0 {
-		b.ReportMetric(float64(cpu.Microseconds())/float64(deliveries), "cpu-µs/delivery")
+		// This process: the host and the writers (the subscribers are
+		// the child's, reported apart).
+		b.ReportMetric(float64(cpu.Microseconds())/float64(deliveries), "host-cpu-µs/delivery")
 	}
+	b.ReportMetric(float64(res.CPU.Microseconds())/float64(deliveries), "sub-cpu-µs/delivery")
 	// The baseline: raw loopback TCP, as many connections, frames of the
 	// same size, at most 1,000,000 frames in all.
 	conns := min(rooms*subs, 1000)
 	per := max(min(int(deliveries)/conns, 1_000_000/conns), 1)
-	base := bareFanout(b, conns, per, int(frame))
-	b.ReportMetric(base, "tcp-baseline-frames/s")
-	b.ReportMetric(rate/base, "ratio-to-tcp")
+	tcp := bareFanout(b, conns, per, int(frame))
+	b.ReportMetric(tcp, "tcp-baseline-frames/s")
+	b.ReportMetric(rate/tcp, "ratio-to-tcp")
 }
 
 // receivedAt extracts received_at (ms) from a record's data line.

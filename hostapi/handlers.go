@@ -85,7 +85,25 @@ func (s *Server) pump(c *gin.Context, hello string, ch <-chan live.Item, reason 
 	coalesce.Stop()
 	defer coalesce.Stop()
 	var lastFlush time.Time
-	// drain writes what is queued without waiting; false if ch closed.
+	// A burst is gathered into batch and handed to the connection in one
+	// Write (one chunk, and one write syscall when it fits the connection
+	// buffer). A batch over sseBatchBytes is written as it grows, so a
+	// stream never holds more than that beyond the connection's buffers.
+	var batch []byte
+	reset := func() {
+		batch = batch[:0]
+		if cap(batch) > 16<<10 { // after a large burst: do not keep its buffer
+			batch = nil
+		}
+	}
+	add := func(it live.Item) {
+		batch = appendItem(batch, it)
+		if len(batch) >= sseBatchBytes {
+			werr = writeBatch(w, batch, werr)
+			reset()
+		}
+	}
+	// drain adds what is queued without waiting; false if ch closed.
 	drain := func() bool {
 		for werr == nil {
 			select {
@@ -93,7 +111,7 @@ func (s *Server) pump(c *gin.Context, hello string, ch <-chan live.Item, reason 
 				if !ok {
 					return false
 				}
-				werr = writeItem(w, it, werr)
+				add(it)
 			default:
 				return true
 			}
@@ -117,30 +135,26 @@ func (s *Server) pump(c *gin.Context, hello string, ch <-chan live.Item, reason 
 				closed()
 				return
 			}
-			// Drain what is queued before flushing: one flush per burst,
-			// and bursts at most every SSEFlushInterval.
-			werr = writeItem(w, it, werr)
-			if !drain() {
+			// One flush per burst, and bursts at most every
+			// SSEFlushInterval: items arriving sooner after the last
+			// flush wait in the channel (this goroutine sleeps, it is not
+			// woken per item) and are taken together when it is due.
+			add(it)
+			open := drain()
+			if wait := s.opts.SSEFlushInterval - time.Since(lastFlush); open && wait > 0 && werr == nil {
+				coalesce.Reset(wait)
+				select {
+				case <-ctx.Done():
+					return
+				case <-coalesce.C:
+				}
+				open = drain()
+			}
+			werr = writeBatch(w, batch, werr)
+			reset()
+			if !open {
 				closed()
 				return
-			}
-			if wait := s.opts.SSEFlushInterval - time.Since(lastFlush); wait > 0 && werr == nil {
-				coalesce.Reset(wait)
-			gather:
-				for {
-					select {
-					case <-ctx.Done():
-						return
-					case it, ok := <-ch:
-						if !ok {
-							closed()
-							return
-						}
-						werr = writeItem(w, it, werr)
-					case <-coalesce.C:
-						break gather
-					}
-				}
 			}
 			if !flush() {
 				return
@@ -149,6 +163,9 @@ func (s *Server) pump(c *gin.Context, hello string, ch <-chan live.Item, reason 
 		}
 	}
 }
+
+// sseBatchBytes bounds the frames a stream gathers before writing them.
+const sseBatchBytes = 64 << 10
 
 // unwrap returns the net/http writer under gin's, whose FlushError reports
 // a failed flush (gin's Flush drops the error).
@@ -159,23 +176,25 @@ func unwrap(w gin.ResponseWriter) http.ResponseWriter {
 	return w
 }
 
-// writeItem writes one SSE item unless an earlier write failed: its
-// shared frame when the node built one (one copy into the connection's
-// buffer), else the frame in parts.
-func writeItem(w gin.ResponseWriter, it live.Item, err error) error {
-	if err != nil {
-		return err
-	}
+// appendItem appends one SSE item's frame: the shared frame when the node
+// built one, else the frame from its parts.
+func appendItem(b []byte, it live.Item) []byte {
 	if it.Frame != nil {
-		_, err = w.Write(it.Frame)
+		return append(b, it.Frame...)
+	}
+	b = append(b, "event: "...)
+	b = append(b, it.Event...)
+	b = append(b, "\ndata: "...)
+	b = append(b, it.Data...)
+	return append(b, "\n\n"...)
+}
+
+// writeBatch writes gathered frames unless an earlier write failed.
+func writeBatch(w gin.ResponseWriter, b []byte, err error) error {
+	if err != nil || len(b) == 0 {
 		return err
 	}
-	for _, part := range [][]byte{[]byte("event: "), []byte(it.Event), []byte("\ndata: "), it.Data, []byte("\n\n")} {
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(part)
-	}
+	_, err = w.Write(b)
 	return err
 }
 

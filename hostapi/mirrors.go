@@ -27,6 +27,18 @@ func (s *Server) mirrorRoutes() {
 	v1.GET("/rooms/:room_id/archive", s.mirrorArchive)
 	v1.GET("/rooms/:room_id/archive.jsonl", s.mirrorArchiveJSONL)
 	v1.GET("/rooms/:room_id/archive.md", s.mirrorArchiveMD)
+	s.engine.POST("/v1/witness/add-checkpoint", s.witnessAddCheckpoint)
+}
+
+// witnessAddCheckpoint is the mirror's C2SP tlog-witness endpoint
+// (submission prefix <origin>/v1/witness) for the logs of hosts it
+// mirrors.
+func (s *Server) witnessAddCheckpoint(c *gin.Context) {
+	if s.opts.Mirror == nil || s.opts.Mirror.Witness() == nil {
+		s.fail(c, adp.Errorf(adp.CodeNotFound, "this node runs no witness"))
+		return
+	}
+	s.opts.Mirror.Witness().ServeHTTP(c.Writer, c.Request)
 }
 
 func (s *Server) mirrorOrFail(c *gin.Context) *mirror.Mirror {

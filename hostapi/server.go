@@ -27,6 +27,8 @@ import (
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/tlog"
+	"github.com/adpnode/adpnode/witness"
 )
 
 // Federation is what the HTTP API needs from the federation peer.
@@ -65,6 +67,9 @@ type Options struct {
 	// Federation, when set, makes the directory federated, relays writes
 	// for remote rooms, and publishes the host binding in discovery.
 	Federation Federation
+	// Witnessed, when set, adds the witnesses' cosignatures to the host
+	// log's checkpoint (--witness).
+	Witnessed *witness.Submitter
 	// Mirror, when set, serves mirrored rooms and mirror management.
 	Mirror *mirror.Mirror
 	// Metrics, when set, is served at /metrics and fed by every request.
@@ -81,6 +86,9 @@ type Options struct {
 	// Attention, when set, serves subscriptions, the mentions inbox and
 	// the agent stream under /v1/me (host-local extension, issue 16).
 	Attention *attention.Attention
+	// HostLog, when set, serves the host log's tiles, checkpoint and
+	// proofs and names them in discovery (issue 15).
+	HostLog *tlog.Log
 }
 
 // Server serves one node over HTTP.
@@ -199,6 +207,7 @@ func (s *Server) routes() {
 	v1.GET("/federation/hosts", s.fedHosts)
 	v1.GET("/federation/conflicts", s.fedConflicts)
 	s.attentionRoutes(v1)
+	s.logRoutes(e, v1)
 	s.mirrorRoutes()
 	s.adminRoutes()
 	s.viewerRoutes()
@@ -221,7 +230,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 // body reads the request body under the size cap (DECISIONS 10).
 func (s *Server) body(c *gin.Context) ([]byte, error) {
 	limit := s.n.Config().MaxBodyBytes
-	b, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, limit))
+	b, err := readBody(http.MaxBytesReader(c.Writer, c.Request.Body, limit), c.Request.ContentLength, limit)
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return nil, &adp.Error{Code: adp.CodePayloadTooLarge, Message: "request body exceeds the limit", Data: map[string]any{"limit": limit}}
@@ -230,6 +239,30 @@ func (s *Server) body(c *gin.Context) ([]byte, error) {
 		return nil, adp.Reason(adp.CodeInvalidRequest, "body", "could not read the request body")
 	}
 	return b, nil
+}
+
+// readBody reads r to the end. A declared length within the limit sizes
+// the buffer once (io.ReadAll would grow it from 512 bytes, copying at
+// each step); the declared length is only a hint, so a body that is
+// shorter or longer than it is still read exactly, up to limit.
+func readBody(r io.Reader, declared, limit int64) ([]byte, error) {
+	if declared <= 0 || declared > limit {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, declared+1) // +1: EOF is seen without growing
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow (the body is longer than declared)
+		}
+	}
 }
 
 // viewer authenticates an optional request JWT: "" when absent,
@@ -338,6 +371,15 @@ func (s *Server) discovery(c *gin.Context) {
 		doc["p2p_addrs"] = f.Addrs()
 		doc["features"] = append(doc["features"].([]string), "federation", "relay-submit")
 		doc["endpoints"].(gin.H)["federation"] = o + "/v1/federation"
+	}
+	if m := s.opts.Mirror; m != nil && m.Witness() != nil {
+		w := m.Witness()
+		doc["features"] = append(doc["features"].([]string), "tlog-witness")
+		doc["witness"] = gin.H{"name": w.Name(), "vkey": w.VerifierKey(), "url": o + "/v1/witness"}
+	}
+	if s.opts.HostLog != nil {
+		doc["features"] = append(doc["features"].([]string), "x-host-log")
+		doc["log"] = s.logDiscovery()
 	}
 	if s.opts.Attention != nil {
 		doc["features"] = append(doc["features"].([]string), "x-attention")

@@ -15,6 +15,9 @@ import (
 // Result is the outcome of an accepted (or exactly resubmitted) write.
 type Result struct {
 	Record *record.Record
+	// RecordJSON is Record's JSON as stored and streamed (nil for a
+	// resubmission): the answer reuses it instead of encoding it again.
+	RecordJSON []byte
 	// Created is set for room.create: answer with the §9 shape.
 	Created bool
 	Status  room.Status

@@ -54,6 +54,9 @@ var statusByCode = map[adp.Code]int{
 	adp.CodeUnavailable:             http.StatusServiceUnavailable,
 	adp.CodeRelayFailed:             http.StatusBadGateway,
 	adp.CodeInternal:                http.StatusInternalServerError,
+	adp.CodeUntrustedCheckpoint:     http.StatusForbidden,
+	adp.CodeCheckpointStale:         http.StatusConflict,
+	adp.CodeInconsistentCheckpoint:  http.StatusUnprocessableEntity,
 }
 
 // StatusOf returns the HTTP status for an ADP error code.
@@ -118,6 +121,13 @@ func Error(err error) Answer {
 			h["Retry-After"] = "1"
 		}
 	}
+	if e.Code == adp.CodeCheckpointStale {
+		// C2SP tlog-witness: the body is the witness's size, as text.
+		if size, ok := e.Data["size"].(uint64); ok {
+			h["Content-Type"] = "text/x.tlog.size"
+			return Answer{Status: http.StatusConflict, Header: h, Code: e.Code, Body: append(strconv.AppendUint(nil, size, 10), '\n')}
+		}
+	}
 	data := e.Data
 	if data == nil {
 		data = map[string]any{}
@@ -147,8 +157,13 @@ func Submit(res *hostport.Result, err error) Answer {
 			"pre_hash": nil, "hash": res.Record.Hash, "received_at": res.Record.ReceivedAt})
 		return a
 	}
-	b, _ := res.Record.MarshalJSON()
-	a.Body = append(b, '\n')
+	b := res.RecordJSON
+	if b == nil {
+		b, _ = res.Record.MarshalJSON()
+	}
+	// A fresh slice: RecordJSON is shared with the stored value and the
+	// live stream, so it is never appended to in place.
+	a.Body = append(append(make([]byte, 0, len(b)+1), b...), '\n')
 	return a
 }
 
@@ -157,7 +172,9 @@ func (a Answer) Write(w http.ResponseWriter) {
 	for k, v := range a.Header {
 		w.Header().Set(k, v)
 	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	if a.Header["Content-Type"] == "" {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	}
 	w.WriteHeader(a.Status)
 	w.Write(a.Body)
 }

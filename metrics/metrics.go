@@ -6,6 +6,7 @@ package metrics
 import (
 	"github.com/adpnode/adpnode/internal/buildinfo"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,6 +25,14 @@ type Metrics struct {
 	writeLatency *prometheus.HistogramVec
 	requests     *prometheus.CounterVec
 	mirrorLag    prometheus.Histogram
+	// accepted caches the series of an accepted write (the common case),
+	// created on the first one so /metrics shows it only once it exists.
+	accepted atomic.Pointer[writeSeries]
+}
+
+type writeSeries struct {
+	count   prometheus.Counter
+	latency prometheus.Observer
 }
 
 // Source is what the metrics read of the host: its live SSE streams and
@@ -120,6 +129,16 @@ func (m *Metrics) AttachMirror(mir *mirror.Mirror) {
 
 // ObserveWrite counts one answered write.
 func (m *Metrics) ObserveWrite(result, code string, d time.Duration) {
+	if result == "accepted" && code == "" {
+		ws := m.accepted.Load()
+		if ws == nil {
+			ws = &writeSeries{m.writes.WithLabelValues(result, code), m.writeLatency.WithLabelValues(result)}
+			m.accepted.Store(ws)
+		}
+		ws.count.Inc()
+		ws.latency.Observe(d.Seconds())
+		return
+	}
 	m.writes.WithLabelValues(result, code).Inc()
 	m.writeLatency.WithLabelValues(result).Observe(d.Seconds())
 }

@@ -67,6 +67,10 @@ func (m *Mirror) catchUp(ctx context.Context, r *Room) {
 	// federation's business (static peers, Connect, Disconnect), and a
 	// mirror that redialled a host would undo an operator's Disconnect.
 	ctx = network.WithNoDial(ctx, "mirror backfill uses existing connections")
+	// The next batch is fetched and verified while this one is applied;
+	// this function owns that goroutine and waits for it.
+	var pf *prefetch
+	defer func() { pf.drop() }()
 	for ctx.Err() == nil {
 		r.mu.Lock()
 		tip, frozen := r.st.Seq, r.frozen
@@ -74,7 +78,8 @@ func (m *Mirror) catchUp(ctx context.Context, r *Room) {
 		if frozen {
 			return
 		}
-		got, ok, why := m.fetchFromAny(ctx, r, tip)
+		got, ok, why, next := m.fetchFromAny(ctx, r, tip, pf)
+		pf = next
 		if !ok {
 			if tip < r.want.Load() && ctx.Err() == nil {
 				m.setStalled(r, why)
@@ -100,26 +105,83 @@ func (m *Mirror) catchUp(ctx context.Context, r *Room) {
 	}
 }
 
+// prefetch is a catch-up's next batch (after seq after, from peer from),
+// fetched and verified on its own goroutine while the previous batch is
+// applied. At most one is in flight per catch-up, so a catch-up holds at
+// most two batches.
+type prefetch struct {
+	after    int64
+	from     peer.ID
+	done     chan struct{}
+	b        *federation.BackfillBatch
+	p        *preparedBatch
+	fetchErr error
+	prepErr  error
+}
+
+func (m *Mirror) startPrefetch(ctx context.Context, r *Room, from peer.ID, after int64) *prefetch {
+	pf := &prefetch{after: after, from: from, done: make(chan struct{})}
+	go func() {
+		defer close(pf.done)
+		if pf.b, pf.fetchErr = m.fed.Backfill(ctx, from, r.id, after, backfillBatch); pf.fetchErr == nil {
+			pf.p, pf.prepErr = r.prepareBatch(pf.b)
+		}
+	}()
+	return pf
+}
+
+// drop waits for an unused prefetch to end (nil is a no-op).
+func (pf *prefetch) drop() {
+	if pf != nil {
+		<-pf.done
+	}
+}
+
 // fetchFromAny tries the host, then every other connected peer, until one
 // serves a batch that verifies. A refused batch is logged against its
 // sender. It returns how many records the batch used held, or why no
-// peer served one.
-func (m *Mirror) fetchFromAny(ctx context.Context, r *Room, tip int64) (int, bool, string) {
+// peer served one. pf, if it is the batch after tip, is used in place of
+// a fetch from its peer; when the batch used was full, next is the
+// prefetch of the one after it.
+func (m *Mirror) fetchFromAny(ctx context.Context, r *Room, tip int64, pf *prefetch) (got int, ok bool, why string, next *prefetch) {
+	if pf != nil && pf.after != tip {
+		pf.drop()
+		pf = nil
+	}
+	defer func() { pf.drop() }() // a prefetch no candidate used
 	candidates := []peer.ID{r.hostPeer}
 	for _, p := range m.fed.Peers() {
 		if id, err := peer.Decode(p.PeerID); err == nil && id != r.hostPeer && p.Connected {
 			candidates = append(candidates, id)
 		}
 	}
-	why := "no connected peer serves the room"
+	why = "no connected peer serves the room"
 	for _, id := range candidates {
-		b, err := m.fed.Backfill(ctx, id, r.id, tip, backfillBatch)
-		if err != nil {
-			why = "backfill from " + id.String() + ": " + err.Error()
+		var b *federation.BackfillBatch
+		var p *preparedBatch
+		var fetchErr, prepErr error
+		if pf != nil && pf.from == id {
+			<-pf.done
+			b, p, fetchErr, prepErr = pf.b, pf.p, pf.fetchErr, pf.prepErr
+			pf = nil
+		} else if b, fetchErr = m.fed.Backfill(ctx, id, r.id, tip, backfillBatch); fetchErr == nil {
+			p, prepErr = r.prepareBatch(b)
+		}
+		if fetchErr != nil {
+			why = "backfill from " + id.String() + ": " + fetchErr.Error()
 			continue
 		}
-		n, err := r.ingestBatch(b)
+		n := 0
+		err := prepErr
+		if err == nil && p != nil {
+			if len(b.Records) == backfillBatch && ctx.Err() == nil {
+				next = m.startPrefetch(ctx, r, id, p.next()-1)
+			}
+			n, err = r.applyBatch(p)
+		}
 		if err != nil {
+			next.drop()
+			next = nil
 			m.stats.Refused.Add(1)
 			m.log.Warn("refused backfill batch", "room", r.url, "from", id, "err", err)
 			why = "refused batch from " + id.String() + ": " + err.Error()
@@ -127,10 +189,12 @@ func (m *Mirror) fetchFromAny(ctx context.Context, r *Room, tip int64) (int, boo
 		}
 		m.stats.Backfilled.Add(int64(n))
 		if n > 0 || len(b.Records) == 0 {
-			return len(b.Records), true, ""
+			return len(b.Records), true, "", next
 		}
+		next.drop()
+		next = nil
 	}
-	return 0, false, why
+	return 0, false, why, nil
 }
 
 // serveBackfill lets peers backfill mirrored rooms from this node: records

@@ -15,6 +15,8 @@ import (
 // send of the host's own rooms.
 type Host interface {
 	NowMs() int64
+	// Host is the node's public host[:port]; the mirror's witness is named after it.
+	Host() string
 	DB() *badger.DB
 	ExternalPacks() types.PackSource
 	DiskFull() bool

@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -28,6 +29,7 @@ import (
 	"github.com/adpnode/adpnode/internal/reclaim"
 	"github.com/adpnode/adpnode/internal/safehttp"
 	"github.com/adpnode/adpnode/live"
+	"github.com/adpnode/adpnode/witness"
 )
 
 // Target kinds: what to mirror.
@@ -110,7 +112,11 @@ type Config struct {
 	// hosts (tests, closed networks); otherwise the probe of a room
 	// target's URL dials only public addresses (internal/safehttp).
 	AllowPrivateTargets bool
-	Log                 *slog.Logger
+	// WitnessKey, when set, runs a C2SP tlog-witness (Witness) for the
+	// logs of the hosts this mirror mirrors, cosigning with this key
+	// (the node's host key).
+	WitnessKey ed25519.PrivateKey
+	Log        *slog.Logger
 }
 
 // Stats are the mirror's counters.
@@ -153,6 +159,8 @@ type Mirror struct {
 
 	snapMu    sync.Mutex // orders snapshot writes against purges
 	recovered RecoveryStats
+
+	witness *witness.Witness // nil without Config.WitnessKey
 }
 
 // Open loads the mirror's targets and rooms (replaying each stored chain
@@ -177,6 +185,11 @@ func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mi
 		gapQ: make(chan *Room, 4096), ctx: ctx, cancel: cancel, commit: groupcommit.New(n.DB(), 16384),
 		probe: safehttp.Client(safehttp.Options{Timeout: probeTimeout, AllowPrivate: cfg.AllowPrivateTargets})}
 	if err := m.load(); err != nil {
+		cancel()
+		m.commit.Close()
+		return nil, err
+	}
+	if err := m.openWitness(); err != nil {
 		cancel()
 		m.commit.Close()
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -536,17 +537,43 @@ func (r *Room) remove() [][]byte {
 // must match the stored chain. It returns how many records were applied,
 // or an error naming why the batch was refused.
 func (r *Room) ingestBatch(b *federation.BackfillBatch) (int, error) {
+	p, err := r.prepareBatch(b)
+	if err != nil || p == nil {
+		return 0, err
+	}
+	return r.applyBatch(p)
+}
+
+// preparedBatch is a backfill batch whose records parsed, verified and
+// chain among themselves, cut at the highest record a host checkpoint of
+// this room vouches for; it is not yet compared with the room's chain.
+type preparedBatch struct {
+	recs     []*record.Record
+	envs     []*identity.Envelope
+	vouched  int // index of the vouched record
+	vouchCp  []byte
+	firstSeq int64
+}
+
+// next is the seq after the batch's vouched part.
+func (p *preparedBatch) next() int64 { return p.firstSeq + int64(p.vouched) + 1 }
+
+// prepareBatch runs the checks of a batch that do not depend on the
+// room's state (parse, signatures, links, checkpoint), without the room
+// lock, so a catch-up can verify the next batch while the previous one is
+// applied. nil, nil for an empty batch.
+func (r *Room) prepareBatch(b *federation.BackfillBatch) (*preparedBatch, error) {
 	if len(b.Records) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	recs := make([]*record.Record, len(b.Records))
 	envs := make([]*identity.Envelope, len(b.Records))
 	if err := parseParallel(b.Records, recs, envs); err != nil {
-		return 0, err
+		return nil, err
 	}
 	for i := 1; i < len(recs); i++ {
 		if err := record.Link(recs[i-1], recs[i]); err != nil {
-			return 0, fmt.Errorf("batch does not chain: %w", err)
+			return nil, fmt.Errorf("batch does not chain: %w", err)
 		}
 	}
 	// The highest record a host checkpoint vouches for.
@@ -562,15 +589,23 @@ func (r *Room) ingestBatch(b *federation.BackfillBatch) (int, error) {
 			continue
 		}
 		if recs[i].Hash != cp.Hash {
-			return 0, fmt.Errorf("checkpoint for seq %d names another record than the batch holds", cp.Seq)
+			return nil, fmt.Errorf("checkpoint for seq %d names another record than the batch holds", cp.Seq)
 		}
 		if i > vouched {
 			vouched, vouchCp = i, raw
 		}
 	}
 	if vouched < 0 {
-		return 0, fmt.Errorf("no host checkpoint vouches for the batch")
+		return nil, fmt.Errorf("no host checkpoint vouches for the batch")
 	}
+	return &preparedBatch{recs: recs, envs: envs, vouched: vouched, vouchCp: vouchCp, firstSeq: recs[0].Seq}, nil
+}
+
+// applyBatch applies a prepared batch's vouched records under the room
+// lock: records at or below the tip must match the stored chain, the rest
+// must continue it.
+func (r *Room) applyBatch(p *preparedBatch) (int, error) {
+	recs, envs, vouched, vouchCp := p.recs, p.envs, p.vouched, p.vouchCp
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.frozen {
@@ -607,7 +642,7 @@ func (r *Room) ingestBatch(b *federation.BackfillBatch) (int, error) {
 // parseParallel parses and verifies records on every core: signature
 // checks dominate catch-up.
 func parseParallel(raws []json.RawMessage, recs []*record.Record, envs []*identity.Envelope) error {
-	const workers = 2
+	workers := min(runtime.GOMAXPROCS(0), len(raws))
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
 	for w := 0; w < workers; w++ {

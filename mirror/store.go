@@ -19,6 +19,7 @@ const (
 	pfxMirrorW  = "m/w/" // m/w/<host key>/<room>/<witness key> -> cosignature of a mirrored room (newest per witness)
 	pfxHash     = "m/x/" // m/x/<host key>/<room>/<hash 32> -> seq:8 BE (envelope and record hashes; written with the record)
 	pfxSnap     = "m/s/" // m/s/<host key>/<room>         -> roomSnapshot JSON (room.State at some seq)
+	pfxTlogW    = "m/l/" // m/l/<log origin>              -> the tlog-witness's last cosigned checkpoint of a mirrored host's log
 )
 
 func roomKey(host identity.AgentID, roomID string) string { return string(host) + "/" + roomID }

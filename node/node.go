@@ -49,7 +49,8 @@ type Node struct {
 	sched      *scheduler
 	lisMu      sync.RWMutex
 	listens    []func(Event)
-	witnessKey identity.AgentID // set by AcceptCosignatures (witness.go)
+	witnessKey identity.AgentID          // set by AcceptCosignatures (witness.go)
+	archiveLog func(lastHash string) any // SetArchiveHostLog
 
 	finishMu sync.Mutex  // serialises end-of-room work (scheduler and archive reads)
 	snapMu   sync.Mutex  // serialises snapshot writes (snapshotRooms, evict)
@@ -344,6 +345,15 @@ func (n *Node) DB() *badger.DB { return n.db }
 func (n *Node) Hosts(roomID string) bool {
 	_, ok := n.room(roomID)
 	return ok
+}
+
+// SetArchiveHostLog registers what an archive manifest embeds as
+// extra.host_log: the host log's proof of the room's last record (nil:
+// none yet, e.g. no checkpoint covers it).
+func (n *Node) SetArchiveHostLog(fn func(lastHash string) any) {
+	n.lisMu.Lock()
+	n.archiveLog = fn
+	n.lisMu.Unlock()
 }
 
 // RecordHash returns the hash of a hosted room's record at seq.

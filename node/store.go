@@ -20,6 +20,8 @@ const (
 	pfxWitness  = "w/"       // w/<room>/<witness key>    -> cosignature of a checkpoint of the room (witness.go)
 	pfxMember   = "a/"       // a/<agent id>/<room>       -> flags:1 | role, for cold rooms (cold.go)
 	keyLayout   = "v/layout" // -> layout version:8
+	// l/… is the host log's journal (package tlog): l/i/<index>, l/h/<hash>,
+	// l/w/<room>, l/n, l/clean. The node never writes there.
 )
 
 // layoutVersion is the storage layout this code writes. Version 2 added

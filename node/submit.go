@@ -347,7 +347,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	case "room.create", "room.update", "room.close", "room.cancel":
 		n.sched.touch(hr)
 	}
-	return &Result{Record: rec, Created: a.Type == "room.create", Status: st.StatusAt(now), URL: n.RoomURL(hr.id)}, nil
+	return &Result{Record: rec, RecordJSON: recJSON, Created: a.Type == "room.create", Status: st.StatusAt(now), URL: n.RoomURL(hr.id)}, nil
 }
 
 // isDuplicate reports Admit's answer for an envelope that is already a

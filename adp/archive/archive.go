@@ -16,11 +16,14 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/types"
 )
 
-// Manifest is the §19 archive manifest. ArchiveRoot equals EventsSHA3
-// (DECISIONS 3: no Merkle tree).
+// Manifest is the §19 archive manifest. ArchiveRoot is the RFC 6962
+// Merkle root over the records' hashes in seq order (§19's "MAY use a
+// Merkle tree"; docs/decisions.md, issue 15); an archive written before
+// that has ArchiveRoot equal to EventsSHA3, which still verifies.
 type Manifest struct {
 	Protocol    string            `json:"protocol"`
 	Type        string            `json:"type"`
@@ -75,6 +78,19 @@ func EventsDigest(recs []*record.Record) string {
 	return identity.EncodeB64(h.Sum(nil))
 }
 
+// Root returns archive_root: base64url of the RFC 6962 root over the
+// records' raw hashes in order (leaf = SHA-256(0x00 || hash)), the same
+// leaves as the host log's, so one record's inclusion in a room is an
+// O(log n) proof against it.
+func Root(recs []*record.Record) string {
+	leaves := make([][32]byte, len(recs))
+	for i, r := range recs {
+		leaves[i], _ = tlogproof.RecordLeaf(r.Hash)
+	}
+	root := tlogproof.Root(leaves)
+	return identity.EncodeB64(root[:])
+}
+
 // PackDocs returns the archive pack entries for a room's imports.
 func PackDocs(imports []types.Import) []PackDoc {
 	out := make([]PackDoc, 0, len(imports))
@@ -99,7 +115,7 @@ func NewManifest(host, url string, recs []*record.Record, generatedAt int64) Man
 		m.LastHash = recs[len(recs)-1].Hash
 	}
 	m.EventsSHA3 = EventsDigest(recs)
-	m.ArchiveRoot = m.EventsSHA3
+	m.ArchiveRoot = Root(recs)
 	return m
 }
 
@@ -231,8 +247,11 @@ func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*R
 	if m.EventsSHA3 != digest {
 		return nil, &Failure{Step: 5, Reason: "events_sha3_256 does not match the records"}
 	}
-	if m.ArchiveRoot != "" && m.ArchiveRoot != digest {
-		return nil, &Failure{Step: 5, Reason: "archive_root does not equal events_sha3_256"}
+	if m.ArchiveRoot != "" && m.ArchiveRoot != digest && m.ArchiveRoot != Root(recs) {
+		return nil, &Failure{Step: 5, Reason: "archive_root is neither the records' Merkle root nor events_sha3_256"}
+	}
+	if f := verifyHostLog(m); f != nil {
+		return nil, f
 	}
 	if f := checkManifestOrigin(m); f != nil {
 		return nil, f
@@ -453,4 +472,37 @@ func ParseJSON(data []byte) (*Archive, error) {
 		return nil, err
 	}
 	return &a, nil
+}
+
+// verifyHostLog checks extra.host_log when present: a record proof file
+// (adp/tlogproof) proving the archive's last record in the host log,
+// signed by the host key the manifest names (extra.host_key) if any.
+func verifyHostLog(m *Manifest) *Failure {
+	raw, ok := m.Extra["host_log"]
+	if !ok || raw == nil {
+		return nil
+	}
+	b, _ := json.Marshal(raw)
+	var f tlogproof.File
+	if err := json.Unmarshal(b, &f); err != nil || f.Type != tlogproof.FileType {
+		return &Failure{Step: 5, Reason: "extra.host_log is not a record proof"}
+	}
+	if f.RecordHash != m.LastHash {
+		return &Failure{Step: 5, Reason: "extra.host_log proves another record than the last"}
+	}
+	_, pub, err := tlogproof.VerifyFile(f)
+	if err != nil {
+		return &Failure{Step: 5, Reason: "extra.host_log: " + err.Error()}
+	}
+	var hostKey string
+	switch v := m.Extra["host_key"].(type) {
+	case string:
+		hostKey = v
+	case fmt.Stringer:
+		hostKey = v.String()
+	}
+	if hostKey != "" && string(identity.AgentIDFromKey(pub)) != hostKey {
+		return &Failure{Step: 5, Reason: "extra.host_log is signed by another key than extra.host_key"}
+	}
+	return nil
 }

@@ -5,9 +5,14 @@
 package evidence
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/assertion"
@@ -15,6 +20,8 @@ import (
 	"github.com/adpnode/adpnode/adp/jsonobj"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/adp/tlogwitness"
 )
 
 // Evidence kinds.
@@ -25,6 +32,11 @@ const (
 	// KindInvalidRecord: the host signed a checkpoint for a record that the
 	// protocol rules reject.
 	KindInvalidRecord = "invalid_record"
+	// KindSplitView: the host's transparency log signed two checkpoints
+	// of one origin that cannot both be true (C2SP checkpoints: one size
+	// with two roots, or a consistency proof of the larger tree whose
+	// prefix is not the smaller one). Seen by a witness.
+	KindSplitView = "split_view"
 )
 
 // Type is Evidence.Type.
@@ -57,6 +69,65 @@ type Evidence struct {
 	// pre_hash names another record at Seq than Records[0]. This is how a
 	// host forking right after a mirror's tip is proven.
 	Conflict []json.RawMessage `json:"conflict,omitempty"`
+	// LogKey (split view only): the host log's signed-note verifier key
+	// (name+key ID+base64 key), whose key must be Host's.
+	LogKey string `json:"log_key,omitempty"`
+	// Notes (split view only): the two signed checkpoint notes, smaller
+	// size first.
+	Notes []string `json:"notes,omitempty"`
+	// Proof (split view only): base64 hashes of a consistency proof from
+	// Notes[0]'s size to Notes[1]'s that is true of Notes[1]'s tree and
+	// implies another prefix root (tlogwitness.SplitView).
+	Proof []string `json:"proof,omitempty"`
+}
+
+// SplitView builds split-view evidence against host from a witness's
+// proof material; logKey is the log's verifier key.
+func SplitView(host identity.AgentID, logKey string, sv *tlogwitness.SplitView, reason string, detectedAt int64, detector identity.AgentID) *Evidence {
+	e := &Evidence{Type: Type, Kind: KindSplitView, Host: host, Reason: reason, DetectedAt: detectedAt, Detector: detector,
+		Checkpoints: []json.RawMessage{}, LogKey: logKey, Notes: []string{string(sv.Notes[0]), string(sv.Notes[1])}}
+	for _, h := range sv.Proof {
+		e.Proof = append(e.Proof, base64.StdEncoding.EncodeToString(h[:]))
+	}
+	return e
+}
+
+// verifySplitView checks split-view evidence: the log key is the host's,
+// both notes are signed by it for one origin, and they cannot both be
+// true.
+func (e *Evidence) verifySplitView() error {
+	if len(e.Checkpoints) != 0 || len(e.Records) != 0 || len(e.Conflict) != 0 || e.RoomID != "" {
+		return errors.New("split-view evidence carries notes, not room checkpoints or records")
+	}
+	if len(e.Notes) != 2 {
+		return errors.New("split-view evidence needs two checkpoint notes")
+	}
+	name, _, _ := strings.Cut(e.LogKey, "+")
+	v, err := note.NewVerifier(e.LogKey)
+	if err != nil {
+		return fmt.Errorf("log key: %w", err)
+	}
+	hostKey := e.Host.PublicKey()
+	if hostKey == nil {
+		return errors.New("host is not an Agent ID")
+	}
+	own, err := tlogproof.Verifier(name, hostKey)
+	if err != nil || own.KeyHash() != v.KeyHash() {
+		return errors.New("the log key is not the host's key")
+	}
+	origin, ok := tlogwitness.Origin([]byte(e.Notes[0]))
+	if !ok {
+		return errors.New("checkpoint note has no origin")
+	}
+	sv := &tlogwitness.SplitView{Notes: [2][]byte{[]byte(e.Notes[0]), []byte(e.Notes[1])}}
+	for _, s := range e.Proof {
+		h, err := base64.StdEncoding.Strict().DecodeString(s)
+		if err != nil || len(h) != tlog.HashSize {
+			return errors.New("a proof hash is not base64 SHA-256")
+		}
+		sv.Proof = append(sv.Proof, tlog.Hash(h))
+	}
+	return sv.Verify(tlogwitness.Log{Origin: origin, Verifier: own})
 }
 
 // Verify checks evidence offline. For equivocation: both checkpoints are
@@ -73,6 +144,12 @@ type Evidence struct {
 func (e *Evidence) Verify() error {
 	if e.Type != Type {
 		return fmt.Errorf("not evidence: type %q", e.Type)
+	}
+	if e.Kind == KindSplitView {
+		return e.verifySplitView()
+	}
+	if len(e.Notes) != 0 || len(e.Proof) != 0 || e.LogKey != "" {
+		return errors.New("log notes belong to split-view evidence")
 	}
 	if len(e.Checkpoints) == 0 {
 		return errors.New("evidence carries no checkpoint")
@@ -213,7 +290,7 @@ func (e *Evidence) Verify() error {
 }
 
 // fields are the members of an Evidence object.
-var fields = []string{"type", "kind", "host", "room_id", "seq", "reason", "detected_at", "detector", "checkpoints", "records", "conflict"}
+var fields = []string{"type", "kind", "host", "room_id", "seq", "reason", "detected_at", "detector", "checkpoints", "records", "conflict", "log_key", "notes", "proof"}
 
 // Parse decodes one piece of evidence strictly: strict JSON (no duplicate
 // members at any depth), exactly the Evidence members, nothing after the

@@ -39,7 +39,11 @@ nothing: no data directory, no ports. Exit 0 when valid, 2 when not.`,
 				"rates": map[string]int{"message": cfg.Rates.Message, "signal": cfg.Rates.Signal,
 					"control": cfg.Rates.Control, "room_create": cfg.Rates.Create},
 				"federation": map[string]any{"enabled": ss.fed.enabled, "listen": ss.fed.listen, "peers": nonNil(ss.fed.peers),
-					"mdns": ss.fed.mdns, "announce_interval": ss.fed.interval.String()},
+					"mdns": ss.fed.mdns, "announce_interval": ss.fed.interval.String(), "bootstrap": nonNil(ss.fed.bootstrap),
+					"dht": string(ss.fed.dht), "listen_all_interfaces": ss.fed.listenAll,
+					"conn_low": ss.fed.limits.ConnLow, "conn_high": ss.fed.limits.ConnHigh,
+					"nat": map[string]bool{"autonat": true, "hole_punching": !ss.fed.nat.NoHolePunching, "relay_client": !ss.fed.nat.NoRelayClient,
+						"relay_service": ss.fed.nat.RelayService, "autonat_service": ss.fed.nat.AutoNATService, "port_map": ss.fed.nat.PortMap}},
 			}
 			b, err := yaml.Marshal(out)
 			if err != nil {

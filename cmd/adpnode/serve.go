@@ -11,21 +11,26 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/index"
 	istack "github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/tlog"
+	"github.com/adpnode/adpnode/witness"
 )
 
 // fileConfig is the YAML configuration file; flags override it.
@@ -69,6 +74,19 @@ type fileConfig struct {
 		MaxEntriesPerHost int `yaml:"max_entries_per_host"`
 		MaxConns          int `yaml:"max_conns"`
 		MaxConnsPerPeer   int `yaml:"max_conns_per_peer"`
+		// Discovery (README "Finding peers").
+		Bootstrap []string `yaml:"bootstrap"`
+		DHT       string   `yaml:"dht"`
+		ConnLow   int      `yaml:"conn_low"`
+		ConnHigh  int      `yaml:"conn_high"`
+		NAT       *struct {
+			HolePunching   *bool  `yaml:"hole_punching"`
+			RelayClient    *bool  `yaml:"relay_client"`
+			RelayService   bool   `yaml:"relay_service"`
+			AutoNATService bool   `yaml:"autonat_service"`
+			PortMap        bool   `yaml:"port_map"`
+			Reachability   string `yaml:"reachability"`
+		} `yaml:"nat"`
 	} `yaml:"federation"`
 }
 
@@ -166,9 +184,12 @@ func addServeFlags(cmd *cobra.Command) {
 	f.StringArray("p2p-listen", []string{"/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/udp/4001/quic-v1"},
 		"libp2p listen multiaddr (repeatable)")
 	f.StringArray("peer", nil, "static peer multiaddr ending in /p2p/<peer id> (repeatable; replaces the file's peers)")
+	f.StringArray("bootstrap", nil, "bootstrap peer multiaddr ending in /p2p/<peer id>: dialled to join the federation and its DHT, not kept connected (repeatable; replaces the file's bootstrap)")
+	f.String("dht", "auto", "ADP DHT mode: auto (server once AutoNAT finds this node public), server, client or off")
 	f.Bool("mdns", false, "discover peers on the local network with mDNS (--mdns=false turns the file's setting off)")
 	f.String("disk-reserve", "256MiB", "refuse writes (503, reason disk_full) while the data dir's file system has less free space than this; 0 disables")
 	f.Int("max-connections", hostapi.DefaultMaxConnections, "cap on concurrently open HTTP client connections")
+	f.StringArray("witness", nil, "submit each host log checkpoint to this C2SP tlog-witness, URL=vkey (its submission URL and cosignature/v1 key; a mirror's are in its discovery \"witness\"); repeatable")
 }
 
 // serveSettings are the effective settings of serve: flags, then
@@ -323,13 +344,48 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 	p2pListen, _ := fl.GetStringArray("p2p-listen")
 	peers, _ := fl.GetStringArray("peer")
 	mdnsOn, _ := fl.GetBool("mdns")
-	ss.fed = fedSettings{enabled: !noFed, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second}
+	boot, _ := fl.GetStringArray("bootstrap")
+	dhtMode, _ := fl.GetString("dht")
+	ss.fed = fedSettings{enabled: !noFed, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second, bootstrap: boot}
+	listenGiven := fl.Changed("p2p-listen")
+	wflags, _ := fl.GetStringArray("witness")
+	if len(wflags) > witness.MaxTargets {
+		return nil, withCode(exitUsage, fmt.Errorf("at most %d --witness", witness.MaxTargets))
+	}
+	for _, w := range wflags {
+		tg, err := witness.ParseTarget(w)
+		if err != nil {
+			return nil, withCode(exitUsage, fmt.Errorf("--witness %q: %w", w, err))
+		}
+		ss.fed.witnesses = append(ss.fed.witnesses, tg)
+	}
 	if ff := fc.Federation; ff != nil {
 		if ff.Enabled != nil && !fl.Changed("no-federation") {
 			ss.fed.enabled = *ff.Enabled
 		}
 		if !fl.Changed("p2p-listen") && len(ff.Listen) > 0 {
-			ss.fed.listen = ff.Listen
+			ss.fed.listen, listenGiven = ff.Listen, true
+		}
+		if !fl.Changed("bootstrap") && len(ff.Bootstrap) > 0 {
+			ss.fed.bootstrap = ff.Bootstrap
+		}
+		if !fl.Changed("dht") && ff.DHT != "" {
+			dhtMode = ff.DHT
+		}
+		if ff.ConnLow < 0 || ff.ConnHigh < 0 || ff.ConnHigh > 0 && ff.ConnLow > ff.ConnHigh {
+			return nil, withCode(exitUsage, fmt.Errorf("federation.conn_low %d / conn_high %d: want 0 ≤ low ≤ high (0: the defaults 64 and 128)", ff.ConnLow, ff.ConnHigh))
+		}
+		ss.fed.limits.ConnLow, ss.fed.limits.ConnHigh = ff.ConnLow, ff.ConnHigh
+		if nat := ff.NAT; nat != nil {
+			ss.fed.nat = federation.NATOptions{RelayService: nat.RelayService, AutoNATService: nat.AutoNATService, PortMap: nat.PortMap}
+			ss.fed.nat.NoHolePunching = nat.HolePunching != nil && !*nat.HolePunching
+			ss.fed.nat.NoRelayClient = nat.RelayClient != nil && !*nat.RelayClient
+			switch nat.Reachability {
+			case "", "public", "private":
+				ss.fed.nat.Reachability = nat.Reachability
+			default:
+				return nil, withCode(exitUsage, fmt.Errorf("federation.nat.reachability %q: want public or private (absent: AutoNAT decides)", nat.Reachability))
+			}
 		}
 		if !fl.Changed("peer") {
 			ss.fed.peers = ff.Peers
@@ -355,6 +411,19 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 		if strings.ContainsAny(p, "<>") || !strings.Contains(p, "/p2p/") {
 			return nil, withCode(exitUsage, fmt.Errorf("peer %q: want a multiaddr ending in /p2p/<peer id>", p))
 		}
+	}
+	for _, p := range ss.fed.bootstrap {
+		if _, err := peer.AddrInfoFromString(p); err != nil || strings.ContainsAny(p, "<>") {
+			return nil, withCode(exitUsage, fmt.Errorf("bootstrap %q: want a multiaddr ending in /p2p/<peer id>", p))
+		}
+	}
+	if ss.fed.dht, err = federation.ParseDHTMode(dhtMode); err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	// A node with a public URL listens on every interface unless told
+	// where to listen (startStack says so).
+	if !listenGiven && !loopbackURL(publicURL) {
+		ss.fed.listen, ss.fed.listenAll = publicListen, true
 	}
 	return ss, nil
 }
@@ -388,11 +457,15 @@ func applyEnv(cmd *cobra.Command) error {
 
 // fedSettings are the federation settings of serve.
 type fedSettings struct {
-	enabled  bool
-	listen   []string
-	peers    []string
-	mdns     bool
-	interval time.Duration
+	enabled   bool
+	listen    []string
+	listenAll bool // listen is publicListen because public_url is not loopback
+	peers     []string
+	bootstrap []string
+	dht       federation.DHTMode
+	nat       federation.NATOptions
+	mdns      bool
+	interval  time.Duration
 	// http are the HTTP edge's timeouts and caps (not federation, but
 	// carried with the other serve settings).
 	http   hostapi.HTTPOptions
@@ -404,6 +477,24 @@ type fedSettings struct {
 	deprecatedPeersAllow bool
 	mirrorMaxRooms       int
 	mirrorMaxBytes       int64
+	// witnesses receive the host log's checkpoints (--witness).
+	witnesses []witness.Target
+}
+
+// publicListen are the libp2p listen addresses of a node whose public_url
+// is not loopback: every interface, TCP and QUIC, IPv4 and IPv6.
+var publicListen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1", "/ip6/::/tcp/4001", "/ip6/::/udp/4001/quic-v1"}
+
+// loopbackURL reports whether u's host is localhost or a loopback address
+// (an unparsable URL counts as loopback: nothing changes for it).
+func loopbackURL(u string) bool {
+	pu, err := url.Parse(u)
+	if err != nil {
+		return true
+	}
+	host := pu.Hostname()
+	ip := net.ParseIP(host)
+	return host == "localhost" || strings.HasSuffix(host, ".localhost") || ip != nil && ip.IsLoopback()
 }
 
 // privatePeersHint is the switch that lets federation check host bindings
@@ -441,6 +532,8 @@ type stack struct {
 	n    *node.Node
 	fed  *federation.Federation
 	mir  *mirror.Mirror
+	tl   *tlog.Log
+	sub  *witness.Submitter // nil without --witness
 	addr string
 	ln   net.Listener // the HTTP(S) listener, with the connection cap
 	// scheme is https when the node terminates TLS, else http.
@@ -457,16 +550,46 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	}
 	sc := istack.Config{Node: cfg, HTTP: fs.http, Log: log}
 	if fs.enabled {
+		if fs.listenAll {
+			log.Info("libp2p listens on all interfaces because public_url is not loopback (set --p2p-listen to choose)",
+				"public_url", cfg.PublicURL, "p2p_listen", fs.listen)
+		}
 		sc.Federation = &federation.Config{ListenAddrs: fs.listen, Peers: fs.peers, MDNS: fs.mdns,
-			AnnounceInterval: fs.interval, AllowPrivateOrigins: fs.allowPrivatePeers, PrivateOriginsHint: privatePeersHint,
+			Bootstrap: fs.bootstrap, DHT: fs.dht, NAT: fs.nat, PeerCache: filepath.Join(cfg.DataDir, "peers.json"),
+			AllowPrivateAddrs: fs.allowPrivatePeers, AnnounceInterval: fs.interval, AllowPrivateOrigins: fs.allowPrivatePeers, PrivateOriginsHint: privatePeersHint,
 			Limits: fs.limits, Index: fs.index, Log: log}
 		sc.Mirror = &mirror.Config{Log: log, MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes}
+	}
+	var tl *tlog.Log
+	var sub *witness.Submitter
+	sc.Extend = func(st *istack.Stack, opts *hostapi.Options) (func(), error) {
+		var err error
+		if tl, err = openHostLog(st.Node, cfg.DataDir, log); err != nil {
+			return nil, fmt.Errorf("host log: %w", err)
+		}
+		opts.HostLog = tl
+		done := func() {
+			if sub != nil {
+				sub.Close()
+			}
+			if err := tl.Close(); err != nil {
+				log.Warn("host log close", "err", err)
+			}
+		}
+		if len(fs.witnesses) > 0 {
+			if sub, err = witness.NewSubmitter(witness.SubmitterConfig{Log: tl, Targets: fs.witnesses, Logger: log}); err != nil {
+				done()
+				return nil, err
+			}
+			opts.Witnessed = sub
+		}
+		return done, nil
 	}
 	st, err := istack.Open(sc)
 	if err != nil {
 		return nil, err
 	}
-	s := &stack{Stack: st, n: st.Node, fed: st.Fed, mir: st.Mir}
+	s := &stack{Stack: st, n: st.Node, fed: st.Fed, mir: st.Mir, tl: tl, sub: sub}
 	if fs.enabled {
 		warnPrivatePeers(log, fs, cfg.PublicURL)
 	}
@@ -543,4 +666,33 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 	case <-ctx.Done():
 	}
 	return s.close()
+}
+
+// openHostLog opens the host log in DATA/tlog, signed with the node key,
+// and feeds it every record the node accepts (after it is durable).
+func openHostLog(n *node.Node, dataDir string, log *slog.Logger) (*tlog.Log, error) {
+	key, err := federation.LoadOrCreateKey(dataDir)
+	if err != nil {
+		return nil, err
+	}
+	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dataDir, tlog.Dir), DB: n.DB(), Key: key,
+		Origin: tlogproof.Origin(n.Host()), Source: n, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	n.Listen(func(e node.Event) {
+		if e.Kind != node.EventRecord || e.Record == nil {
+			return
+		}
+		if h, err := tlogproof.RecordLeaf(e.Record.Hash); err == nil {
+			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
+		}
+	})
+	n.SetArchiveHostLog(func(lastHash string) any {
+		if p := l.ArchiveProof(lastHash); p != nil {
+			return p
+		}
+		return nil // a typed nil would embed null
+	})
+	return l, nil
 }

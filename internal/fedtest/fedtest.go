@@ -33,6 +33,9 @@ type Options struct {
 	Log               *slog.Logger
 	Mirror            bool // run a mirror
 	MirrorConfig      mirror.Config
+	// Configure, when set, adjusts the federation config last (dir is
+	// the peer's directory).
+	Configure func(dir string, c *federation.Config)
 }
 
 // Peer is one federated node.
@@ -80,6 +83,14 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 		// A mirror's live streams end only with the mirror, after the
 		// HTTP shutdown: tests that stop with one open wait this long.
 		ShutdownTimeout: time.Second,
+	}
+	if o.Configure != nil {
+		key, err := federation.LoadOrCreateKey(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Federation.Key = key
+		o.Configure(dir, cfg.Federation)
 	}
 	if o.Mirror {
 		mc := o.MirrorConfig

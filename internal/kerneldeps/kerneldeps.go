@@ -24,7 +24,7 @@ const Kernel = Module + "/adp"
 // generation) and embed (the built-in pack, read at build time).
 var Std = []string{
 	"bufio", "bytes", "crypto/ed25519", "crypto/rand", "crypto/sha256", "crypto/sha3",
-	"embed", "encoding/base64", "encoding/json", "errors", "fmt", "io", "math",
+	"embed", "encoding/base64", "encoding/binary", "encoding/json", "errors", "fmt", "io", "math",
 	"net/url", "regexp", "regexp/syntax", "slices", "sort", "strconv", "strings",
 	"sync", "unicode/utf8",
 }
@@ -36,6 +36,8 @@ var Modules = []string{
 	"github.com/santhosh-tekuri/jsonschema", // payload schemas (Types §5)
 	"golang.org/x/text",                     // jsonschema's messages
 	"golang.org/x/crypto",                   // allowed for crypto helpers; unused today
+	"golang.org/x/mod",                      // sumdb/note: C2SP signed notes (adp/tlogproof); pure
+	"github.com/transparency-dev/merkle",    // RFC 6962 proof verification (adp/tlogproof); pure
 }
 
 // Package is the part of `go list -json` output the checks read.

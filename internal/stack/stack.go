@@ -52,6 +52,11 @@ type Config struct {
 	API hostapi.Options
 	// HTTP are the HTTP edge's timeouts and caps.
 	HTTP hostapi.HTTPOptions
+	// Extend, if set, adds what a command wires in itself (serve's host
+	// log and witness submitter) once the node, federation and mirror are
+	// open and before the HTTP API is built; the func it returns runs in
+	// Close after attention stops and before the node closes.
+	Extend func(s *Stack, opts *hostapi.Options) (func(), error)
 	// ShutdownTimeout bounds Close's wait for requests in flight (zero:
 	// 10 s).
 	ShutdownTimeout time.Duration
@@ -78,6 +83,8 @@ type Stack struct {
 
 	cfg     Config
 	log     *slog.Logger
+	extra   func()
+	fedKey  ed25519.PrivateKey
 	errc    chan error
 	serving bool
 	once    sync.Once
@@ -135,6 +142,7 @@ func Open(cfg Config) (_ *Stack, err error) {
 		if fc.Log == nil {
 			fc.Log = cfg.Log
 		}
+		s.fedKey = fc.Key
 		if s.Index, err = index.Open(n.DB(), identity.AgentIDFromKey(fc.Key.Public().(ed25519.PublicKey)), n.NowMs()); err != nil {
 			return nil, err
 		}
@@ -154,6 +162,9 @@ func Open(cfg Config) (_ *Stack, err error) {
 		}
 		// Room targets may name private hosts where peers' origins may.
 		mc.AllowPrivateTargets = mc.AllowPrivateTargets || cfg.Federation.AllowPrivateOrigins
+		if mc.WitnessKey == nil {
+			mc.WitnessKey = s.fedKey // mirrors witness the logs of the hosts they mirror
+		}
 		user := mc.OnVerified
 		// Lag is measured on live records only: a backfilled record's
 		// age is how late the mirror was added, not replication lag.
@@ -184,6 +195,11 @@ func Open(cfg Config) (_ *Stack, err error) {
 	}
 	opts.Attention, opts.Metrics = s.Att, s.Met
 	opts.OperatorToken, opts.HTTP = s.OperatorToken, cfg.HTTP
+	if cfg.Extend != nil {
+		if s.extra, err = cfg.Extend(s, &opts); err != nil {
+			return nil, err
+		}
+	}
 	if opts.Log == nil {
 		opts.Log = cfg.Log
 	}
@@ -248,6 +264,9 @@ func (s *Stack) Close() error {
 		}
 		if s.Att != nil {
 			s.Att.Close()
+		}
+		if s.extra != nil {
+			s.extra()
 		}
 		s.err = s.Node.Close()
 	})

@@ -14,6 +14,10 @@ import (
 
 	"github.com/adpnode/adpnode/adp/archive"
 	"github.com/adpnode/adpnode/adp/evidence"
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/tlogproof"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // File verifies an archive or evidence file, printing one OK or FAIL
@@ -22,6 +26,9 @@ import (
 func File(w io.Writer, name string, b []byte) (ok bool, err error) {
 	if isEvidence(b) {
 		return verifyEvidence(w, b), nil
+	}
+	if isRecordProof(b) {
+		return verifyRecordProof(w, b), nil
 	}
 	if isMarkdown(name, b) {
 		return false, errors.New("Markdown transcripts are not verifiable; use the json or jsonl archive (adpnode export --format json)")
@@ -106,7 +113,61 @@ func verifyEvidence(w io.Writer, b []byte) bool {
 		fmt.Fprintf(w, "FAIL evidence: %v\n", err)
 		return false
 	}
+	if ev.Kind == evidence.KindSplitView {
+		fmt.Fprintf(w, "OK evidence: %s by host %s (%d checkpoint notes, %d proof hashes): %s\n",
+			ev.Kind, ev.Host, len(ev.Notes), len(ev.Proof), ev.Reason)
+		return true
+	}
 	fmt.Fprintf(w, "OK evidence: %s by host %s in room %s at seq %d (%d checkpoints, %d records): %s\n",
 		ev.Kind, ev.Host, ev.RoomID, ev.Seq, len(ev.Checkpoints), len(ev.Records), ev.Reason)
+	return true
+}
+
+// isRecordProof reports whether b is a record proof file (GET
+// /v1/log/inclusion's answer, optionally with the record added).
+func isRecordProof(b []byte) bool {
+	var head struct {
+		Type string `json:"type"`
+	}
+	return json.Unmarshal(b, &head) == nil && head.Type == tlogproof.FileType
+}
+
+// verifyRecordProof checks one record against the host log offline: the
+// record (when present) recomputes to the proof's record hash and its
+// envelope signature verifies, the checkpoint is signed by the verifier
+// key, and the inclusion proof leads to the checkpoint's root.
+func verifyRecordProof(w io.Writer, b []byte) bool {
+	fail := func(err error) bool { fmt.Fprintf(w, "FAIL record proof: %v\n", err); return false }
+	var f tlogproof.File
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return fail(err)
+	}
+	pub, err := tlogproof.HostKey(f.VerifierKey)
+	if err != nil {
+		return fail(err)
+	}
+	v, err := note.NewVerifier(f.VerifierKey)
+	if err != nil {
+		return fail(fmt.Errorf("verifier key: %w", err))
+	}
+	what := "record hash " + f.RecordHash
+	if len(f.Record) > 0 {
+		rec, _, err := record.Parse(f.Record)
+		if err != nil {
+			return fail(err)
+		}
+		if rec.Hash != f.RecordHash {
+			return fail(fmt.Errorf("the record's hash %s is not the proof's %s", rec.Hash, f.RecordHash))
+		}
+		what = fmt.Sprintf("record %s seq %d (hash %s)", rec.RoomID, rec.Seq, rec.Hash)
+	}
+	cp, err := tlogproof.VerifyRecord(f.RecordProof, v)
+	if err != nil {
+		return fail(err)
+	}
+	fmt.Fprintf(w, "OK %s is leaf %d of log %s at size %d, checkpoint signed by host key %s\n",
+		what, f.Inclusion.LeafIndex, cp.Origin, cp.Size, identity.AgentIDFromKey(pub))
 	return true
 }

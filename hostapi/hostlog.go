@@ -1,0 +1,166 @@
+package hostapi
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/tlog"
+)
+
+// LogPrefix is where the host log's tlog-tiles resources are served: its
+// "monolithic prefix" (C2SP tlog-tiles), named in discovery.
+const LogPrefix = "/tlog/"
+
+// Cache lifetimes of log resources: full tiles and bundles never change;
+// partial ones are replaced by full ones (and may be collected); the
+// checkpoint moves with every integration.
+const (
+	cacheImmutable  = "public, max-age=31536000, immutable"
+	cachePartial    = "public, max-age=60"
+	cacheCheckpoint = "public, max-age=1, must-revalidate"
+)
+
+func (s *Server) logRoutes(e *gin.Engine, v1 *gin.RouterGroup) {
+	e.GET(LogPrefix+"checkpoint", s.logResource)
+	e.GET(LogPrefix+"tile/*path", s.logResource)
+	v1.GET("/log/inclusion", s.logInclusion)
+	v1.GET("/log/consistency", s.logConsistency)
+}
+
+func (s *Server) hostLog(c *gin.Context) *tlog.Log {
+	if s.opts.HostLog == nil {
+		s.fail(c, adp.Errorf(adp.CodeNotFound, "this host keeps no host log"))
+	}
+	return s.opts.HostLog
+}
+
+// logResource serves GET /tlog/checkpoint and /tlog/tile/... .
+func (s *Server) logResource(c *gin.Context) {
+	l := s.hostLog(c)
+	if l == nil {
+		return
+	}
+	res, err := l.Read(c.Request.Context(), strings.TrimPrefix(c.Request.URL.Path, LogPrefix))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	switch {
+	case res.Checkpoint:
+		if w := s.opts.Witnessed; w != nil {
+			res.Body = w.CosignedFor(res.Body)
+		}
+		c.Header("Cache-Control", cacheCheckpoint)
+		c.Data(http.StatusOK, "text/plain; charset=utf-8", res.Body)
+		return
+	case res.Immutable:
+		c.Header("Cache-Control", cacheImmutable)
+	default:
+		c.Header("Cache-Control", cachePartial)
+	}
+	c.Data(http.StatusOK, "application/octet-stream", res.Body)
+}
+
+// sizeParam parses an optional tree size query parameter (0 when absent).
+func sizeParam(c *gin.Context, name string) (uint64, error) {
+	v, ok := c.GetQuery(name)
+	if !ok {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n > 1<<63 {
+		return 0, adp.Reason(adp.CodeInvalidRequest, "bad_tree_size", name+" must be a decimal tree size").WithData("param", name)
+	}
+	return n, nil
+}
+
+// logInclusion serves GET /v1/log/inclusion?record_hash=…[&tree_size=N]:
+// the record's inclusion proof against the latest checkpoint (which the
+// answer carries) or against tree size N.
+func (s *Server) logInclusion(c *gin.Context) {
+	l := s.hostLog(c)
+	if l == nil {
+		return
+	}
+	leaf, err := tlogproof.RecordLeaf(c.Query("record_hash"))
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	size, err := sizeParam(c, "tree_size")
+	if err == nil && size == 0 && c.Query("tree_size") != "" {
+		err = adp.Reason(adp.CodeInvalidRequest, "bad_tree_size", "tree_size must be positive")
+	}
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	rp, err := l.Inclusion(c.Request.Context(), leaf, size)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	// The answer is a self-contained proof file: `adpnode verify` checks
+	// it offline (the verifier key's Ed25519 key is the host key).
+	writeJSON(c, http.StatusOK, tlogproof.File{Type: tlogproof.FileType, RecordProof: rp, VerifierKey: l.VerifierKey()})
+}
+
+// logConsistency serves GET /v1/log/consistency?size1=M[&size2=N]
+// (size2 defaults to the latest checkpoint's size).
+func (s *Server) logConsistency(c *gin.Context) {
+	l := s.hostLog(c)
+	if l == nil {
+		return
+	}
+	if _, ok := c.GetQuery("size1"); !ok {
+		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "bad_tree_size", "size1 is required").WithData("param", "size1"))
+		return
+	}
+	size1, err := sizeParam(c, "size1")
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	size2, err := sizeParam(c, "size2")
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	p, err := l.Consistency(c.Request.Context(), size1, size2)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	writeJSON(c, http.StatusOK, p)
+}
+
+// logDiscovery is the discovery document's "log" member.
+func (s *Server) logDiscovery() gin.H {
+	l := s.opts.HostLog
+	return gin.H{
+		"origin":          l.Origin(),
+		"verifier_key":    l.VerifierKey(),
+		"url":             s.n.Origin() + LogPrefix,
+		"inclusion":       s.n.Origin() + "/v1/log/inclusion",
+		"consistency":     s.n.Origin() + "/v1/log/consistency",
+		"leaf":            "record hash, 32 raw bytes; RFC 6962 hashing",
+		"checkpoint_type": "C2SP tlog-checkpoint, signed note, Ed25519 host key",
+		"witnesses":       s.witnessKeys(),
+	}
+}
+
+// witnessKeys lists the cosignature/v1 keys of the witnesses the host
+// submits its checkpoints to (their lines follow the host's signature
+// in the checkpoint).
+func (s *Server) witnessKeys() []string {
+	out := []string{}
+	if w := s.opts.Witnessed; w != nil {
+		out = append(out, w.VerifierKeys()...)
+	}
+	return out
+}

@@ -1,0 +1,143 @@
+package tlog_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/tlog"
+)
+
+// BenchmarkCoveredLatency: a record every 2 ms is appended; the time from
+// Append until a published checkpoint covers it, p50 and p99, with the
+// daemon's defaults (1 s checkpoint interval, 50 ms batches).
+//
+//	go test ./tlog -run '^$' -bench CoveredLatency -benchtime 2000x
+func BenchmarkCoveredLatency(b *testing.B) {
+	e := newEnvWith(b, 0)
+	appended := make([]time.Time, b.N)
+	lat := make([]time.Duration, 0, b.N)
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() { // the poller: when the checkpoint grows, stamp what it covers
+		defer close(done)
+		covered := uint64(0)
+		for covered < uint64(b.N) {
+			_, cp, err := e.log.Checkpoint(context.Background())
+			if err == nil && cp.Size > covered {
+				now := time.Now()
+				mu.Lock()
+				for i := covered; i < cp.Size; i++ {
+					lat = append(lat, now.Sub(appended[i]))
+				}
+				mu.Unlock()
+				covered = cp.Size
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	b.ResetTimer()
+	for i := range b.N {
+		mu.Lock()
+		appended[i] = time.Now()
+		mu.Unlock()
+		e.log.Append(e.src.accept("r"))
+		time.Sleep(2 * time.Millisecond)
+	}
+	<-done
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50_ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99_ms")
+}
+
+// newEnvWith is newEnv with a checkpoint interval (0: the default).
+func newEnvWith(tb testing.TB, cpInt time.Duration) *env {
+	_, key, _ := ed25519.GenerateKey(nil)
+	e := &env{t: tb, dir: tb.TempDir(), key: key, src: newRooms(), cpInt: cpInt}
+	e.open()
+	tb.Cleanup(func() { e.close() })
+	return e
+}
+
+// BenchmarkWritePathHostLog: durable message.create writes on a node
+// without and with the host log attached, in the same run. The log's cost
+// on the write path is its listener (a base64 decode and a queue append);
+// the "with" run also reports how long after the last write the log
+// published a checkpoint covering every record.
+//
+//	go test ./tlog -run '^$' -bench WritePathHostLog -benchtime 3000x -count 3
+func BenchmarkWritePathHostLog(b *testing.B) {
+	for _, with := range []bool{false, true} {
+		name := "off"
+		if with {
+			name = "on"
+		}
+		b.Run(name, func(b *testing.B) { benchWritePath(b, with) })
+	}
+}
+
+func benchWritePath(b *testing.B, with bool) {
+	dir := b.TempDir()
+	n, err := node.Open(node.Config{DataDir: dir, PublicURL: "http://127.0.0.1:1", Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Close()
+	var l *tlog.Log
+	if with {
+		_, key, _ := ed25519.GenerateKey(nil)
+		l, err = tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: n.DB(), Key: key, Origin: "127.0.0.1:1/adp-log",
+			Source: n, Log: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		n.Listen(func(e node.Event) {
+			if e.Kind == node.EventRecord {
+				h, _ := tlogproof.RecordLeaf(e.Record.Hash)
+				l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
+			}
+		})
+	}
+	alice := adptest.NewAgent("alice")
+	now := time.Now().UnixMilli()
+	res, err := n.Submit(context.Background(), alice.Envelope(now, "room.create", "", 0, "", map[string]any{"topic": "bench", "visibility": "public",
+		"start_time": now, "end_time": now + 3_600_000}), "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	id := res.Record.RoomID
+	head, hash := res.Record.Seq, res.Record.Hash
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ev := alice.Event(time.Now().UnixMilli(), "message.create", id, head, hash, map[string]any{"content_type": "text/plain", "content": "hi"})
+		r, err := n.Submit(context.Background(), alice.Sign(ev), id)
+		if err != nil {
+			b.Fatal(err)
+		}
+		head, hash = r.Record.Seq, r.Record.Hash
+	}
+	b.StopTimer()
+	if with {
+		start := time.Now()
+		for {
+			if _, cp, err := l.Checkpoint(context.Background()); err == nil && cp.Size == uint64(b.N)+1 {
+				break
+			}
+			if time.Since(start) > time.Minute {
+				b.Fatal("log did not catch up")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		b.ReportMetric(float64(time.Since(start).Milliseconds()), "covered_after_ms")
+	}
+}

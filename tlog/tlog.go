@@ -1,0 +1,653 @@
+// Package tlog is the host log (issue 15): every record the node accepts is
+// appended, after it is durable and off the write path, as a leaf whose
+// data is the record hash's 32 raw bytes, to a C2SP tlog-tiles log kept by
+// transparency-dev/tessera's POSIX driver in DATA/tlog. Checkpoints are
+// signed notes with the host's Ed25519 key (adp/tlogproof has the pure
+// formats and verification).
+//
+// Restart safety: a journal in the node's Badger maps leaf indices to
+// records and keeps each room's highest logged seq (its watermark). A
+// leaf is journalled before it is handed to tessera, so after a crash the
+// journal's tail beyond tessera's integrated size is handed again, in the
+// same order, and records accepted but never journalled are found by
+// comparing room heads with watermarks. No record is logged twice: a leaf
+// is added only above its room's watermark, and only once per index.
+package tlog
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/transparency-dev/merkle/compact"
+	"github.com/transparency-dev/tessera"
+	"github.com/transparency-dev/tessera/storage/posix"
+	"golang.org/x/mod/sumdb/note"
+	"k8s.io/klog/v2"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/tlogproof"
+)
+
+// Dir is the log's directory inside the data directory.
+const Dir = "tlog"
+
+// Leaf is one accepted record as the log sees it.
+type Leaf struct {
+	RoomID string
+	Seq    int64
+	Hash   [32]byte // the record hash's raw bytes: the leaf data
+}
+
+// Source is what the log reads from the node to catch up.
+type Source interface {
+	// RoomHeads calls fn with every hosted room's last seq.
+	RoomHeads(fn func(roomID string, seq int64) bool) error
+	// RecordHashes returns up to limit record hashes with seq > after.
+	RecordHashes(roomID string, after int64, limit int) ([][32]byte, error)
+}
+
+// Config configures the host log.
+type Config struct {
+	// Dir is where tessera keeps tiles, bundles and the checkpoint.
+	Dir string
+	// DB is the node's database; the journal lives under the l/ prefix.
+	DB *badger.DB
+	// Key is the host's Ed25519 key; Origin the log origin
+	// (tlogproof.Origin of the public host).
+	Key    ed25519.PrivateKey
+	Origin string
+	Source Source
+	// CheckpointInterval is the least time between two published
+	// checkpoints (default 1 s, at least 100 ms).
+	CheckpointInterval time.Duration
+	// BatchMaxAge is how long tessera waits to fill a batch (default
+	// 50 ms).
+	BatchMaxAge time.Duration
+	// MaxQueue bounds records waiting to be journalled (default 1<<20,
+	// about 100 MiB at most); beyond it they are dropped from memory and
+	// found again by a catch-up scan.
+	MaxQueue int
+	Log      *slog.Logger
+}
+
+// Journal key space (ARCHITECTURE.md, Storage).
+const (
+	pfxIndex = "l/i/" // l/i/<index:8 BE> -> hash:32 | seq:8 BE | room ID
+	pfxHash  = "l/h/" // l/h/<hash:32>    -> index:8 BE
+	pfxMark  = "l/w/" // l/w/<room>       -> highest logged seq:8 BE
+	keyNext  = "l/n"  // -> journal length:8 BE (the next leaf index)
+	keyClean = "l/clean"
+)
+
+const (
+	chunk       = 4096    // leaves per journal transaction and tessera round
+	maxMarks    = 1 << 16 // watermarks cached in memory
+	scanBatch   = 1024    // rooms per catch-up step
+	readHashes  = 4096    // record hashes read per gap-fill step
+	defaultMaxQ = 1 << 20
+)
+
+var klogOnce sync.Once
+
+// Log is the running host log.
+type Log struct {
+	cfg      Config
+	log      *slog.Logger
+	add      tessera.AddFn
+	shutdown func(context.Context) error
+	reader   tessera.LogReader
+	verifier note.Verifier
+	vkey     string
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu       sync.Mutex
+	queue    []Leaf
+	overflow bool
+	wake     chan struct{}
+
+	closing atomic.Bool
+	dirty   atomic.Bool // an Append arrived after Close began
+	next    uint64      // journal length; writer goroutine only after Open
+	marks   map[string]int64
+	failed  atomic.Pointer[error]
+
+	nodeMu sync.Mutex
+	nodes  map[compact.NodeID][]byte // complete subtrees' hashes (proof.go)
+
+	cpMu     sync.Mutex
+	cpRaw    []byte
+	cpParsed tlogproof.Checkpoint
+}
+
+// Open opens (or creates) the host log, hands tessera the journalled
+// leaves it has not integrated, and starts the writer, which first scans
+// for records never journalled unless the last Close was clean.
+func Open(cfg Config) (*Log, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	if cfg.CheckpointInterval == 0 {
+		cfg.CheckpointInterval = time.Second
+	}
+	if cfg.BatchMaxAge == 0 {
+		cfg.BatchMaxAge = 50 * time.Millisecond
+	}
+	if cfg.MaxQueue == 0 {
+		cfg.MaxQueue = defaultMaxQ
+	}
+	if cfg.DB == nil || cfg.Source == nil || len(cfg.Key) != ed25519.PrivateKeySize || cfg.Origin == "" {
+		return nil, errors.New("tlog: DB, Source, Key and Origin are required")
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	// tessera logs through klog: send it to our structured log.
+	klogOnce.Do(func() { klog.SetSlogLogger(cfg.Log.With("component", "tessera")) })
+	signer, err := tlogproof.Signer(cfg.Origin, cfg.Key)
+	if err != nil {
+		return nil, err
+	}
+	pub := cfg.Key.Public().(ed25519.PublicKey)
+	v, err := tlogproof.Verifier(cfg.Origin, pub)
+	if err != nil {
+		return nil, err
+	}
+	vkey, _ := tlogproof.VerifierKey(cfg.Origin, pub)
+	ctx, cancel := context.WithCancel(context.Background())
+	drv, err := posix.New(ctx, posix.Config{Path: cfg.Dir})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	opts := tessera.NewAppendOptions().
+		WithCheckpointSigner(signer).
+		// The writer hands tessera at most one chunk at a time and waits
+		// for it, and a batch never fills: tessera's timer flush and its
+		// size flush could otherwise race and sequence two batches out
+		// of the order they were added in, and the journal would not
+		// match the log.
+		WithBatching(2*chunk, cfg.BatchMaxAge).
+		WithPushback(4 * chunk).
+		WithCheckpointInterval(cfg.CheckpointInterval).
+		WithShutdownTimeout(10 * time.Second)
+	app, shutdown, reader, err := tessera.NewAppender(ctx, drv, opts)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("tlog: %w", err)
+	}
+	l := &Log{cfg: cfg, log: cfg.Log, add: app.Add, shutdown: shutdown, reader: reader, verifier: v, vkey: vkey,
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), marks: map[string]int64{}, nodes: map[compact.NodeID][]byte{}}
+	clean, err := l.loadJournal()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if err := l.replayTail(); err != nil {
+		cancel()
+		return nil, err
+	}
+	go l.run(!clean)
+	return l, nil
+}
+
+// loadJournal reads the journal length and the clean mark (removing it:
+// from now on a crash must scan).
+func (l *Log) loadJournal() (clean bool, err error) {
+	err = l.cfg.DB.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(keyNext))
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+		case err != nil:
+			return err
+		default:
+			if err := item.Value(func(v []byte) error { l.next = binary.BigEndian.Uint64(v); return nil }); err != nil {
+				return err
+			}
+		}
+		if _, err := txn.Get([]byte(keyClean)); err == nil {
+			clean = true
+			return txn.Delete([]byte(keyClean))
+		} else if !errors.Is(err, badger.ErrKeyNotFound) {
+			return err
+		}
+		return nil
+	})
+	return clean, err
+}
+
+// replayTail hands tessera the journalled leaves it has not integrated
+// (a crash between the journal write and integration).
+func (l *Log) replayTail() error {
+	size, err := l.reader.IntegratedSize(l.ctx)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if size > l.next {
+		return fmt.Errorf("tlog: the log in %s has %d leaves but the journal only %d: it is not this node's log", l.cfg.Dir, size, l.next)
+	}
+	for from := size; from < l.next; {
+		var hashes [][32]byte
+		err := l.cfg.DB.View(func(txn *badger.Txn) error {
+			for i := from; i < l.next && len(hashes) < chunk; i++ {
+				item, err := txn.Get(indexKey(i))
+				if err != nil {
+					return fmt.Errorf("tlog: journal entry %d: %w", i, err)
+				}
+				if err := item.Value(func(v []byte) error { hashes = append(hashes, [32]byte(v[:32])); return nil }); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if err := l.integrate(from, hashes); err != nil {
+			return err
+		}
+		l.log.Info("host log: re-added journalled leaves after a crash", "from", from, "count", len(hashes))
+		from += uint64(len(hashes))
+	}
+	return nil
+}
+
+// integrate hands tessera leaves that must land at first, first+1, …
+// and waits until they are integrated.
+func (l *Log) integrate(first uint64, hashes [][32]byte) error {
+	futures := make([]tessera.IndexFuture, len(hashes))
+	for i, h := range hashes {
+		futures[i] = l.add(l.ctx, tessera.NewEntry(h[:]))
+	}
+	for i, f := range futures {
+		idx, err := f()
+		if err != nil {
+			return fmt.Errorf("tlog: integrate leaf %d: %w", first+uint64(i), err)
+		}
+		if idx.Index != first+uint64(i) {
+			return fmt.Errorf("tlog: leaf journalled at %d was sequenced at %d", first+uint64(i), idx.Index)
+		}
+	}
+	return nil
+}
+
+// Append queues an accepted record. It never blocks and never fails: the
+// write path's durability does not depend on the log.
+func (l *Log) Append(leaf Leaf) {
+	if l.closing.Load() {
+		l.dirty.Store(true)
+		return
+	}
+	l.mu.Lock()
+	if len(l.queue) >= l.cfg.MaxQueue {
+		l.overflow = true
+	} else {
+		l.queue = append(l.queue, leaf)
+	}
+	l.mu.Unlock()
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Err reports why the writer stopped, if it did.
+func (l *Log) Err() error {
+	if p := l.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (l *Log) run(scan bool) {
+	defer close(l.done)
+	fail := func(err error) {
+		if err != nil && l.ctx.Err() == nil {
+			l.failed.Store(&err)
+			l.log.Error("host log stopped; records stay durable and are logged at the next start", "err", err)
+		}
+	}
+	if scan {
+		if err := l.catchUp(); err != nil {
+			fail(err)
+			return
+		}
+	}
+	for {
+		l.mu.Lock()
+		batch := l.queue
+		l.queue = nil
+		overflow := l.overflow && len(batch) == 0
+		if overflow {
+			l.overflow = false
+		}
+		l.mu.Unlock()
+		if len(batch) > 0 {
+			if err := l.process(batch); err != nil {
+				fail(err)
+				return
+			}
+			continue
+		}
+		if overflow {
+			if err := l.catchUp(); err != nil {
+				fail(err)
+				return
+			}
+			continue
+		}
+		if l.closing.Load() {
+			return
+		}
+		select {
+		case <-l.wake:
+		case <-l.ctx.Done():
+			return
+		}
+	}
+}
+
+// process journals and integrates a batch, filling any gap below a leaf
+// from the store and skipping what a room's watermark already covers.
+func (l *Log) process(batch []Leaf) error {
+	var pending []Leaf
+	for _, lf := range batch {
+		wm, err := l.mark(lf.RoomID)
+		if err != nil {
+			return err
+		}
+		if lf.Seq <= wm {
+			continue
+		}
+		if lf.Seq > wm+1 {
+			gap, err := l.readGap(lf.RoomID, wm, lf.Seq-1)
+			if err != nil {
+				return err
+			}
+			pending = append(pending, gap...)
+		}
+		pending = append(pending, lf)
+		l.marks[lf.RoomID] = lf.Seq
+		if len(pending) >= chunk {
+			if err := l.commit(pending); err != nil {
+				return err
+			}
+			pending = nil
+		}
+	}
+	if len(pending) > 0 {
+		return l.commit(pending)
+	}
+	return nil
+}
+
+// readGap returns the leaves of roomID with after < seq <= upto.
+func (l *Log) readGap(roomID string, after, upto int64) ([]Leaf, error) {
+	var out []Leaf
+	for after < upto {
+		hs, err := l.cfg.Source.RecordHashes(roomID, after, int(min(upto-after, readHashes)))
+		if err != nil {
+			return nil, err
+		}
+		if len(hs) == 0 {
+			return nil, fmt.Errorf("tlog: room %s has no record after seq %d below %d", roomID, after, upto+1)
+		}
+		for _, h := range hs {
+			after++
+			out = append(out, Leaf{RoomID: roomID, Seq: after, Hash: h})
+		}
+	}
+	return out, nil
+}
+
+// mark returns the room's watermark (0: nothing logged).
+func (l *Log) mark(roomID string) (int64, error) {
+	if wm, ok := l.marks[roomID]; ok {
+		return wm, nil
+	}
+	if len(l.marks) >= maxMarks {
+		clear(l.marks)
+	}
+	var wm int64
+	err := l.cfg.DB.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(pfxMark + roomID))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error { wm = int64(binary.BigEndian.Uint64(v)); return nil })
+	})
+	if err != nil {
+		return 0, err
+	}
+	l.marks[roomID] = wm
+	return wm, nil
+}
+
+// commit journals leaves (in chunks of one transaction each) and hands
+// them to tessera.
+func (l *Log) commit(leaves []Leaf) error {
+	for len(leaves) > 0 {
+		n := min(len(leaves), chunk)
+		part := leaves[:n]
+		leaves = leaves[n:]
+		first := l.next
+		err := l.cfg.DB.Update(func(txn *badger.Txn) error {
+			top := map[string]int64{}
+			for i, lf := range part {
+				idx := first + uint64(i)
+				v := make([]byte, 0, 40+len(lf.RoomID))
+				v = append(v, lf.Hash[:]...)
+				v = binary.BigEndian.AppendUint64(v, uint64(lf.Seq))
+				v = append(v, lf.RoomID...)
+				if err := txn.Set(indexKey(idx), v); err != nil {
+					return err
+				}
+				if err := txn.Set(append([]byte(pfxHash), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, idx)); err != nil {
+					return err
+				}
+				top[lf.RoomID] = max(top[lf.RoomID], lf.Seq)
+			}
+			for r, s := range top {
+				if err := txn.Set([]byte(pfxMark+r), binary.BigEndian.AppendUint64(nil, uint64(s))); err != nil {
+					return err
+				}
+			}
+			return txn.Set([]byte(keyNext), binary.BigEndian.AppendUint64(nil, first+uint64(len(part))))
+		})
+		if err != nil {
+			// Nothing of this chunk is journalled: forget the cached
+			// watermarks so the rooms are read again.
+			clear(l.marks)
+			return err
+		}
+		l.next = first + uint64(len(part))
+		hashes := make([][32]byte, len(part))
+		for i, lf := range part {
+			hashes[i] = lf.Hash
+		}
+		if err := l.integrate(first, hashes); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// catchUp appends every record above its room's watermark.
+func (l *Log) catchUp() error {
+	type head struct {
+		id  string
+		seq int64
+	}
+	var rooms []head
+	if err := l.cfg.Source.RoomHeads(func(id string, seq int64) bool {
+		rooms = append(rooms, head{id, seq})
+		return true
+	}); err != nil {
+		return err
+	}
+	var batch []Leaf
+	for i, r := range rooms {
+		if l.ctx.Err() != nil {
+			return nil
+		}
+		wm, err := l.mark(r.id)
+		if err != nil {
+			return err
+		}
+		if r.seq > wm {
+			gap, err := l.readGap(r.id, wm, r.seq)
+			if err != nil {
+				return err
+			}
+			batch = append(batch, gap...)
+			l.marks[r.id] = r.seq
+		}
+		if len(batch) >= chunk || (i+1)%scanBatch == 0 || i == len(rooms)-1 {
+			if len(batch) > 0 {
+				if err := l.commit(batch); err != nil {
+					return err
+				}
+				batch = nil
+			}
+		}
+	}
+	return nil
+}
+
+func indexKey(i uint64) []byte { return binary.BigEndian.AppendUint64([]byte(pfxIndex), i) }
+
+// Close drains the queue, waits until tessera has published a checkpoint
+// covering every leaf it was handed, and stops. The caller closes the
+// database afterwards. A Close that drained everything leaves a clean mark
+// so that the next start needs no scan.
+func (l *Log) Close() error {
+	if l.closing.Swap(true) {
+		return nil
+	}
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	<-l.done
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	var err error
+	if l.Err() == nil {
+		err = l.shutdown(ctx)
+	}
+	l.cancel()
+	if err == nil && l.Err() == nil && !l.dirty.Load() {
+		l.mu.Lock()
+		drained := len(l.queue) == 0 && !l.overflow
+		l.mu.Unlock()
+		if drained {
+			err = l.cfg.DB.Update(func(txn *badger.Txn) error { return txn.Set([]byte(keyClean), nil) })
+		}
+	}
+	return err
+}
+
+// MarkDirty records that records may have been accepted after Close (the
+// next start scans).
+func (l *Log) MarkDirty() { l.dirty.Store(true) }
+
+// Origin returns the log origin.
+func (l *Log) Origin() string { return l.cfg.Origin }
+
+// VerifierKey returns the note verifier key of the log's checkpoints.
+func (l *Log) VerifierKey() string { return l.vkey }
+
+// Verifier returns the note verifier of the log's checkpoints.
+func (l *Log) Verifier() note.Verifier { return l.verifier }
+
+// Checkpoint returns the latest published signed checkpoint and its body.
+func (l *Log) Checkpoint(ctx context.Context) ([]byte, tlogproof.Checkpoint, error) {
+	raw, err := l.reader.ReadCheckpoint(ctx)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, tlogproof.Checkpoint{}, adp.Errorf(adp.CodeNotFound, "the host log has published no checkpoint yet")
+	}
+	if err != nil {
+		return nil, tlogproof.Checkpoint{}, err
+	}
+	l.cpMu.Lock()
+	defer l.cpMu.Unlock()
+	if string(raw) == string(l.cpRaw) {
+		return l.cpRaw, l.cpParsed, nil
+	}
+	c, _, err := tlogproof.Open(raw, l.verifier)
+	if err != nil {
+		return nil, tlogproof.Checkpoint{}, fmt.Errorf("tlog: own checkpoint does not verify: %w", err)
+	}
+	l.cpRaw, l.cpParsed = raw, c
+	return raw, c, nil
+}
+
+// IndexOf returns the leaf index of a record hash.
+func (l *Log) IndexOf(hash [32]byte) (uint64, bool, error) {
+	var idx uint64
+	found := false
+	err := l.cfg.DB.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(append([]byte(pfxHash), hash[:]...))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		return item.Value(func(v []byte) error { idx = binary.BigEndian.Uint64(v); return nil })
+	})
+	return idx, found, err
+}
+
+// Leaf returns the journalled leaf at index i.
+func (l *Log) Leaf(i uint64) (Leaf, bool, error) {
+	var lf Leaf
+	found := false
+	err := l.cfg.DB.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(indexKey(i))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		return item.Value(func(v []byte) error {
+			if len(v) < 40 {
+				return fmt.Errorf("tlog: journal entry %d is short", i)
+			}
+			lf = Leaf{Hash: [32]byte(v[:32]), Seq: int64(binary.BigEndian.Uint64(v[32:40])), RoomID: string(v[40:])}
+			return nil
+		})
+	})
+	return lf, found, err
+}
+
+// Journalled returns how many leaves the journal holds (integrated or
+// about to be).
+func (l *Log) Journalled() uint64 {
+	var n uint64
+	_ = l.cfg.DB.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(keyNext))
+		if err != nil {
+			return nil
+		}
+		return item.Value(func(v []byte) error { n = binary.BigEndian.Uint64(v); return nil })
+	})
+	return n
+}

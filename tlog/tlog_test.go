@@ -1,0 +1,506 @@
+package tlog_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/tlog"
+)
+
+// rooms is a fake node: each room's record hashes in seq order.
+type rooms struct {
+	mu sync.Mutex
+	r  map[string][][32]byte
+}
+
+func newRooms() *rooms { return &rooms{r: map[string][][32]byte{}} }
+
+func (s *rooms) RoomHeads(fn func(string, int64) bool) error {
+	s.mu.Lock()
+	ids := make([]string, 0, len(s.r))
+	for id := range s.r {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	heads := make([]int64, len(ids))
+	for i, id := range ids {
+		heads[i] = int64(len(s.r[id]))
+	}
+	s.mu.Unlock()
+	for i, id := range ids {
+		if !fn(id, heads[i]) {
+			break
+		}
+	}
+	return nil
+}
+
+func (s *rooms) RecordHashes(id string, after int64, limit int) ([][32]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	hs := s.r[id]
+	if after >= int64(len(hs)) {
+		return nil, nil
+	}
+	end := min(int64(len(hs)), after+int64(limit))
+	return append([][32]byte(nil), hs[after:end]...), nil
+}
+
+// accept stores a new record of room id and returns its leaf.
+func (s *rooms) accept(id string) tlog.Leaf {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seq := int64(len(s.r[id]) + 1)
+	var b [64]byte
+	copy(b[:], id)
+	binary.BigEndian.PutUint64(b[56:], uint64(seq))
+	h := sha256.Sum256(b[:])
+	s.r[id] = append(s.r[id], h)
+	return tlog.Leaf{RoomID: id, Seq: seq, Hash: h}
+}
+
+type env struct {
+	t     testing.TB
+	dir   string
+	key   ed25519.PrivateKey
+	src   *rooms
+	db    *badger.DB
+	log   *tlog.Log
+	cpInt time.Duration
+}
+
+func newEnv(t testing.TB) *env {
+	_, key, _ := ed25519.GenerateKey(nil)
+	e := &env{t: t, dir: t.TempDir(), key: key, src: newRooms(), cpInt: 100 * time.Millisecond}
+	e.open()
+	t.Cleanup(func() { e.close() })
+	return e
+}
+
+func (e *env) open() {
+	e.t.Helper()
+	db, err := badger.Open(badger.DefaultOptions(filepath.Join(e.dir, "db")).WithLogger(nil).
+		WithMemTableSize(8 << 20).WithNumMemtables(2).WithBlockCacheSize(1 << 20))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.db = db
+	batch := 10 * time.Millisecond
+	if e.cpInt == 0 {
+		batch = 0 // the daemon's defaults
+	}
+	e.log, err = tlog.Open(tlog.Config{Dir: filepath.Join(e.dir, tlog.Dir), DB: db, Key: e.key,
+		Origin: tlogproof.Origin("127.0.0.1:1"), Source: e.src, CheckpointInterval: e.cpInt, BatchMaxAge: batch})
+	if err != nil {
+		db.Close()
+		e.db = nil
+		e.t.Fatal(err)
+	}
+}
+
+func (e *env) close() {
+	if e.log != nil {
+		if err := e.log.Close(); err != nil {
+			e.t.Errorf("close: %v", err)
+		}
+		e.log = nil
+	}
+	if e.db != nil {
+		e.db.Close()
+		e.db = nil
+	}
+}
+
+// crash stops the log without a clean mark (the database closes as a
+// crashed process's would have been left: without l/clean).
+func (e *env) crash() {
+	e.log.MarkDirty()
+	e.close()
+}
+
+// waitSize polls until the published checkpoint covers n leaves.
+func (e *env) waitSize(n uint64) tlogproof.Checkpoint {
+	e.t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, cp, err := e.log.Checkpoint(context.Background())
+		if err == nil && cp.Size >= n {
+			if cp.Size > n {
+				e.t.Fatalf("checkpoint size %d, want %d (a record logged twice?)", cp.Size, n)
+			}
+			return cp
+		}
+		if err := e.log.Err(); err != nil {
+			e.t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("checkpoint never reached %d (last %d, %v)", n, cp.Size, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func (e *env) total() uint64 {
+	e.src.mu.Lock()
+	defer e.src.mu.Unlock()
+	n := 0
+	for _, hs := range e.src.r {
+		n += len(hs)
+	}
+	return uint64(n)
+}
+
+// checkAll verifies that every record of every room is in the log exactly
+// once, with an inclusion proof against the signed checkpoint.
+func (e *env) checkAll(cp tlogproof.Checkpoint) { e.check(cp, func(string, int) bool { return true }) }
+
+// check verifies the records which(room, seq) selects.
+func (e *env) check(cp tlogproof.Checkpoint, which func(string, int) bool) {
+	e.t.Helper()
+	ctx := context.Background()
+	seen := map[uint64]bool{}
+	e.src.mu.Lock()
+	all := map[string][][32]byte{}
+	for id, hs := range e.src.r {
+		all[id] = hs
+	}
+	e.src.mu.Unlock()
+	for id, hs := range all {
+		for i, h := range hs {
+			if !which(id, i+1) {
+				continue
+			}
+			rp, err := e.log.Inclusion(ctx, h, 0)
+			if err != nil {
+				e.t.Fatalf("room %s seq %d: %v", id, i+1, err)
+			}
+			if len(seen) == 0 {
+				// The whole offline check once (its cost is the
+				// checkpoint's signature); the proofs of the rest
+				// against the same verified root.
+				got, err := tlogproof.VerifyRecord(rp, e.log.Verifier())
+				if err != nil || got.Size != cp.Size || got.Hash != cp.Hash {
+					e.t.Fatalf("room %s seq %d: verify: %v (size %d)", id, i+1, err, got.Size)
+				}
+			}
+			if err := tlogproof.VerifyInclusion(rp.Inclusion, h, cp.Hash); err != nil || rp.Inclusion.TreeSize != cp.Size {
+				e.t.Fatalf("room %s seq %d: %v", id, i+1, err)
+			}
+			if seen[rp.Inclusion.LeafIndex] {
+				e.t.Fatalf("leaf %d holds two records", rp.Inclusion.LeafIndex)
+			}
+			seen[rp.Inclusion.LeafIndex] = true
+			lf, ok, err := e.log.Leaf(rp.Inclusion.LeafIndex)
+			if err != nil || !ok || lf.RoomID != id || lf.Seq != int64(i+1) {
+				e.t.Fatalf("journal at %d: %+v %v %v", rp.Inclusion.LeafIndex, lf, ok, err)
+			}
+		}
+	}
+}
+
+// TestEveryRecordProvesAcrossTiles appends 70,500 records (crossing level-0
+// and level-1 tile boundaries: 256² = 65,536) of four tracked rooms spread
+// over the whole log and of filler rooms, then verifies every tracked
+// room's records and a sample of the rest against the signed checkpoint.
+func TestEveryRecordProvesAcrossTiles(t *testing.T) {
+	e := newEnv(t)
+	tracked := []string{"room-a", "room-b", "room-c", "room-d"}
+	const n = 70_500
+	for i := range n {
+		id := fmt.Sprintf("filler-%d", i%97)
+		if i%23 == 0 {
+			id = tracked[(i/23)%len(tracked)]
+		}
+		e.log.Append(e.src.accept(id))
+	}
+	start := time.Now()
+	cp := e.waitSize(n)
+	t.Logf("%d leaves logged in %v", n, time.Since(start))
+	start = time.Now()
+	defer func() { t.Logf("proofs checked in %v", time.Since(start)) }()
+	if cp.Hash == tlogproof.EmptyRoot() {
+		t.Fatal("empty root")
+	}
+	e.check(cp, func(id string, seq int) bool {
+		return id[:5] == "room-" || seq%50 == 0
+	})
+	if got := e.log.Journalled(); got != n {
+		t.Fatalf("journal holds %d leaves", got)
+	}
+	// The level-0 tile 0 is the first 256 leaf hashes (tlog-tiles).
+	res, err := e.log.Read(context.Background(), "tile/0/000")
+	if err != nil || len(res.Body) != 256*32 || !res.Immutable {
+		t.Fatalf("tile/0/000: %d bytes, immutable %v, %v", len(res.Body), res.Immutable, err)
+	}
+	lf, _, _ := e.log.Leaf(0)
+	if lh := tlogproof.LeafHash(lf.Hash); string(res.Body[:32]) != string(lh[:]) {
+		t.Fatal("tile/0/000 does not start with leaf 0's hash")
+	}
+	// The level-2 partial tile exists: 70,500 leaves span 2 level-1 tiles.
+	if res, err := e.log.Read(context.Background(), fmt.Sprintf("tile/2/000.p/%d", 1)); err != nil || len(res.Body) != 32 || res.Immutable {
+		t.Fatalf("tile/2/000.p/1: %d bytes, %v", len(res.Body), err)
+	}
+}
+
+// TestConsistencyAcrossCheckpoints keeps the checkpoints seen while the
+// log grows and proves each one consistent with every later one; old
+// sizes also prove inclusion against their own roots.
+func TestConsistencyAcrossCheckpoints(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	var cps []tlogproof.Checkpoint
+	total := uint64(0)
+	for round := range 12 {
+		k := 1 + round*round*37
+		for i := range k {
+			e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%3)))
+		}
+		total += uint64(k)
+		cps = append(cps, e.waitSize(total))
+	}
+	for i := range cps {
+		for j := i; j < len(cps); j++ {
+			p, err := e.log.Consistency(ctx, cps[i].Size, cps[j].Size)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tlogproof.VerifyConsistency(p, cps[i].Hash, cps[j].Hash); err != nil {
+				t.Fatalf("%d→%d: %v", cps[i].Size, cps[j].Size, err)
+			}
+			if i < j && cps[i].Size > 1 {
+				if err := tlogproof.VerifyConsistency(p, cps[j].Hash, cps[j].Hash); err == nil {
+					t.Fatalf("%d→%d verified against a wrong old root", cps[i].Size, cps[j].Size)
+				}
+			}
+		}
+	}
+	// Inclusion of the first record against every old checkpoint.
+	first := e.src.r["r0"][0]
+	for _, cp := range cps {
+		rp, err := e.log.Inclusion(ctx, first, cp.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rp.Checkpoint != "" {
+			t.Fatal("a proof for a given size carries the latest checkpoint")
+		}
+		if err := tlogproof.VerifyInclusion(rp.Inclusion, first, cp.Hash); err != nil {
+			t.Fatalf("size %d: %v", cp.Size, err)
+		}
+	}
+}
+
+// TestRestartAppendsMissedRecordsOnce: a clean restart, a crash with
+// records accepted but never appended, and a crash between the journal
+// write and integration all end with every record in the log once.
+func TestRestartAppendsMissedRecordsOnce(t *testing.T) {
+	e := newEnv(t)
+	for i := range 1000 {
+		e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%7)))
+	}
+	e.waitSize(1000)
+	e.close()
+	e.open()
+	cp := e.waitSize(1000)
+
+	// Accepted while the log was down or behind: never handed to Append.
+	for i := range 300 {
+		e.src.accept(fmt.Sprintf("r%d", i%11))
+	}
+	// And some handed over, including a duplicate and a stale one.
+	lf := e.src.accept("r3")
+	e.log.Append(lf)
+	e.log.Append(lf)
+	e.log.Append(tlog.Leaf{RoomID: "r0", Seq: 1, Hash: e.src.r["r0"][0]})
+	e.crash()
+	e.open()
+	cp = e.waitSize(e.total())
+	e.checkAll(cp)
+
+	// Journalled but not integrated: the journal is ahead of tessera.
+	e.close()
+	e.open() // clean start: no scan
+	e.waitSize(e.total())
+	e.log.Append(e.src.accept("r-new"))
+	cp = e.waitSize(e.total())
+	e.checkAll(cp)
+	e.close()
+	e.open()
+	if got := e.log.Journalled(); got != e.total() {
+		t.Fatalf("journal holds %d leaves, want %d", got, e.total())
+	}
+}
+
+// TestJournalAheadOfLogIsReplayed simulates a crash after the journal
+// transaction committed and before tessera integrated the leaves.
+func TestJournalAheadOfLogIsReplayed(t *testing.T) {
+	e := newEnv(t)
+	for range 10 {
+		e.log.Append(e.src.accept("r"))
+	}
+	e.waitSize(10)
+	e.close()
+	// Write journal entries 10..14 as commit() would, without tessera.
+	db, err := badger.Open(badger.DefaultOptions(filepath.Join(e.dir, "db")).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(txn *badger.Txn) error {
+		for i := range 5 {
+			lf := e.src.accept("r")
+			v := append(append([]byte(nil), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, uint64(lf.Seq))...)
+			v = append(v, "r"...)
+			if err := txn.Set(binary.BigEndian.AppendUint64([]byte("l/i/"), uint64(10+i)), v); err != nil {
+				return err
+			}
+			if err := txn.Set(append([]byte("l/h/"), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, uint64(10+i))); err != nil {
+				return err
+			}
+			if err := txn.Set([]byte("l/w/r"), binary.BigEndian.AppendUint64(nil, uint64(lf.Seq))); err != nil {
+				return err
+			}
+		}
+		if err := txn.Delete([]byte("l/clean")); err != nil {
+			return err
+		}
+		return txn.Set([]byte("l/n"), binary.BigEndian.AppendUint64(nil, 15))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.open()
+	e.checkAll(e.waitSize(15))
+}
+
+// TestHostileRequests: bad sizes, indices beyond a size, unknown hashes and
+// malformed or escaping tile paths get clear ADP errors; no tile answer is
+// larger than one tile.
+func TestHostileRequests(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for range 600 {
+		e.log.Append(e.src.accept("r"))
+	}
+	cp := e.waitSize(600)
+	last := e.src.r["r"][599]
+	code := func(err error) adp.Code {
+		if ae, ok := err.(*adp.Error); ok {
+			return ae.Code
+		}
+		return "other: " + adp.Code(fmt.Sprint(err))
+	}
+	if _, err := e.log.Inclusion(ctx, [32]byte{1}, 0); code(err) != adp.CodeNotFound {
+		t.Errorf("unknown hash: %v", err)
+	}
+	if _, err := e.log.Inclusion(ctx, last, cp.Size+1); code(err) != adp.CodeInvalidRequest {
+		t.Errorf("size beyond checkpoint: %v", err)
+	}
+	if _, err := e.log.Inclusion(ctx, last, 599); code(err) != adp.CodeInvalidRequest {
+		t.Errorf("index beyond size: %v", err)
+	}
+	if _, err := e.log.Inclusion(ctx, last, 1<<63); code(err) != adp.CodeInvalidRequest {
+		t.Errorf("huge size: %v", err)
+	}
+	if _, err := e.log.Consistency(ctx, 10, 5); code(err) != adp.CodeInvalidRequest {
+		t.Errorf("size1 > size2: %v", err)
+	}
+	if _, err := e.log.Consistency(ctx, 1, 1<<62); code(err) != adp.CodeInvalidRequest {
+		t.Errorf("huge size2: %v", err)
+	}
+	if p, err := e.log.Consistency(ctx, 0, 0); err != nil || p.Size2 != cp.Size || len(p.Hashes) != 0 {
+		t.Errorf("0→latest: %+v %v", p, err)
+	}
+	for _, path := range []string{
+		"", "tile", "tile/", "tile/0", "tile/0/", "tile/64/000", "tile/0/x000/000", "tile/0/1", "tile/0/000.p/0",
+		"tile/0/000.p/256", "tile/0/000.p/x", "tile/../../db/MANIFEST", "tile/0/../../treeState", "tile/entries/../checkpoint",
+		"tile/0/x999/x999/x999/x999/x999/x999/999", "tile/0/9" + string(make([]byte, 100)), "checkpoint/", ".state/treeState",
+		"tile/0/005", "tile/entries/009", "tile/1/000", // beyond the tree
+	} {
+		if res, err := e.log.Read(ctx, path); code(err) != adp.CodeNotFound {
+			t.Errorf("Read(%q) = %d bytes, %v", path, len(res.Body), err)
+		}
+	}
+	// The bound: any resource is at most one tile or one bundle.
+	for _, path := range []string{"checkpoint", "tile/0/000", "tile/0/001", "tile/0/002.p/88", "tile/1/000.p/2", "tile/entries/000", "tile/entries/002.p/88", "tile/0/000.p/7"} {
+		res, err := e.log.Read(ctx, path)
+		if err != nil {
+			t.Fatalf("Read(%q): %v", path, err)
+		}
+		if len(res.Body) > 256*34 {
+			t.Fatalf("Read(%q) = %d bytes", path, len(res.Body))
+		}
+		if path == "tile/0/000.p/7" && len(res.Body) != 7*32 {
+			t.Fatalf("a partial read of a full tile is %d bytes", len(res.Body))
+		}
+		if path == "tile/entries/002.p/88" && len(res.Body) != 88*34 {
+			t.Fatalf("entries/002.p/88 is %d bytes", len(res.Body))
+		}
+	}
+}
+
+// TestCloseStopsEverything bounds what a log leaves behind: after Close
+// the goroutines it (and tessera) started are gone.
+func TestCloseStopsEverything(t *testing.T) {
+	base := runtime.NumGoroutine()
+	e := newEnv(t)
+	for range 100 {
+		e.log.Append(e.src.accept("r"))
+	}
+	e.waitSize(100)
+	e.close()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base+2 {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after close (base %d)\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestQueueOverflowIsCaughtUp: records dropped from a full queue are
+// appended by the catch-up scan.
+func TestQueueOverflowIsCaughtUp(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(nil)
+	dir := t.TempDir()
+	src := newRooms()
+	db, err := badger.Open(badger.DefaultOptions(filepath.Join(dir, "db")).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: db, Key: key, Origin: "o/adp-log", Source: src,
+		CheckpointInterval: 100 * time.Millisecond, MaxQueue: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 2000 {
+		l.Append(src.accept(fmt.Sprintf("r%d", i%50)))
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, cp, err := l.Checkpoint(context.Background())
+		if err == nil && cp.Size == 2000 {
+			break
+		}
+		if err == nil && cp.Size > 2000 || time.Now().After(deadline) {
+			t.Fatalf("checkpoint size %d", cp.Size)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
