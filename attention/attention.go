@@ -29,8 +29,8 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/storelayout"
-	"github.com/adpnode/adpnode/node"
 )
 
 // Prefix is the key space of this package in the node's Badger.
@@ -368,12 +368,12 @@ func (a *Attention) Close() error {
 func (a *Attention) Dropped() int64 { return a.dropped.Load() }
 
 // NodeEvent is the node listener (Node.Listen): cheap, never blocks.
-func (a *Attention) NodeEvent(e node.Event) {
+func (a *Attention) NodeEvent(e hostport.Event) {
 	if a.closed.Load() {
 		return
 	}
 	var seq int64
-	if e.Kind == node.EventRecord && e.Record != nil {
+	if e.Kind == hostport.EventRecord && e.Record != nil {
 		seq = e.Record.Seq
 		if d := a.cfg.drop; d != nil && d(e.RoomID, seq) {
 			return
@@ -591,18 +591,18 @@ type writes struct {
 	sets []kv
 	dels [][]byte
 	live []liveEvent
-	sums map[string]*node.RoomSummary // Lookup, once per room and pass (nil: not hosted)
+	sums map[string]*directory.Entry // Lookup, once per room and pass (nil: not hosted)
 }
 
-func (w *writes) summary(a *Attention, roomID string) (node.RoomSummary, bool) {
+func (w *writes) summary(a *Attention, roomID string) (directory.Entry, bool) {
 	if s, ok := w.sums[roomID]; ok {
 		if s == nil {
-			return node.RoomSummary{}, false
+			return directory.Entry{}, false
 		}
 		return *s, true
 	}
 	if w.sums == nil {
-		w.sums = map[string]*node.RoomSummary{}
+		w.sums = map[string]*directory.Entry{}
 	}
 	s, ok := a.cfg.Lookup(roomID)
 	if !ok {

@@ -1,21 +1,43 @@
 package attention
 
 import (
+	"log/slog"
+
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/mirror"
-	"github.com/adpnode/adpnode/node"
 )
+
+// Host is what attention needs of the host in its process: its database
+// (attention keeps its own key space in it), clock and logger, its rooms'
+// directory entries, who may read a room's events, and its event stream.
+type Host interface {
+	DB() *badger.DB
+	NowMs() int64
+	Logger() *slog.Logger
+	Summaries() []directory.Entry
+	Summary(roomID string) (directory.Entry, bool)
+	CanReadEvents(roomID string, agent identity.AgentID) bool
+	Listen(fn func(hostport.Event))
+	// ActiveSince lists the rooms whose latest record was received at or
+	// after ms; ChainRecords reads a room's stored records after seq
+	// after, with no read rule (the catch-up's own derivations).
+	ActiveSince(ms int64) []hostport.RoomHead
+	ChainRecords(roomID string, after int64, limit int) ([][]byte, error)
+}
 
 // ForNode returns the Config for a process around n: dir is the federated
 // directory (nil: n's own public and restricted rooms), idx the gossiped
 // index (nil without federation).
-func ForNode(n *node.Node, dir func() []directory.Entry, idx *index.Index) Config {
+func ForNode(n Host, dir func() []directory.Entry, idx *index.Index) Config {
 	if dir == nil {
 		dir = n.Summaries
 	}
-	cfg := Config{DB: n.DB(), Now: n.NowMs, Directory: dir, Lookup: n.Summary, Log: n.Config().Log,
+	cfg := Config{DB: n.DB(), Now: n.NowMs, Directory: dir, Lookup: n.Summary, Log: n.Logger(),
 		CanRead: func(roomID string, a identity.AgentID) bool { return n.CanReadEvents(roomID, a) }}
 	cfg.Chain = &Chain{
 		Heads: func(since int64) []Head {
@@ -42,7 +64,7 @@ func ForNode(n *node.Node, dir func() []directory.Entry, idx *index.Index) Confi
 
 // Attach registers a's listeners on n and idx (idx may be nil). The mirror
 // hook is Mirrored, passed in mirror.Config.OnVerified.
-func (a *Attention) Attach(n *node.Node, idx *index.Index) {
+func (a *Attention) Attach(n Host, idx *index.Index) {
 	n.Listen(a.NodeEvent)
 	if idx != nil {
 		idx.OnChange(a.IndexChanged)

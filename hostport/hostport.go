@@ -53,3 +53,11 @@ const (
 
 // Listener is told about a host's events (see Event for what it may do).
 type Listener func(Event)
+
+// RoomHead is a hosted room's latest seq and when its latest record was
+// received (Unix ms).
+type RoomHead struct {
+	ID         string
+	Seq        int64
+	LastActive int64
+}

@@ -13,9 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/mirror"
-	"github.com/adpnode/adpnode/node"
 )
 
 // Metrics owns one registry per node (so tests may run several nodes).
@@ -35,9 +35,16 @@ type writeSeries struct {
 	latency prometheus.Observer
 }
 
+// Source is what the metrics read of the host: its live SSE streams and
+// its rooms' directory entries (public and restricted).
+type Source interface {
+	Subscribers() int
+	Summaries() []directory.Entry
+}
+
 // New registers the node's metrics. fed and mir may be nil, and can be
 // attached later with Attach.
-func New(n *node.Node) *Metrics {
+func New(n Source) *Metrics {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{reg: reg,
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "adp_writes_total",

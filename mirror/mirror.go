@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/periodic"
 	"github.com/adpnode/adpnode/internal/reclaim"
+	"github.com/adpnode/adpnode/internal/safehttp"
 	"github.com/adpnode/adpnode/live"
 	"github.com/adpnode/adpnode/witness"
 )
@@ -106,6 +108,10 @@ type Config struct {
 	// live stream (not by backfill), whose age is replication lag. It must
 	// not block.
 	OnVerified func(roomID string, rec *record.Record, live bool)
+	// AllowPrivateTargets lets room targets name loopback and private
+	// hosts (tests, closed networks); otherwise the probe of a room
+	// target's URL dials only public addresses (internal/safehttp).
+	AllowPrivateTargets bool
 	// WitnessKey, when set, runs a C2SP tlog-witness (Witness) for the
 	// logs of the hosts this mirror mirrors, cosigning with this key
 	// (the node's host key).
@@ -132,6 +138,8 @@ type Mirror struct {
 	fed *federation.Federation
 	idx *index.Index
 	log *slog.Logger
+	// probe reads the Room URLs of rooms an operator asks to mirror.
+	probe *http.Client
 
 	mu       sync.Mutex
 	targets  map[string]Target
@@ -177,7 +185,8 @@ func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mi
 	m := &Mirror{cfg: cfg, n: n, db: n.DB(), fed: fed, idx: idx, log: cfg.Log, targets: map[string]Target{},
 		rooms: map[string]*Room{}, followed: map[peer.ID]bool{}, faulty: map[identity.AgentID]bool{},
 		live: live.NewHub[struct{}](streamBuffer),
-		gapQ: make(chan *Room, 4096), ctx: ctx, cancel: cancel, commit: groupcommit.New(n.DB(), 16384)}
+		gapQ: make(chan *Room, 4096), ctx: ctx, cancel: cancel, commit: groupcommit.New(n.DB(), 16384),
+		probe: safehttp.Client(safehttp.Options{Timeout: probeTimeout, AllowPrivate: cfg.AllowPrivateTargets})}
 	if err := m.load(); err != nil {
 		cancel()
 		m.commit.Close()

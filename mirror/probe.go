@@ -16,9 +16,6 @@ import (
 // room's host to answer.
 const probeTimeout = 5 * time.Second
 
-// probeClient reads Room URLs of rooms an operator asks to mirror.
-var probeClient = &http.Client{Timeout: probeTimeout}
-
 // checkRoomTarget makes a room target fail fast with the reason when the
 // room cannot be mirrored: it is announced as not public, the host does
 // not answer, or the host has no public room at that URL. A public room
@@ -36,7 +33,7 @@ func (m *Mirror) checkRoomTarget(ctx context.Context, roomURL string) error {
 		return adp.Reason(adp.CodeInvalidRequest, "target", "a room target is a Room URL: scheme://host/v1/rooms/<room id>")
 	}
 	req.Header.Set("Accept", "application/json")
-	resp, err := probeClient.Do(req)
+	resp, err := m.probe.Do(req)
 	if err != nil {
 		why := err.Error()
 		if errors.Is(err, context.DeadlineExceeded) {

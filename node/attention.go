@@ -1,6 +1,9 @@
 package node
 
-import "github.com/adpnode/adpnode/adp/identity"
+import (
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/hostport"
+)
 
 // CanReadEvents reports whether viewer may read the events of hosted room
 // roomID now (the rule of Events; false for a room this node does not
@@ -11,12 +14,10 @@ func (n *Node) CanReadEvents(roomID string, viewer identity.AgentID) bool {
 }
 
 // RoomHead is a hosted room's latest seq and when its latest record was
-// received (Unix ms).
-type RoomHead struct {
-	ID         string
-	Seq        int64
-	LastActive int64
-}
+// received.
+//
+// Deprecated: use hostport.RoomHead.
+type RoomHead = hostport.RoomHead
 
 // ActiveSince lists the hosted rooms of any visibility whose latest record
 // was received at or after ms. The attention catch-up uses it at start to

@@ -372,3 +372,6 @@ func (n *Node) RecordHash(roomID string, seq int64) (string, bool) {
 
 // MaxBodyBytes is the largest request body the node accepts.
 func (n *Node) MaxBodyBytes() int64 { return n.cfg.MaxBodyBytes }
+
+// Logger is the node's structured logger (Config.Log).
+func (n *Node) Logger() *slog.Logger { return n.log }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -23,15 +22,11 @@ import (
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/adpnode/adpnode/adp/identity"
-	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/tlogproof"
-	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/index"
-	"github.com/adpnode/adpnode/internal/optoken"
-	"github.com/adpnode/adpnode/metrics"
+	istack "github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/tlog"
@@ -529,22 +524,20 @@ func warnPrivatePeers(log *slog.Logger, fs fedSettings, publicURL string) {
 	}
 }
 
-// stack is one running node with its federation peer, mirror and HTTP
-// server: what serve runs, and what devnet runs three of.
+// stack is one running node (internal/stack) with what serve adds: the
+// address it serves on, TLS and the ACME http-01 challenge server. It is
+// what serve runs, and what devnet runs three of.
 type stack struct {
+	*istack.Stack
 	n    *node.Node
 	fed  *federation.Federation
 	mir  *mirror.Mirror
-	att  *attention.Attention
 	tl   *tlog.Log
 	sub  *witness.Submitter // nil without --witness
-	srv  *http.Server
-	errc chan error
 	addr string
 	ln   net.Listener // the HTTP(S) listener, with the connection cap
 	// scheme is https when the node terminates TLS, else http.
 	scheme string
-	log    *slog.Logger
 	// challenge answers ACME http-01 challenges (nil unless --acme-http).
 	challenge     *http.Server
 	challengeAddr string
@@ -555,88 +548,51 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	n, err := node.Open(cfg)
-	if err != nil {
-		return nil, err
-	}
-	s := &stack{n: n, log: log, errc: make(chan error, 1)}
-	tok, err := optoken.LoadOrCreate(cfg.DataDir)
-	if err != nil {
-		s.close()
-		return nil, fmt.Errorf("operator token: %w", err)
-	}
-	met := metrics.New(n)
-	opts := hostapi.Options{Log: log, Metrics: met, HTTP: fs.http, OperatorToken: tok}
-	if s.tl, err = openHostLog(n, cfg.DataDir, log); err != nil {
-		s.close()
-		return nil, fmt.Errorf("host log: %w", err)
-	}
-	opts.HostLog = s.tl
-	if len(fs.witnesses) > 0 {
-		if s.sub, err = witness.NewSubmitter(witness.SubmitterConfig{Log: s.tl, Targets: fs.witnesses, Logger: log}); err != nil {
-			s.close()
-			return nil, err
-		}
-		opts.Witnessed = s.sub
-	}
-	var idx *index.Index
+	sc := istack.Config{Node: cfg, HTTP: fs.http, Log: log}
 	if fs.enabled {
-		key, err := federation.LoadOrCreateKey(cfg.DataDir)
-		if err != nil {
-			s.close()
-			return nil, err
-		}
-		idx, err = index.Open(n.DB(), identity.AgentIDFromKey(key.Public().(ed25519.PublicKey)), n.NowMs())
-		if err != nil {
-			s.close()
-			return nil, err
-		}
 		if fs.listenAll {
 			log.Info("libp2p listens on all interfaces because public_url is not loopback (set --p2p-listen to choose)",
 				"public_url", cfg.PublicURL, "p2p_listen", fs.listen)
 		}
-		s.fed, err = federation.Start(federation.Config{Key: key, ListenAddrs: fs.listen, Peers: fs.peers, MDNS: fs.mdns,
+		sc.Federation = &federation.Config{ListenAddrs: fs.listen, Peers: fs.peers, MDNS: fs.mdns,
 			Bootstrap: fs.bootstrap, DHT: fs.dht, NAT: fs.nat, PeerCache: filepath.Join(cfg.DataDir, "peers.json"),
-			AllowPrivateAddrs: fs.allowPrivatePeers,
-			AnnounceInterval:  fs.interval, AllowPrivateOrigins: fs.allowPrivatePeers, PrivateOriginsHint: privatePeersHint,
-			Limits: fs.limits, Index: fs.index, Log: log}, n, idx)
-		if err != nil {
-			s.close()
-			return nil, err
+			AllowPrivateAddrs: fs.allowPrivatePeers, AnnounceInterval: fs.interval, AllowPrivateOrigins: fs.allowPrivatePeers, PrivateOriginsHint: privatePeersHint,
+			Limits: fs.limits, Index: fs.index, Log: log}
+		sc.Mirror = &mirror.Config{Log: log, MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes}
+	}
+	var tl *tlog.Log
+	var sub *witness.Submitter
+	sc.Extend = func(st *istack.Stack, opts *hostapi.Options) (func(), error) {
+		var err error
+		if tl, err = openHostLog(st.Node, cfg.DataDir, log); err != nil {
+			return nil, fmt.Errorf("host log: %w", err)
 		}
-		warnPrivatePeers(log, fs, cfg.PublicURL)
-		opts.Federation = s.fed
-		met.AttachFederation(s.fed)
-		if s.att, err = attention.Open(attention.ForNode(n, s.fed.Directory, idx)); err != nil {
-			s.close()
-			return nil, err
-		}
-		// Lag is measured on live records only: a backfilled record's
-		// age is how late the mirror was added, not replication lag.
-		onVerified := func(roomID string, rec *record.Record, live bool) {
-			if live {
-				met.ObserveMirrorLag(time.Duration(n.NowMs()-rec.ReceivedAt) * time.Millisecond)
+		opts.HostLog = tl
+		done := func() {
+			if sub != nil {
+				sub.Close()
 			}
-			s.att.Mirrored(roomID, rec, live)
+			if err := tl.Close(); err != nil {
+				log.Warn("host log close", "err", err)
+			}
 		}
-		if s.mir, err = mirror.Open(mirror.Config{Log: log, OnVerified: onVerified,
-			MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes,
-			WitnessKey: key, WitnessName: n.Host() + mirror.WitnessSuffix}, n, s.fed, idx); err != nil {
-			s.close()
-			return nil, err
+		if len(fs.witnesses) > 0 {
+			if sub, err = witness.NewSubmitter(witness.SubmitterConfig{Log: tl, Targets: fs.witnesses, Logger: log}); err != nil {
+				done()
+				return nil, err
+			}
+			opts.Witnessed = sub
 		}
-		opts.Mirror = s.mir
-		met.AttachMirror(s.mir)
-		s.att.CatchUp(attention.ForMirror(s.mir))
+		return done, nil
 	}
-	if s.att == nil {
-		if s.att, err = attention.Open(attention.ForNode(n, nil, nil)); err != nil {
-			s.close()
-			return nil, err
-		}
+	st, err := istack.Open(sc)
+	if err != nil {
+		return nil, err
 	}
-	s.att.Attach(n, idx)
-	opts.Attention = s.att
+	s := &stack{Stack: st, n: st.Node, fed: st.Fed, mir: st.Mir, tl: tl, sub: sub}
+	if fs.enabled {
+		warnPrivatePeers(log, fs, cfg.PublicURL)
+	}
 	ts, err := setupTLS(fs.tls, cfg.DataDir, fs.http, log)
 	if err != nil {
 		s.close()
@@ -651,70 +607,38 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 		return nil, err
 	}
 	s.addr = ln.Addr().String()
-	s.srv = hostapi.NewHTTPServer(hostapi.New(n, opts).Handler(), fs.http)
-	ln = hostapi.LimitListener(ln, fs.http.WithDefaults().MaxConnections)
-	s.ln = ln
 	s.scheme = "http"
-	if ts == nil {
-		go func() { s.errc <- s.srv.Serve(ln) }()
-	} else {
+	if ts != nil {
 		s.scheme = "https"
-		s.srv.TLSConfig = ts.config
+		s.Server.TLSConfig = ts.config
 		// Failed handshakes (scanners, names outside --acme-domain) are
 		// routine on an open port: debug level.
-		s.srv.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
-		disableHTTP2(s.srv)
-		go func() { s.errc <- s.srv.ServeTLS(ln, "", "") }()
-		if ts.httpSrv != nil {
-			s.challenge = ts.httpSrv
-			s.challengeAddr = ts.httpLn.Addr().String()
-			go func() {
-				if err := ts.httpSrv.Serve(ts.httpLn); !errors.Is(err, http.ErrServerClosed) {
-					select {
-					case s.errc <- fmt.Errorf("acme http-01 server: %w", err):
-					default:
-					}
-				}
-			}()
-		}
+		s.Server.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelDebug)
+		disableHTTP2(s.Server)
 	}
-	log.Info("adpnode serving", "listen", s.addr, "scheme", s.scheme, "public_url", n.Origin(), "data", cfg.DataDir)
+	s.Serve(ln)
+	s.ln = s.Listener
+	if ts != nil && ts.httpSrv != nil {
+		s.challenge = ts.httpSrv
+		s.challengeAddr = ts.httpLn.Addr().String()
+		go func() {
+			if err := ts.httpSrv.Serve(ts.httpLn); !errors.Is(err, http.ErrServerClosed) {
+				s.Fail(fmt.Errorf("acme http-01 server: %w", err))
+			}
+		}()
+	}
+	log.Info("adpnode serving", "listen", s.addr, "scheme", s.scheme, "public_url", s.n.Origin(), "data", cfg.DataDir)
 	return s, nil
 }
 
-// close drains live streams (they never end on their own), stops taking
-// requests, lets writes in flight finish, then flushes storage.
+// close stops the ACME challenge server and the stack (stack.Close: drain
+// live streams, stop taking requests, let writes in flight finish, flush
+// storage).
 func (s *stack) close() error {
-	s.n.DrainStreams()
-	s.n.DrainViewers()
-	if s.srv != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := s.srv.Shutdown(ctx); err != nil {
-			s.log.Warn("http shutdown", "err", err)
-		}
-	}
 	if s.challenge != nil {
 		s.challenge.Close()
 	}
-	if s.mir != nil {
-		s.mir.Close()
-	}
-	if s.fed != nil {
-		s.fed.Close()
-	}
-	if s.att != nil {
-		s.att.Close()
-	}
-	if s.sub != nil {
-		s.sub.Close()
-	}
-	if s.tl != nil {
-		if err := s.tl.Close(); err != nil {
-			s.log.Warn("host log close", "err", err)
-		}
-	}
-	return s.n.Close()
+	return s.Close()
 }
 
 func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, log *slog.Logger) error {
@@ -734,7 +658,7 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 	select {
 	case sg := <-sig:
 		log.Info("shutting down", "signal", sg.String())
-	case err := <-s.errc:
+	case err := <-s.Err():
 		if !errors.Is(err, http.ErrServerClosed) {
 			s.close()
 			return err

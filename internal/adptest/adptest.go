@@ -21,7 +21,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/hostapi"
-	"github.com/adpnode/adpnode/internal/optoken"
+	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -46,9 +46,11 @@ func (c *Clock) Ms() int64 { return c.ms.Load() }
 
 // Host is an in-process node behind a real HTTP server on 127.0.0.1.
 type Host struct {
-	Node  *node.Node
-	Att   *attention.Attention
-	API   *hostapi.Server
+	Node *node.Node
+	Att  *attention.Attention
+	API  *hostapi.Server
+	// Stack is the host's composition root (internal/stack).
+	Stack *stack.Stack
 	URL   string
 	Clock *Clock
 	srv   *httptest.Server
@@ -84,27 +86,22 @@ func StartHostAt(t testing.TB, cfg node.Config, clock *Clock) *Host {
 func startHost(t testing.TB, cfg node.Config, clock *Clock, addr string, ho hostapi.HTTPOptions) *Host {
 	t.Helper()
 	cfg.Rates = TestRates(cfg.Rates)
-	srv := httptest.NewUnstartedServer(nil)
-	srv.Config = hostapi.NewHTTPServer(nil, ho)
-	if addr != "" {
-		// Serve on the previous address so the origin (JWT audience, Room
-		// URLs) survives the restart.
-		var l net.Listener
-		var err error
-		for i := 0; i < 50; i++ {
-			if l, err = net.Listen("tcp", addr); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatalf("restart: listen on %s: %v", addr, err)
-		}
-		srv.Listener.Close()
-		srv.Listener = l
+	if addr == "" {
+		addr = "127.0.0.1:0"
 	}
-	srv.Listener = hostapi.LimitListener(srv.Listener, ho.WithDefaults().MaxConnections)
-	srv.Start()
+	// Serve on the previous address on a restart, so the origin (JWT
+	// audience, Room URLs) survives it.
+	var l net.Listener
+	var err error
+	for i := 0; i < 50; i++ {
+		if l, err = net.Listen("tcp", addr); err == nil || addr == "127.0.0.1:0" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("listen on %s: %v", addr, err)
+	}
 	if cfg.Now == nil {
 		cfg.Now = clock.Now
 	}
@@ -112,44 +109,32 @@ func startHost(t testing.TB, cfg node.Config, clock *Clock, addr string, ho host
 	if cfg.DataDir == "" {
 		cfg.InMemory = true
 	}
-	cfg.PublicURL = srv.URL
-	n, err := node.Open(cfg)
+	cfg.PublicURL = "http://" + l.Addr().String()
+	// The composition root serve runs (internal/stack): the HTTP server
+	// with the edge's timeouts, attention, metrics, the operator token a
+	// durable host has in its data dir, and Close's order.
+	st, err := stack.Open(stack.Config{Node: cfg, HTTP: ho, Log: cfg.Log,
+		API: hostapi.Options{Heartbeat: 200 * time.Millisecond}})
 	if err != nil {
-		srv.Close()
+		l.Close()
 		t.Fatal(err)
 	}
-	// A durable host has an operator token in its data dir, as serve makes.
-	var tok string
-	if cfg.DataDir != "" {
-		if tok, err = optoken.LoadOrCreate(cfg.DataDir); err != nil {
-			n.Close()
-			srv.Close()
-			t.Fatal(err)
-		}
-	}
-	att, err := attention.Open(attention.ForNode(n, nil, nil))
-	if err != nil {
-		n.Close()
-		srv.Close()
-		t.Fatal(err)
-	}
-	att.Attach(n, nil)
-	api := hostapi.New(n, hostapi.Options{Heartbeat: 200 * time.Millisecond, HTTP: ho, OperatorToken: tok, Attention: att})
-	srv.Config.Handler = api.Handler()
-	h := &Host{Node: n, Att: att, API: api, URL: srv.URL, Clock: clock, srv: srv, cfg: keep, http: ho}
+	srv := &httptest.Server{Listener: hostapi.LimitListener(l, ho.WithDefaults().MaxConnections), Config: st.Server}
+	srv.Start()
+	h := &Host{Node: st.Node, Att: st.Att, API: st.API, Stack: st, URL: srv.URL, Clock: clock, srv: srv, cfg: keep, http: ho}
 	t.Cleanup(h.Close)
 	return h
 }
 
-// Close ends every live stream, stops the HTTP server and closes the node.
-// It is idempotent; t.Cleanup calls it too.
+// Close ends every live stream, stops the HTTP server (cutting off its
+// clients) and closes the stack. It is idempotent; t.Cleanup calls it too.
 func (h *Host) Close() {
 	h.once.Do(func() {
 		h.Node.DrainStreams()
+		h.Node.DrainViewers()
 		h.srv.CloseClientConnections()
 		h.srv.Close()
-		h.Att.Close()
-		h.Node.Close()
+		h.Stack.Close()
 	})
 }
 

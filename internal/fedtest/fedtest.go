@@ -5,23 +5,18 @@ package fedtest
 
 import (
 	"context"
-	"crypto/ed25519"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/adpnode/adpnode/adp/identity"
-	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/federation"
-	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/optoken"
+	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
@@ -58,8 +53,9 @@ type Peer struct {
 	Met   *metrics.Metrics
 	// OperatorToken is the peer's operator credential (dir/operator.token).
 	OperatorToken string
-	opts          Options
-	srv           *http.Server
+	// Stack is the peer's composition root (internal/stack): serve's.
+	Stack *stack.Stack
+	opts  Options
 }
 
 // Start starts a peer with a durable store in dir and its HTTP API on
@@ -75,99 +71,52 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 	}
 	port = ln.Addr().(*net.TCPAddr).Port
 	origin := fmt.Sprintf("http://127.0.0.1:%d", port)
-	n, err := node.Open(node.Config{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now, Rates: adptest.TestRates(o.Rates), Log: o.Log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := federation.LoadOrCreateKey(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx, err := index.Open(n.DB(), identity.AgentIDFromKey(key.Public().(ed25519.PublicKey)), clock.Ms())
-	if err != nil {
-		t.Fatal(err)
-	}
 	listen := o.P2PListen
 	if len(listen) == 0 {
 		listen = []string{"/ip4/127.0.0.1/tcp/0"}
 	}
-	fc := federation.Config{Key: key, ListenAddrs: listen,
-		AnnounceInterval: o.AnnounceInterval, ReconcileInterval: o.ReconcileInterval, AllowPrivateOrigins: true, Log: o.Log}
+	cfg := stack.Config{
+		Node: node.Config{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now, Rates: adptest.TestRates(o.Rates), Log: o.Log},
+		Federation: &federation.Config{ListenAddrs: listen, AnnounceInterval: o.AnnounceInterval,
+			ReconcileInterval: o.ReconcileInterval, AllowPrivateOrigins: true, Log: o.Log},
+		KeyDir: dir, TokenDir: dir, Log: o.Log,
+		// A mirror's live streams end only with the mirror, after the
+		// HTTP shutdown: tests that stop with one open wait this long.
+		ShutdownTimeout: time.Second,
+	}
 	if o.Configure != nil {
-		o.Configure(dir, &fc)
-	}
-	fed, err := federation.Start(fc, n, idx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := optoken.LoadOrCreate(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	met := metrics.New(n)
-	met.AttachFederation(fed)
-	p := &Peer{Name: name, Dir: dir, Port: port, URL: origin, Clock: clock, Node: n, Index: idx, Fed: fed, Met: met, OperatorToken: tok, opts: o}
-	if p.Att, err = attention.Open(attention.ForNode(n, fed.Directory, idx)); err != nil {
-		t.Fatal(err)
-	}
-	p.Att.Attach(n, idx)
-	apiOpts := hostapi.Options{Federation: fed, Metrics: met, OperatorToken: tok, Attention: p.Att}
-	if o.Mirror {
-		mc := o.MirrorConfig
-		if mc.Log == nil {
-			mc.Log = o.Log
-		}
-		if user := mc.OnVerified; true {
-			mc.OnVerified = func(roomID string, rec *record.Record, live bool) {
-				if live {
-					met.ObserveMirrorLag(time.Duration(clock.Ms()-rec.ReceivedAt) * time.Millisecond)
-				}
-				p.Att.Mirrored(roomID, rec, live)
-				if user != nil {
-					user(roomID, rec, live)
-				}
-			}
-		}
-		if mc.WitnessKey == nil {
-			mc.WitnessKey = key // mirrors witness the logs of the hosts they mirror
-			mc.WitnessName = n.Host() + mirror.WitnessSuffix
-		}
-		if p.Mir, err = mirror.Open(mc, n, fed, idx); err != nil {
+		key, err := federation.LoadOrCreateKey(dir)
+		if err != nil {
 			t.Fatal(err)
 		}
-		apiOpts.Mirror = p.Mir
-		met.AttachMirror(p.Mir)
-		p.Att.CatchUp(attention.ForMirror(p.Mir))
+		cfg.Federation.Key = key
+		o.Configure(dir, cfg.Federation)
 	}
-	p.srv = hostapi.NewHTTPServer(hostapi.New(n, apiOpts).Handler(), hostapi.HTTPOptions{})
-	go p.srv.Serve(hostapi.LimitListener(ln, hostapi.DefaultMaxConnections))
+	if o.Mirror {
+		mc := o.MirrorConfig
+		cfg.Mirror = &mc
+	}
+	st, err := stack.Open(cfg)
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	st.Serve(ln)
+	p := &Peer{Name: name, Dir: dir, Port: port, URL: origin, Clock: clock, Node: st.Node, Index: st.Index, Fed: st.Fed,
+		Mir: st.Mir, Att: st.Att, Met: st.Met, OperatorToken: st.OperatorToken, Stack: st, opts: o}
 	t.Cleanup(p.Stop)
 	return p
 }
 
-// Stop stops the peer (idempotent): HTTP, mirror, federation, node.
+// Stop stops the peer (idempotent): stack.Close drains streams, shuts the
+// HTTP server down, stops mirror, federation and attention, closes the
+// node.
 func (p *Peer) Stop() {
-	if p.srv != nil {
-		p.Node.DrainStreams()
-		p.srv.Close()
-		p.srv = nil
+	if p.Stack == nil {
+		return
 	}
-	if p.Mir != nil {
-		p.Mir.Close()
-		p.Mir = nil
-	}
-	if p.Fed != nil {
-		p.Fed.Close()
-		p.Fed = nil
-	}
-	if p.Att != nil {
-		p.Att.Close()
-		p.Att = nil
-	}
-	if p.Node != nil {
-		p.Node.Close()
-		p.Node = nil
-	}
+	p.Stack.Close()
+	p.Stack, p.Node, p.Fed, p.Mir, p.Att = nil, nil, nil, nil, nil
 }
 
 // Restart stops the peer and starts it again on the same directory, port
