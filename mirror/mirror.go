@@ -117,7 +117,7 @@ type Config struct {
 	// (the node's host key).
 	WitnessKey ed25519.PrivateKey
 	// WitnessName names the witness in its cosignatures: the node's
-	// public host[:port] + WitnessSuffix.
+	// public host[:port] + WitnessSuffix (the default when empty).
 	WitnessName string
 	Log         *slog.Logger
 }

@@ -21,7 +21,11 @@ func (m *Mirror) openWitness() error {
 	if len(m.cfg.WitnessKey) == 0 {
 		return nil
 	}
-	cs, err := tlogwitness.NewCosigner(m.cfg.WitnessName, m.cfg.WitnessKey)
+	name := m.cfg.WitnessName
+	if name == "" {
+		name = m.n.Host() + WitnessSuffix
+	}
+	cs, err := tlogwitness.NewCosigner(name, m.cfg.WitnessKey)
 	if err != nil {
 		return err
 	}
