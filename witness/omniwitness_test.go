@@ -37,11 +37,17 @@ type rooms struct {
 	hashes map[string][][32]byte
 }
 
+// RoomHeads reads the heads under the lock and calls fn without it, as
+// the node does: fn (the log's catch-up) calls RecordHashes.
 func (r *rooms) RoomHeads(fn func(string, int64) bool) error {
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	heads := make(map[string]int64, len(r.hashes))
 	for id, hs := range r.hashes {
-		if !fn(id, int64(len(hs))) {
+		heads[id] = int64(len(hs))
+	}
+	r.mu.Unlock()
+	for id, seq := range heads {
+		if !fn(id, seq) {
 			break
 		}
 	}
