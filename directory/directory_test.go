@@ -302,7 +302,9 @@ func TestPageCost(t *testing.T) {
 		for i := range list {
 			list[i] = directory.Entry{ID: fmt.Sprintf("r%05d", i), Status: room.StatusActive, LastActive: int64(i % 97)}
 		}
-		return testing.AllocsPerRun(3, func() {
+		// Averaged over many runs: under -race a stray runtime allocation in
+		// one run must not read as growth with the list.
+		return testing.AllocsPerRun(50, func() {
 			if _, _, err := directory.Page(list, directory.Query{Limit: 20}); err != nil {
 				t.Fatal(err)
 			}
