@@ -3,6 +3,7 @@ package federation
 import (
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -29,3 +30,7 @@ func Dialable(addrs []ma.Multiaddr, allowPrivate bool) []ma.Multiaddr {
 // AnnounceSummary signs and publishes an announcement of s as one of f's
 // rooms (scale tests: rooms built directly, not through node writes).
 func AnnounceSummary(f *Federation, s node.RoomSummary) bool { return f.announce(f.ctx, s) }
+
+// LibP2PHost returns f's libp2p host (NAT tests: pings over a relayed
+// connection, connection state).
+func LibP2PHost(f *Federation) host.Host { return f.h }
