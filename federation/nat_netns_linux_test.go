@@ -49,6 +49,7 @@ const (
 // natResult is what node B found (b.json).
 type natResult struct {
 	DirectErr  string  `json:"direct_err"`  // dialling A's own address
+	GhostErr   string  `json:"ghost_err"`   // dialling, through R, a peer without a reservation
 	Circuit    string  `json:"circuit"`     // the address B reached A at
 	Tries      int     `json:"tries"`       // relayed dials until A's reservation answered
 	ReachedMs  float64 `json:"reached_ms"`  // from B's start
@@ -62,8 +63,9 @@ type natResult struct {
 // TestNATRelayAcrossNamespaces: two private nodes that cannot reach each
 // other connect through a third node's circuit relay v2: A reserves a
 // slot on R by itself (auto-relay, default NAT options), B dials
-// R/p2p-circuit/A, identify and a ping run over the relayed connection,
-// and B's direct dial to A fails. Skipped, saying why, where network
+// R/p2p-circuit/A, identify and a ping run over the relayed connection;
+// B's direct dial to A fails, and R refuses to relay to a peer that holds
+// no reservation. Skipped, saying why, where network
 // namespaces cannot be built (not root, no ip command, no netns support).
 func TestNATRelayAcrossNamespaces(t *testing.T) {
 	if testing.Short() {
@@ -101,6 +103,10 @@ func TestNATRelayAcrossNamespaces(t *testing.T) {
 	if res.DirectErr == "" {
 		t.Fatal("B dialled A directly: the namespaces are not isolated")
 	}
+	if !strings.Contains(res.GhostErr, "NO_RESERVATION") {
+		t.Fatalf("dialling a peer without a reservation through R: %q, want NO_RESERVATION", res.GhostErr)
+	}
+	t.Logf("through R to a peer without a reservation: %s", res.GhostErr)
 	if !res.Relayed || !res.Limited {
 		t.Fatalf("B's connection to A: relayed %v, limited %v; want a limited relayed connection", res.Relayed, res.Limited)
 	}
@@ -317,6 +323,19 @@ func TestNATNamespaceNode(t *testing.T) {
 	if sw, ok := h.Network().(*swarm.Swarm); ok {
 		sw.Backoff().Clear(aID)
 	}
+	// A peer that holds no reservation on R is not reachable through it.
+	ghost, err := peer.Decode("12D3KooWRBhwfeP2Y9CDkFRBAZ1pmxUadH36TKuk3KtKm5XXP8mA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	err = p.Fed.Connect(ctx, "/ip4/10.77.2.1/tcp/4001/p2p/"+relay.PeerID+"/p2p-circuit/p2p/"+ghost.String())
+	cancel()
+	if err == nil {
+		writeNATFile(t, dir, "b", res)
+		t.Fatal("R relayed a connection to a peer without a reservation")
+	}
+	res.GhostErr = shortErr(err)
 	res.Circuit = "/ip4/10.77.2.1/tcp/4001/p2p/" + relay.PeerID + "/p2p-circuit/p2p/" + a.PeerID
 	// A's reservation comes when its auto-relay runs (10 s after start at
 	// the earliest): until then R answers NO_RESERVATION.
@@ -371,11 +390,11 @@ func TestNATNamespaceNode(t *testing.T) {
 	writeNATFile(t, dir, "b", res)
 }
 
-// shortErr is the first line of an error, at most 200 bytes.
+// shortErr is an error on one line, at most 300 bytes.
 func shortErr(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	if len(s) > 200 {
-		s = s[:200]
+	s := strings.Join(strings.Fields(err.Error()), " ")
+	if len(s) > 300 {
+		s = s[:300]
 	}
 	return s
 }
