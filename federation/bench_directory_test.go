@@ -242,7 +242,7 @@ func benchCatchUp(b *testing.B, rooms, changes int) float64 {
 	in0, out0 := counters[0]()
 	start := time.Now()
 	fedtest.Connect(b, c, a)
-	waitFor(b, 2*time.Minute, func() bool {
+	waitFor(b, 10*time.Minute, func() bool {
 		for _, e := range changed {
 			if got, ok := c.Index.Room(e.Room.ID, c.Clock.Ms()); !ok || got.Nonce != e.Nonce {
 				return false

@@ -6,8 +6,11 @@ package federation_test
 //	go test -run '^$' -bench . -benchtime 1x ./federation/
 //
 // Each benchmark builds its own network and runs one experiment per b.N
-// iteration (-benchtime 1x runs each once; every top-level benchmark takes
-// under 60 s). The figures are the b.ReportMetric units; ns/op is only the
+// iteration (-benchtime 1x runs each once). Most top-level benchmarks take
+// under 60 s; those that fill directories of 100,000 rooms
+// (BenchmarkDirectoryIdle, BenchmarkCatchUp) or run 30 nodes
+// (BenchmarkScale, BenchmarkScaleNewRoom) take minutes on 2 cores, most
+// of it signing and storing the synthetic entries. The figures are the b.ReportMetric units; ns/op is only the
 // experiment's wall time, set-up included. The nodes run the production
 // announce interval (30 s, the federation.Config default), not the tests'
 // 2 s.
