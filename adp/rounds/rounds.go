@@ -202,7 +202,7 @@ func Derive(turns []Turn) *Result {
 			continue
 		}
 		from := r.State
-		to, why := r.next(t)
+		to, why := r.Next(t)
 		st := Step{Turn: t, From: from, To: from}
 		if why != "" {
 			st.Ignored, st.Reason = true, why
@@ -215,8 +215,10 @@ func Derive(turns []Turn) *Result {
 	return res
 }
 
-// next returns the state t moves r to, or why t is ignored.
-func (r *Round) next(t Turn) (State, string) {
+// Next returns the state t would move r to, or why t would be ignored
+// (Derive applies exactly this; clients use it to refuse a turn before
+// sending it).
+func (r *Round) Next(t Turn) (State, string) {
 	p := t.Payload
 	if r.State.Final() {
 		return r.State, "the round is " + string(r.State) + " (final)"
