@@ -36,7 +36,7 @@ func roundCmd() *cobra.Command {
 // turnFlags are the payload flags of a turn.
 type turnFlags struct {
 	goal, choice, onTimeout, brief, recommend, due, options string
-	opts, refs, reviews, fields                            []string
+	opts, refs, reviews, fields                             []string
 }
 
 func (tf *turnFlags) add(cmd *cobra.Command, typ string) {
