@@ -12,7 +12,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // live serves the SSE stream (§17): bearer JWT, active membership at
@@ -257,7 +257,7 @@ func (s *Server) myRooms(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	f := node.MyRoomsFilter{Status: c.Query("status"), Membership: c.Query("membership"), Limit: limit, Cursor: c.Query("cursor")}
+	f := hostport.MyRoomsFilter{Status: c.Query("status"), Membership: c.Query("membership"), Limit: limit, Cursor: c.Query("cursor")}
 	if f.Cursor != "" && !record.ValidRoomID(f.Cursor) {
 		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "cursor", "cursor is not one this host issued"))
 		return

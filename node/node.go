@@ -187,6 +187,10 @@ func (n *Node) Host() string { return n.host }
 // Config returns the node's effective configuration.
 func (n *Node) Config() Config { return n.cfg }
 
+// Policy is the part of the effective configuration that the HTTP API
+// enforces and publishes (discovery).
+func (n *Node) Policy() hostport.Policy { return n.cfg.Policy() }
+
 // NowMs reads the node clock in Unix milliseconds.
 func (n *Node) NowMs() int64 { return n.cfg.Now().UnixMilli() }
 
@@ -341,8 +345,8 @@ func (n *Node) DrainStreams() { n.hub.Drain(live.ReasonShutdown) }
 // process (index, mirrors) that keep their own key spaces in it.
 func (n *Node) DB() *badger.DB { return n.db }
 
-// Hosts reports whether this node is authoritative for roomID.
-func (n *Node) Hosts(roomID string) bool {
+// HostsRoom reports whether this node is authoritative for roomID.
+func (n *Node) HostsRoom(roomID string) bool {
 	_, ok := n.room(roomID)
 	return ok
 }

@@ -275,7 +275,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 		digest := k[indexZero(k)+1:]
 		sets = append(sets, kv{K: []byte(pfxPack + digest), V: b})
 	}
-	var jrUpdate *JoinRequest
+	var jrUpdate *hostport.JoinRequest
 	if a.Reviewed != nil {
 		if jr, ok := n.joins.get(a.Reviewed.ID); ok {
 			jr.Status = "rejected"
