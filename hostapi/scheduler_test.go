@@ -22,8 +22,8 @@ type statusLog struct {
 
 func listenStatus(h *adptest.Host) *statusLog {
 	l := &statusLog{got: map[string][]room.Status{}}
-	h.Node.Listen(func(e node.Event) {
-		if e.Kind == node.EventStatus {
+	h.Node.Listen(func(e hostport.Event) {
+		if e.Kind == hostport.EventStatus {
 			l.mu.Lock()
 			l.got[e.RoomID] = append(l.got[e.RoomID], e.Status)
 			l.mu.Unlock()

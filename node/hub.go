@@ -11,16 +11,6 @@ import (
 	"github.com/adpnode/adpnode/live"
 )
 
-// Item is one SSE item.
-//
-// Deprecated: use live.Item.
-type Item = live.Item
-
-// NewItem builds an item with its SSE frame.
-//
-// Deprecated: use live.NewItem.
-func NewItem(event string, data []byte) Item { return live.NewItem(event, data) }
-
 // Subscription is one agent's live stream of a room (§17): items on C,
 // the close reason in Reason once C closes.
 type Subscription = live.Subscription[hostport.StreamMember]

@@ -48,7 +48,7 @@ type Node struct {
 	packs      *packFetcher
 	sched      *scheduler
 	lisMu      sync.RWMutex
-	listens    []func(Event)
+	listens    []func(hostport.Event)
 	witnessKey identity.AgentID          // set by AcceptCosignatures (witness.go)
 	archiveLog func(lastHash string) any // SetArchiveHostLog
 
@@ -89,24 +89,6 @@ type hostedRoom struct {
 // share one with probability 1/actorStripes, and then wait for each
 // other's durable commit.
 const actorStripes = 4096
-
-// Event is what the node tells listeners (federation, index, metrics).
-//
-// Deprecated: use hostport.Event.
-type Event = hostport.Event
-
-// EventKind says what happened.
-//
-// Deprecated: use hostport.EventKind.
-type EventKind = hostport.EventKind
-
-// Event kinds.
-//
-// Deprecated: use hostport.EventRecord and hostport.EventStatus.
-const (
-	EventRecord = hostport.EventRecord
-	EventStatus = hostport.EventStatus
-)
 
 // Open opens (or creates) the node's database, recovers every room by
 // verified replay, and starts the scheduler.
@@ -200,13 +182,13 @@ func (n *Node) RoomURL(id string) string { return n.origin + "/v1/rooms/" + id }
 // Listen registers fn to be told about accepted records and status changes.
 // fn runs on the writer's goroutine after the write is durable: it must not
 // block.
-func (n *Node) Listen(fn func(Event)) {
+func (n *Node) Listen(fn func(hostport.Event)) {
 	n.lisMu.Lock()
 	n.listens = append(n.listens, fn)
 	n.lisMu.Unlock()
 }
 
-func (n *Node) emit(e Event) {
+func (n *Node) emit(e hostport.Event) {
 	n.endViewers(e.RoomID, e.Status)
 	n.lisMu.RLock()
 	defer n.lisMu.RUnlock()

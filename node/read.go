@@ -150,11 +150,6 @@ func (n *Node) Unsubscribe(s *Subscription) { s.Close() }
 // Subscribers returns the number of live streams.
 func (n *Node) Subscribers() int { return n.hub.Count() }
 
-// RoomSummary is one entry of the public directory and of /v1/me/rooms.
-//
-// Deprecated: use directory.Entry.
-type RoomSummary = directory.Entry
-
 func (n *Node) summary(hr *hostedRoom, now int64) directory.Entry {
 	hr.mu.RLock()
 	defer hr.mu.RUnlock()
@@ -195,23 +190,6 @@ func (n *Node) Summary(roomID string) (directory.Entry, bool) {
 		return directory.Entry{}, false
 	}
 	return n.summary(hr, n.NowMs()), true
-}
-
-// DirectoryFilter holds the §18 filters, the limit and the cursor.
-//
-// Deprecated: use directory.Query.
-type DirectoryFilter = directory.Query
-
-// SortDirectory orders summaries as §18 recommends.
-//
-// Deprecated: use directory.Sort.
-func SortDirectory(list []RoomSummary) { directory.Sort(list) }
-
-// PageDirectory applies filter, order, cursor and limit to list.
-//
-// Deprecated: use directory.Page.
-func PageDirectory(list []RoomSummary, f DirectoryFilter) ([]RoomSummary, string, error) {
-	return directory.Page(list, f)
 }
 
 // PublicRooms answers GET /v1/rooms/public from this host's rooms.
