@@ -306,7 +306,7 @@ func (s *Server) fedHosts(c *gin.Context) {
 		s.fail(c, adp.Errorf(adp.CodeNotFound, "federation is not enabled on this node"))
 		return
 	}
-	writeJSON(c, http.StatusOK, gin.H{"result": s.opts.Federation.Hosts()})
+	writeJSON(c, http.StatusOK, gin.H{"result": s.opts.Federation.KnownHosts()})
 }
 
 // fedConflicts lists the signed announcements refused for claiming a room

@@ -43,7 +43,8 @@ type Federation interface {
 	Binding() index.Binding
 	Addrs() []string
 	Peers() []federation.PeerInfo
-	Hosts() []federation.HostInfo
+	// KnownHosts lists the remote hosts learned from announcements.
+	KnownHosts() []federation.HostInfo
 	// Conflicts returns the signed announcements refused for claiming a
 	// room ID another host holds.
 	Conflicts() []json.RawMessage
