@@ -11,8 +11,8 @@ import (
 
 // Bounds on the sealed shapes, beyond the host's payload size limit.
 const (
-	MaxWraps      = 2048       // members one epoch may cover (§21: 100 speakers + 1000 observers fit)
-	MaxCiphertext = 256 << 10  // decoded bytes of one sealed message
+	MaxWraps      = 2048      // members one epoch may cover (§21: 100 speakers + 1000 observers fit)
+	MaxCiphertext = 256 << 10 // decoded bytes of one sealed message
 	maxEpoch      = 1<<53 - 1 // a safe JSON integer
 )
 
