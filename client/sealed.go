@@ -462,4 +462,3 @@ func (c *Client) Message(ctx context.Context, roomID, contentType, content strin
 		return "message.create", map[string]any{"content_type": contentType, "content": content}, nil
 	})
 }
-
