@@ -32,8 +32,11 @@ type Client struct {
 	// inclusion in the host log (logcheck.go).
 	Log *LogCheck
 	// Seal holds the agent's X25519 keys for member-only rooms
-	// (sealed.go); nil until needed, then a fresh in-memory set.
-	Seal *SealKeys
+	// (sealed.go). When nil it is loaded from SealPath when first needed
+	// (a first key is made and saved there, 0600), or made in memory when
+	// SealPath is "" too.
+	Seal     *SealKeys
+	SealPath string
 
 	sealMu    sync.Mutex
 	sealRooms map[string]*sealedView

@@ -79,13 +79,33 @@ func (c *Client) sealKeys() (*SealKeys, error) {
 	c.sealMu.Lock()
 	defer c.sealMu.Unlock()
 	if c.Seal == nil {
-		k, err := NewSealKeys()
+		var k *SealKeys
+		var err error
+		if c.SealPath != "" {
+			k, err = LoadOrCreateSealKeys(c.SealPath, c.Key.ID)
+		} else {
+			k, err = NewSealKeys()
+		}
 		if err != nil {
 			return nil, err
 		}
 		c.Seal = k
 	}
 	return c.Seal, nil
+}
+
+// RotateSealKey makes a new X25519 key (the old ones are kept, to open
+// the epochs they were given) and publishes it in roomID; the next sender
+// starts an epoch for it. Use it after losing or leaking a sealing key.
+func (c *Client) RotateSealKey(ctx context.Context, roomID string) (*record.Record, error) {
+	k, err := c.sealKeys()
+	if err != nil {
+		return nil, err
+	}
+	if err := k.Rotate(c.Key.ID); err != nil {
+		return nil, err
+	}
+	return c.PublishSealKey(ctx, roomID)
 }
 
 // PublishSealKey posts this agent's current X25519 public key (seal.key)
@@ -315,6 +335,12 @@ func (c *Client) RotateEpoch(ctx context.Context, roomID string, force bool) (in
 // SendSealed seals content under the room's current epoch (rotating first
 // when membership or keys changed) and posts it as message.create.
 func (c *Client) SendSealed(ctx context.Context, roomID, contentType string, content any, references ...string) (*record.Record, error) {
+	return c.SendSealedMentions(ctx, roomID, nil, contentType, content, references...)
+}
+
+// SendSealedMentions is SendSealed with event.mentions (which, like
+// references, stay in the clear for the host's attention features).
+func (c *Client) SendSealedMentions(ctx context.Context, roomID string, mentions []identity.AgentID, contentType string, content any, references ...string) (*record.Record, error) {
 	raw, err := json.Marshal(content)
 	if err != nil {
 		return nil, err
@@ -334,7 +360,7 @@ func (c *Client) SendSealed(ctx context.Context, roomID, contentType string, con
 		if err != nil {
 			return nil, err
 		}
-		rec, err := c.Post(ctx, roomID, 10, func(*Room, []*record.Record) (string, any, error) {
+		rec, err := c.PostMentions(ctx, roomID, 10, mentions, func(*Room, []*record.Record) (string, any, error) {
 			p, err := seal.SealMessage(rand.Reader, key, roomID, epoch, c.Key.ID, inner)
 			if err != nil {
 				return "", nil, err
