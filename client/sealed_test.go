@@ -116,6 +116,19 @@ func TestSealedRoomHostHoldsNoPlaintext(t *testing.T) {
 	ctx := context.Background()
 	owner, a, b, obs := newClient(t, h, "seal-owner"), newClient(t, h, "seal-a"), newClient(t, h, "seal-b"), newClient(t, h, "seal-obs")
 
+	if d := adptest.Do(t, "GET", h.URL+"/.well-known/agent-discourse", "", nil); !bytes.Contains(d.Body, []byte(`"x-sealed-rooms"`)) {
+		t.Fatalf("discovery does not list x-sealed-rooms: %s", d)
+	}
+	// A member-only room must declare the seal types, and the setting must be known.
+	bare := h.RoomPayload("public")
+	bare["policy"] = map[string]any{"extra": map[string]any{"confidentiality": "member-only"}}
+	if _, err := owner.CreateRoom(ctx, bare); client.CodeOf(err) != adp.CodeInvalidEvent {
+		t.Fatalf("member-only room without the seal types: %v", err)
+	}
+	bare["policy"] = map[string]any{"extra": map[string]any{"confidentiality": "secret"}}
+	if _, err := owner.CreateRoom(ctx, bare); client.CodeOf(err) != adp.CodeInvalidEvent {
+		t.Fatalf("unknown confidentiality: %v", err)
+	}
 	cr, err := owner.CreateSealedRoom(ctx, h.RoomPayload("public"))
 	if err != nil {
 		t.Fatal(err)
