@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/adp/types"
 	"github.com/adpnode/adpnode/seal"
 )
 
@@ -21,8 +24,13 @@ import (
 
 // sealedView is what the client folded from a member-only room's records.
 type sealedView struct {
-	mode      string
-	after     int64 // records folded: seq <= after
+	mode  string
+	after int64 // records folded: seq <= after
+	// rs replays the room with the kernel from the verified records, so
+	// the members an epoch is wrapped for come from signed records and the
+	// kernel's rules, never from what the host says (GET .../members).
+	rs        *room.State
+	replayErr error // the first record the kernel refused, if any
 	st        seal.RoomState
 	epochs    map[int64]*seal.EpochPayload
 	keyPubs   map[int64][]byte // seq of a seal.key record -> its public key
@@ -155,12 +163,24 @@ func (c *Client) Confidentiality(ctx context.Context, roomID string) (string, er
 }
 
 // foldLocked folds records into v (sealMu held).
-func (v *sealedView) foldLocked(recs []*record.Record) {
+func (v *sealedView) foldLocked(recs []*record.Record, packs types.PackSource) {
+	if v.rs == nil {
+		v.rs = room.New(room.Config{Limits: room.ReplayLimits(), Packs: packs})
+	}
 	for _, rec := range recs {
 		if rec.Seq <= v.after {
 			continue
 		}
 		v.after = rec.Seq
+		if v.replayErr == nil {
+			env, err := identity.ParseEnvelope(rec.Envelope)
+			if err == nil {
+				err = v.rs.Apply(rec, env, nil)
+			}
+			if err != nil {
+				v.replayErr = fmt.Errorf("record %d of the room does not replay: %w", rec.Seq, err)
+			}
+		}
 		var env struct {
 			Event struct {
 				Type    string           `json:"type"`
@@ -201,7 +221,7 @@ func (c *Client) sealRefresh(ctx context.Context, roomID string) (*sealedView, e
 	c.sealMu.Lock()
 	defer c.sealMu.Unlock()
 	v := c.sealRooms[roomID]
-	v.foldLocked(recs)
+	v.foldLocked(recs, clientPacks{c})
 	return v, nil
 }
 
@@ -246,20 +266,34 @@ func (c *Client) epochKey(roomID string, v *sealedView, epoch int64) ([]byte, er
 	return key, nil
 }
 
-func (c *Client) activeMembers(ctx context.Context, roomID string) ([]identity.AgentID, error) {
-	var res struct {
-		Result []struct {
-			AgentID identity.AgentID `json:"agent_id"`
-		} `json:"result"`
+// activeMembers are the room's active members by the kernel's replay of
+// the verified records folded into v (sealMu held).
+func (v *sealedView) activeMembersLocked() ([]identity.AgentID, error) {
+	if v.replayErr != nil {
+		return nil, v.replayErr
 	}
-	if _, err := c.do(ctx, http.MethodGet, "/v1/rooms/"+roomID+"/members", nil, true, &res); err != nil {
-		return nil, err
-	}
-	out := make([]identity.AgentID, len(res.Result))
-	for i, m := range res.Result {
-		out[i] = m.AgentID
+	ms := v.rs.Members()
+	out := make([]identity.AgentID, len(ms))
+	for i, m := range ms {
+		out[i] = m.Agent
 	}
 	return out, nil
+}
+
+// clientPacks serves external pack documents to the client's replay: it
+// fetches the pack's URI; the kernel checks the digest.
+type clientPacks struct{ c *Client }
+
+func (p clientPacks) ExternalPack(uri, digest string) ([]byte, error) {
+	resp, err := p.c.HTTP.Get(uri)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", uri, resp.Status)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 }
 
 // sealReason is the data.reason of a member-only refusal that a re-read
@@ -302,13 +336,13 @@ func (c *Client) RotateEpoch(ctx context.Context, roomID string, force bool) (in
 			}
 			continue
 		}
-		active, err := c.activeMembers(ctx, roomID)
+		c.sealMu.Lock()
+		active, err := v.activeMembersLocked()
+		fresh, cur, to := v.st.Fresh(active), v.st.Epoch, v.st.Recipients(active)
+		c.sealMu.Unlock()
 		if err != nil {
 			return 0, err
 		}
-		c.sealMu.Lock()
-		fresh, cur, to := v.st.Fresh(active), v.st.Epoch, v.st.Recipients(active)
-		c.sealMu.Unlock()
 		if fresh && !force {
 			return cur, nil
 		}

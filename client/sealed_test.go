@@ -315,3 +315,48 @@ func epochFor(t *testing.T, roomID string, epoch int64, cs ...*client.Client) *s
 	}
 	return p
 }
+
+// In a restricted member-only room the epoch's members come from the
+// client's own kernel replay of the signed records (join requests,
+// reviews, joins), and an approved member reads what is sealed after it
+// joined, not before.
+func TestSealedRestrictedRoom(t *testing.T) {
+	h := adptest.StartHost(t, node.Config{})
+	ctx := context.Background()
+	owner, bob := newClient(t, h, "r-owner"), newClient(t, h, "r-bob")
+	cr, err := owner.CreateSealedRoom(ctx, h.RoomPayload("restricted"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := marker(t, "before")
+	if _, err := owner.Message(ctx, cr.ID, "text/plain", before); err != nil {
+		t.Fatal(err)
+	}
+	jr, err := bob.RequestJoin(ctx, cr.ID, "speaker", "", "let me in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := owner.Review(ctx, cr.ID, jr, true, "speaker", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Join(ctx, cr.ID, "speaker", "", jr.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.PublishSealKey(ctx, cr.ID); err != nil {
+		t.Fatal(err)
+	}
+	after := marker(t, "after")
+	if _, err := owner.Message(ctx, cr.ID, "text/plain", after); err != nil {
+		t.Fatal(err)
+	}
+	got := opened(t, bob, cr.ID)
+	if m := got[after]; m.Err != nil || m.Epoch != 2 {
+		t.Fatalf("bob opens the message after joining: %+v", m)
+	}
+	if _, ok := got[before]; ok {
+		t.Fatal("bob opened a message sealed before he joined")
+	}
+	if len(got) != 2 {
+		t.Fatalf("bob sees %d messages", len(got))
+	}
+}

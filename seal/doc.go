@@ -9,8 +9,9 @@
 // sealed under the epoch key with XChaCha20-Poly1305 (random 24-byte nonce,
 // additional data binding the room, the epoch and the sender).
 //
-// The package is pure: no network, disk, goroutines or clock reads. Secrets
-// come from the caller's io.Reader (crypto/rand in production). The host uses
-// only the shape and coverage rules (Parse*, RoomState, Check*); clients use
-// the rest.
+// The package is pure: no network, disk, goroutines or clock reads. Epoch
+// keys and message nonces come from the caller's io.Reader (crypto/rand in
+// production); the ephemeral key of each HPKE wrap comes from crypto/hpke
+// (crypto/rand). The host uses only the shape and coverage rules (Parse*,
+// RoomState, Check*); clients use the rest.
 package seal
