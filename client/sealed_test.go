@@ -360,3 +360,62 @@ func TestSealedRestrictedRoom(t *testing.T) {
 		t.Fatalf("bob sees %d messages", len(got))
 	}
 }
+
+// Bound on cost: an epoch grows by under 200 bytes per member with a key;
+// seal.epoch's max_payload_hint (256 KiB) lets an epoch for a room larger
+// than the 64 KiB payload default through (336 members here, about
+// 67 KiB), while a message.create stays under the 64 KiB default.
+func TestSealedEpochForALargeRoom(t *testing.T) {
+	h := adptest.StartHost(t, node.Config{})
+	ctx := context.Background()
+	owner := newClient(t, h, "big-owner")
+	cr, err := owner.CreateSealedRoom(ctx, h.RoomPayload("public"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const members = 335
+	for i := 0; i < members; i++ {
+		a := adptest.NewAgent(fmt.Sprintf("big-%d", i))
+		k, err := seal.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Signals may anchor to any record: both anchor to room.create.
+		for _, w := range []struct {
+			typ     string
+			payload any
+		}{{"room.join", map[string]any{"role": "observer"}}, {seal.TypeKey, seal.KeyPayload{PublicKey: identity.EncodeB64(k.Public())}}} {
+			if _, err := h.Node.Submit(ctx, a.Envelope(h.Clock.Ms(), w.typ, cr.ID, 1, cr.Hash, w.payload), cr.ID); err != nil {
+				t.Fatalf("%s by %s: %v", w.typ, a.Name, err)
+			}
+		}
+	}
+	epoch, err := owner.RotateEpoch(ctx, cr.ID, false)
+	if err != nil || epoch != 1 {
+		t.Fatalf("rotate: %d %v", epoch, err)
+	}
+	recs, err := owner.History(ctx, cr.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int
+	for _, r := range recs {
+		var env struct {
+			Event struct {
+				Type    string          `json:"type"`
+				Payload json.RawMessage `json:"payload"`
+			} `json:"event"`
+		}
+		json.Unmarshal(r.Envelope, &env)
+		if env.Event.Type == seal.TypeEpoch {
+			size = len(env.Event.Payload)
+		}
+	}
+	if size <= 64<<10 || size > 100+200*(members+1) {
+		t.Fatalf("epoch for %d members: %d bytes", members+1, size)
+	}
+	t.Logf("epoch for %d members: %d bytes (%d per member)", members+1, size, size/(members+1))
+	if _, err := owner.Message(ctx, cr.ID, "text/plain", "hello, large room"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -233,10 +233,10 @@ func TestHostileShapes(t *testing.T) {
 			t.Errorf("%s: %s %s", c.name, got, r)
 		}
 	}
-	// Too many wraps: refused by count before any member check.
+	// Too many wraps: refused by count before any member is looked at.
 	many := &EpochPayload{Epoch: 1, Commit: commit}
 	for i := 0; i <= MaxWraps; i++ {
-		many.Wraps = append(many.Wraps, Wrap{Member: newMember(t).id, KeySeq: 2, Wrap: wrap})
+		many.Wraps = append(many.Wraps, Wrap{Member: a.id, KeySeq: 2, Wrap: wrap})
 	}
 	if got, r := code(st.CheckEpoch(mustJSON(t, many), active)); got != adp.CodePayloadTooLarge || r != "seal_wraps" {
 		t.Errorf("too many wraps: %s %s", got, r)

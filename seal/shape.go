@@ -57,6 +57,17 @@ func shapeErr(format string, args ...any) *adp.Error {
 
 // ParseKey checks a seal.key payload and returns the public key bytes.
 func ParseKey(payload []byte) ([]byte, error) {
+	pub, err := parseKeyShape(payload)
+	if err != nil {
+		return nil, err
+	}
+	if !ValidPublicKey(pub) {
+		return nil, shapeErr("seal.key public_key is not a usable X25519 key (low-order point)")
+	}
+	return pub, nil
+}
+
+func parseKeyShape(payload []byte) ([]byte, error) {
 	var p KeyPayload
 	if err := jsonobj.Unmarshal(payload, &p, "public_key"); err != nil {
 		return nil, shapeErr("seal.key payload must be {\"public_key\": base64url of 32 bytes}: %v", err)
@@ -64,9 +75,6 @@ func ParseKey(payload []byte) ([]byte, error) {
 	pub, err := identity.DecodeB64Len(p.PublicKey, PublicKeySize)
 	if err != nil {
 		return nil, shapeErr("seal.key public_key must be base64url of 32 bytes")
-	}
-	if !ValidPublicKey(pub) {
-		return nil, shapeErr("seal.key public_key is not a usable X25519 key (low-order point)")
 	}
 	return pub, nil
 }
