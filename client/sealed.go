@@ -37,43 +37,62 @@ type sealedView struct {
 	epochKeys map[int64][]byte // epoch keys this agent opened
 }
 
-// SealedRoomPayload turns a room.create payload into a member-only one:
-// policy.extra.confidentiality and the seal.key / seal.epoch types.
-func SealedRoomPayload(payload map[string]any) map[string]any {
-	out := make(map[string]any, len(payload)+2)
-	for k, v := range payload {
-		out[k] = v
+// SealedRoomPayload turns a room.create payload (any JSON object value)
+// into a member-only one: policy.extra.confidentiality and the seal.key /
+// seal.epoch types, keeping every other field and declaration.
+func SealedRoomPayload(payload any) (map[string]json.RawMessage, error) {
+	var out map[string]json.RawMessage
+	if err := remarshal(payload, &out); err != nil || out == nil {
+		return nil, fmt.Errorf("room.create payload must be a JSON object: %v", err)
 	}
-	policy := map[string]any{}
-	if p, ok := out["policy"].(map[string]any); ok {
-		for k, v := range p {
-			policy[k] = v
+	var policy map[string]json.RawMessage
+	if raw, ok := out["policy"]; ok {
+		if err := json.Unmarshal(raw, &policy); err != nil {
+			return nil, fmt.Errorf("policy must be a JSON object: %w", err)
 		}
 	}
-	extra := map[string]any{}
-	if e, ok := policy["extra"].(map[string]any); ok {
-		for k, v := range e {
-			extra[k] = v
+	if policy == nil {
+		policy = map[string]json.RawMessage{}
+	}
+	var extra map[string]json.RawMessage
+	if raw, ok := policy["extra"]; ok {
+		if err := json.Unmarshal(raw, &extra); err != nil {
+			return nil, fmt.Errorf("policy.extra must be a JSON object: %w", err)
 		}
 	}
-	extra[seal.ExtraKey] = seal.MemberOnly
-	policy["extra"] = extra
-	out["policy"] = policy
-	var types []any
-	if t, ok := out["types"].([]any); ok {
-		types = append(types, t...)
+	if extra == nil {
+		extra = map[string]json.RawMessage{}
 	}
-	for _, d := range seal.TypeDeclarations() {
-		types = append(types, d)
+	extra[seal.ExtraKey], _ = json.Marshal(seal.MemberOnly)
+	policy["extra"], _ = json.Marshal(extra)
+	out["policy"], _ = json.Marshal(policy)
+	var types []json.RawMessage
+	if raw, ok := out["types"]; ok {
+		if err := json.Unmarshal(raw, &types); err != nil {
+			return nil, fmt.Errorf("types must be an array: %w", err)
+		}
 	}
-	out["types"] = types
-	return out
+	types = append(types, seal.TypeDeclarations()...)
+	out["types"], _ = json.Marshal(types)
+	return out, nil
+}
+
+func remarshal(in, out any) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, out)
 }
 
 // CreateSealedRoom creates a member-only room and publishes the creator's
 // sealing key in it.
-func (c *Client) CreateSealedRoom(ctx context.Context, payload map[string]any) (*Created, error) {
-	cr, err := c.CreateRoom(ctx, SealedRoomPayload(payload))
+func (c *Client) CreateSealedRoom(ctx context.Context, payload any) (*Created, error) {
+	p, err := SealedRoomPayload(payload)
+	if err != nil {
+		return nil, err
+	}
+	cr, err := c.CreateRoom(ctx, p)
 	if err != nil {
 		return nil, err
 	}

@@ -419,3 +419,26 @@ func TestSealedEpochForALargeRoom(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// SealedRoomPayload keeps the caller's policy, extra and type declarations
+// whatever Go types hold them.
+func TestSealedRoomPayloadKeepsFields(t *testing.T) {
+	p, err := client.SealedRoomPayload(map[string]any{"topic": "t",
+		"policy": map[string]any{"max_speakers": 3, "extra": map[string]string{"app": "x"}},
+		"types":  []map[string]any{{"use": "adp:reactions/1.0"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(p)
+	for _, want := range []string{`"max_speakers":3`, `"app":"x"`, `"confidentiality":"member-only"`, `"use":"adp:reactions/1.0"`, `"type":"seal.key"`, `"type":"seal.epoch"`, `"topic":"t"`} {
+		if !bytes.Contains(b, []byte(want)) {
+			t.Errorf("payload lacks %s: %s", want, b)
+		}
+	}
+	if _, err := client.SealedRoomPayload([]int{1}); err == nil {
+		t.Error("a non-object payload was accepted")
+	}
+	if _, err := client.SealedRoomPayload(map[string]any{"policy": "open"}); err == nil {
+		t.Error("a non-object policy was accepted")
+	}
+}

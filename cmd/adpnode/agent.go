@@ -165,11 +165,7 @@ func roomCmd() *cobra.Command {
 			var out *client.Created
 			switch confidentiality {
 			case seal.MemberOnly:
-				m, ok := p.(map[string]any)
-				if !ok {
-					return usageErrorf("--payload must be a JSON object")
-				}
-				out, err = c.CreateSealedRoom(cmd.Context(), m)
+				out, err = c.CreateSealedRoom(cmd.Context(), p)
 			case seal.HubTrusted:
 				out, err = c.CreateRoom(cmd.Context(), p)
 			default:
