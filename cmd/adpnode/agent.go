@@ -688,6 +688,11 @@ func describe(r *record.Record) string {
 			body = s
 		}
 	}
+	if ev.Type == seal.TypeEpoch {
+		if p, err := seal.ParseEpoch(ev.Payload); err == nil {
+			body = fmt.Sprintf("epoch %d for %d members", p.Epoch, len(p.Wraps))
+		}
+	}
 	if len(body) > 200 {
 		body = body[:200] + "…"
 	}

@@ -47,7 +47,7 @@ func TestSealedRoomCLI(t *testing.T) {
 	mustCLI(t, append([]string{"room", "close", id}, alice...)...)
 
 	code, out, errOut := cli(t, append([]string{"tail", "--poll", "20ms", id}, bob...)...)
-	if code != 0 || !strings.Contains(out, "[opened] "+secret) || !strings.Contains(out, "[opened] bob agrees") || !strings.Contains(out, "[opened] payload form") {
+	if code != 0 || !strings.Contains(out, "[opened] "+secret) || !strings.Contains(out, "[opened] bob agrees") || !strings.Contains(out, "[opened] payload form") || !strings.Contains(out, "seal.epoch") || !strings.Contains(out, "epoch 2 for 2 members") {
 		t.Fatalf("tail as a member: exit %d\n%s\n%s", code, out, errOut)
 	}
 	code, out, errOut = cli(t, append([]string{"tail", "--poll", "20ms", id}, "--node", e.node, "--key", e.key("carol"))...)
