@@ -1,0 +1,384 @@
+package hostapi_test
+
+import (
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/adp/tlogwitness"
+	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/tlog"
+	"github.com/adpnode/adpnode/witness"
+)
+
+// logViewer is a durable host with its host log, a witness submitter and
+// an API server that serves both (as serve wires them), restartable on
+// its data dir with the same key.
+type logViewer struct {
+	h      *adptest.Host
+	l      *tlog.Log
+	sub    *witness.Submitter
+	srv    *httptest.Server
+	key    ed25519.PrivateKey
+	target witness.Target
+	once   sync.Once
+}
+
+func startLogViewer(t *testing.T, h *adptest.Host, key ed25519.PrivateKey, target witness.Target) *logViewer {
+	t.Helper()
+	lv := &logViewer{h: h, key: key, target: target}
+	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(h.Node.Config().DataDir, tlog.Dir), DB: h.Node.DB(), Key: key,
+		Origin: tlogproof.Origin(h.Node.Host()), Source: h.Node, CheckpointInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv.l = l
+	h.Node.Listen(func(e node.Event) {
+		if e.Kind == node.EventRecord {
+			leaf, _ := tlogproof.RecordLeaf(e.Record.Hash)
+			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: leaf})
+		}
+	})
+	h.Node.SetArchiveHostLog(func(lastHash string) any {
+		if p := l.ArchiveProof(lastHash); p != nil {
+			return p
+		}
+		return nil
+	})
+	lv.sub, err = witness.NewSubmitter(witness.SubmitterConfig{Log: l, Targets: []witness.Target{target},
+		Poll: 20 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lv.srv = httptest.NewServer(hostapi.New(h.Node, hostapi.Options{HostLog: l, Witnessed: lv.sub}).Handler())
+	t.Cleanup(lv.close)
+	return lv
+}
+
+func (lv *logViewer) close() {
+	lv.once.Do(func() {
+		lv.srv.CloseClientConnections()
+		lv.srv.Close()
+		lv.sub.Close()
+		lv.l.Close()
+	})
+}
+
+// restart stops the log and its server, restarts the node on its data
+// dir and opens the log again with the same key.
+func (lv *logViewer) restart(t *testing.T) *logViewer {
+	t.Helper()
+	lv.close()
+	return startLogViewer(t, lv.h.Restart(t), lv.key, lv.target)
+}
+
+// covered waits until the published checkpoint covers n leaves and the
+// witness has cosigned it.
+func (lv *logViewer) covered(t *testing.T, n uint64) {
+	t.Helper()
+	eventually(t, 30*time.Second, "checkpoint covers the records and is cosigned", func() bool {
+		_, cp, err := lv.l.Checkpoint(t.Context())
+		if err != nil || cp.Size < n {
+			return false
+		}
+		raw, k := lv.sub.Cosigned()
+		return k == 1 && strings.HasPrefix(string(raw), string(cp.Marshal()))
+	})
+}
+
+// startWitness runs a tlog-witness for the host's log on 127.0.0.1.
+func startWitness(t *testing.T, origin string, hostKey ed25519.PublicKey) witness.Target {
+	t.Helper()
+	db, err := badger.Open(node.BadgerOptions(t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	_, wkey, _ := ed25519.GenerateKey(nil)
+	cs, err := tlogwitness.NewCosigner("witness.test/viewer", wkey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := tlogproof.Verifier(origin, hostKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := witness.New(witness.Config{DB: db, Cosigner: cs, Burst: 1000, PerOrigin: time.Millisecond,
+		Logs: func(o string) (tlogwitness.Log, bool) {
+			return tlogwitness.Log{Origin: origin, Verifier: v}, o == origin
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(w)
+	t.Cleanup(srv.Close)
+	target, err := witness.ParseTarget(srv.URL + "=" + w.VerifierKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return target
+}
+
+// logProxy sits in front of a log viewer: it counts the batched proof
+// requests and proofs and, when tamper is set, rewrites their answers.
+type logProxy struct {
+	srv      *httptest.Server
+	requests atomic.Int64
+	hashes   atomic.Int64
+	mu       sync.Mutex
+	tamper   func(*hostapi.InclusionBatch)
+}
+
+func newLogProxy(t *testing.T, backend string) *logProxy {
+	t.Helper()
+	p := &logProxy{}
+	target, _ := url.Parse(backend)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	rp.ModifyResponse = func(r *http.Response) error {
+		if r.Request.URL.Path != "/v1/log/inclusions" || r.StatusCode != http.StatusOK {
+			return nil
+		}
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return err
+		}
+		var b hostapi.InclusionBatch
+		if err := json.Unmarshal(body, &b); err != nil {
+			return err
+		}
+		p.requests.Add(1)
+		p.hashes.Add(int64(len(b.Proofs)))
+		p.mu.Lock()
+		tamper := p.tamper
+		p.mu.Unlock()
+		if tamper != nil {
+			tamper(&b)
+			body, _ = json.Marshal(b)
+		}
+		r.Body = io.NopCloser(strings.NewReader(string(body)))
+		r.ContentLength = int64(len(body))
+		r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
+	p.srv = httptest.NewServer(rp)
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+func (p *logProxy) set(f func(*hostapi.InclusionBatch)) {
+	p.mu.Lock()
+	p.tamper = f
+	p.mu.Unlock()
+	p.requests.Store(0)
+	p.hashes.Store(0)
+}
+
+// logPage is what the host log card and the records' marks show.
+type logPage struct {
+	Summary              string
+	OK, Chain, Fail      string
+	Origin, Size, Root   string
+	Sigs                 []string // role state name
+	Marks                map[string]int
+	FailTitle, SkipTitle string
+}
+
+const logPageJS = `(() => {
+  const q = (s) => document.querySelector(s);
+  const sum = q('.log-card .log-summary') || { dataset: {}, textContent: '' };
+  const marks = {};
+  for (const m of document.querySelectorAll('#transcript .log-mark')) marks[m.dataset.state] = (marks[m.dataset.state] || 0) + 1;
+  const bad = q('#transcript .log-mark[data-state="fail"]');
+  return {
+    Summary: sum.textContent, OK: sum.dataset.ok || '', Chain: sum.dataset.chain || '', Fail: sum.dataset.fail || '',
+    Origin: (q('.log-card .log-origin') || {}).textContent || '', Size: (q('.log-card .log-size') || {}).textContent || '',
+    Root: (q('.log-card .log-root') || {}).title || '',
+    Sigs: Array.from(document.querySelectorAll('.log-card .log-sig[data-role]'), (e) => e.dataset.role + ' ' + e.dataset.state + ' ' + e.dataset.name),
+    Marks: marks, FailTitle: bad ? bad.title : '',
+  };
+})()`
+
+func (tb *tab) logPage() logPage {
+	tb.t.Helper()
+	var p logPage
+	tb.eval(logPageJS, &p)
+	return p
+}
+
+// TestViewerHostLog: the room page of a host with a host log and a
+// witness shows the checkpoint and its signatures, and marks every record
+// after verifying, in the browser, the checkpoint's host signature, the
+// witness's cosignature and the record's inclusion proof; 200 records
+// take one batched request. A tampered proof and a validly signed wrong
+// root show failure marks; a page's proofs are bounded; after a restart
+// on the same data dir the page still verifies; the outcome page checks
+// the archive's records, its archive_root and its embedded proof.
+func TestViewerHostLog(t *testing.T) {
+	b := startBrowser(t)
+	dir := t.TempDir()
+	h := adptest.StartHostAt(t, node.Config{DataDir: dir, Rates: highRates()}, adptest.NewClock())
+	pub, key, _ := ed25519.GenerateKey(nil)
+	origin := tlogproof.Origin(h.Node.Host())
+	lv := startLogViewer(t, h, key, startWitness(t, origin, pub))
+
+	alice := adptest.NewAgent("alice")
+	id := lv.h.CreateRoom(t, alice, lv.h.RoomPayload("public"))
+	for i := 0; i < 199; i++ {
+		lv.h.MustPost(t, alice, id, "message.create", msg(fmt.Sprintf("record %d", i+2)))
+	}
+	const n = 200
+	lv.covered(t, n)
+	proxy := newLogProxy(t, lv.srv.URL)
+
+	tb := b.tab(t)
+	open := func(p *logProxy, route string) {
+		tb.run(chromedp.Navigate(p.srv.URL + "/#/nowhere"))
+		tb.waitJS(5*time.Second, "viewer scripts", `window.ADPViewer && window.ADPViewer.LogCheck`)
+		tb.run(chromedp.Navigate(p.srv.URL + "/#" + route))
+	}
+	allOK := fmt.Sprintf(`document.querySelector('.badge[data-state="ok"]') && document.querySelectorAll('#transcript .log-mark[data-state="ok"]').length === %d`, n)
+
+	// The genuine log: every record proved in one request.
+	open(proxy, "/rooms/"+id)
+	tb.waitJS(20*time.Second, "every record proved in the log", allOK)
+	p := tb.logPage()
+	_, cp, _ := lv.l.Checkpoint(t.Context())
+	wantSigs := []string{"host ok " + origin, "witness ok witness.test/viewer"}
+	if p.OK != strconv.Itoa(n) || p.Fail != "0" || p.Origin != origin || p.Size != strconv.Itoa(n) ||
+		p.Root != base64.StdEncoding.EncodeToString(cp.Hash[:]) || strings.Join(p.Sigs, "|") != strings.Join(wantSigs, "|") {
+		t.Fatalf("host log card: %+v (checkpoint %d)", p, cp.Size)
+	}
+	if r, k := proxy.requests.Load(), proxy.hashes.Load(); r != 1 || k != n {
+		t.Fatalf("%d batched requests for %d proofs; want 1 for %d", r, k, n)
+	}
+	tb.shot("viewer-hostlog")
+	tb.assertInert()
+
+	// A tampered proof: that record fails, the others still verify.
+	const victim = 37
+	proxy.set(func(b *hostapi.InclusionBatch) {
+		for i := range b.Proofs {
+			if pr := b.Proofs[i].Inclusion; pr != nil && pr.LeafIndex == victim-1 {
+				pr.Hashes[0] = base64.StdEncoding.EncodeToString(make([]byte, 32))
+			}
+		}
+	})
+	open(proxy, "/rooms/"+id)
+	tb.waitJS(20*time.Second, "the tampered record fails", `document.querySelector('#transcript > li[data-seq="`+strconv.Itoa(victim)+`"] .log-mark[data-state="fail"]')`)
+	tb.waitJS(10*time.Second, "the others verify", fmt.Sprintf(`document.querySelectorAll('#transcript .log-mark[data-state="ok"]').length === %d`, n-1))
+	p = tb.logPage()
+	if p.Fail != "1" || !strings.Contains(p.FailTitle, "does not lead to the checkpoint root") || !strings.Contains(p.Summary, "✗ 1 of 200") {
+		t.Fatalf("tampered proof: %+v", p)
+	}
+	var rowBad bool
+	tb.eval(`document.querySelector('#transcript > li[data-seq="`+strconv.Itoa(victim)+`"]').classList.contains('rec-log-bad')`, &rowBad)
+	if !rowBad {
+		t.Fatal("the tampered record's row is not marked")
+	}
+
+	// A wrong root in a checkpoint validly signed with the host key: the
+	// signature verifies, the witness's does not (it signed the true
+	// root), and no proof leads to the root.
+	proxy.set(func(b *hostapi.InclusionBatch) {
+		body, rest, _ := strings.Cut(b.Checkpoint, "\n\n")
+		c, err := tlogproof.ParseCheckpoint([]byte(body + "\n"))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		c.Hash[0] ^= 1
+		signed, err := tlogproof.Sign(c, key)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		var witnessLines []string
+		for _, l := range strings.Split(strings.TrimSuffix(rest, "\n"), "\n") {
+			if !strings.HasPrefix(l, "— "+origin+" ") {
+				witnessLines = append(witnessLines, l+"\n")
+			}
+		}
+		b.Checkpoint = string(signed) + strings.Join(witnessLines, "")
+	})
+	open(proxy, "/rooms/"+id)
+	tb.waitJS(20*time.Second, "every record fails", fmt.Sprintf(`document.querySelectorAll('#transcript .log-mark[data-state="fail"]').length === %d`, n))
+	p = tb.logPage()
+	if strings.Join(p.Sigs, "|") != "host ok "+origin+"|witness bad witness.test/viewer" || !strings.Contains(p.FailTitle, "does not lead to the checkpoint root") {
+		t.Fatalf("wrong root: %+v", p)
+	}
+	tb.shot("viewer-hostlog-wrong-root")
+
+	// An unsigned answer (the host line dropped) and an unknown witness:
+	// the checkpoint fails, the unknown line is shown as not checked.
+	proxy.set(func(b *hostapi.InclusionBatch) {
+		text, _, _ := strings.Cut(b.Checkpoint, "\n\n")
+		b.Checkpoint = text + "\n\n— someone.example/w " + base64.StdEncoding.EncodeToString(make([]byte, 76)) + "\n"
+	})
+	open(proxy, "/rooms/"+id)
+	tb.waitJS(20*time.Second, "checkpoint rejected", fmt.Sprintf(`document.querySelectorAll('#transcript .log-mark[data-state="fail"]').length === %d`, n))
+	p = tb.logPage()
+	if strings.Join(p.Sigs, "|") != "witness unchecked someone.example/w" || !strings.Contains(p.FailTitle, "not signed by the log key") {
+		t.Fatalf("unsigned checkpoint: %+v", p)
+	}
+
+	// The page's bound: with at most 50 proofs per page in requests of
+	// 20, three requests; the newest record's proof covers the rest
+	// through the hash chain.
+	proxy.set(nil)
+	tb.run(chromedp.Navigate(proxy.srv.URL + "/#/nowhere"))
+	tb.waitJS(5*time.Second, "viewer scripts", `window.ADPViewer && window.ADPViewer.LogCheck`)
+	tb.eval(`(() => { Object.assign(window.ADPViewer.LOG_LIMITS, { perPage: 50, perRequest: 20 }); location.hash = '#/rooms/`+id+`'; return true; })()`, nil)
+	tb.waitJS(20*time.Second, "the page's proofs spent", fmt.Sprintf(`document.querySelector('.log-card[data-idle="true"]') && document.querySelectorAll('#transcript .log-mark[data-state="ok"]').length === 50 && document.querySelectorAll('#transcript .log-mark[data-state="chain"]').length === %d`, n-50))
+	p = tb.logPage()
+	if r, k := proxy.requests.Load(), proxy.hashes.Load(); r != 3 || k != 50 || p.OK != "50" || p.Chain != strconv.Itoa(n-50) {
+		t.Fatalf("bounded page: %d requests, %d proofs, card %+v", r, k, p)
+	}
+
+	// Restart on the same data dir: the log, its checkpoint and the
+	// witness's state survive, and the page verifies again.
+	lv = lv.restart(t)
+	lv.h.MustPost(t, alice, id, "room.close", map[string]any{"reason": "done"})
+	lv.covered(t, n+1)
+	proxy = newLogProxy(t, lv.srv.URL)
+	tb2 := b.tab(t)
+	tb = tb2
+	open(proxy, "/rooms/"+id)
+	tb.waitJS(20*time.Second, "every record proved after the restart", fmt.Sprintf(`document.querySelector('.badge[data-state="ok"]') && document.querySelectorAll('#transcript .log-mark[data-state="ok"]').length === %d`, n+1))
+	p = tb.logPage()
+	if p.Size != strconv.Itoa(n+1) || strings.Join(p.Sigs, "|") != strings.Join(wantSigs, "|") || proxy.requests.Load() != 1 {
+		t.Fatalf("after restart: %+v, %d requests", p, proxy.requests.Load())
+	}
+
+	// The outcome page: the archive's records in the log, its
+	// archive_root recomputed and its embedded proof checked.
+	open(proxy, "/rooms/"+id+"/outcome")
+	tb.waitJS(20*time.Second, "outcome verified", `document.querySelector('.outcome .badge[data-state="ok"]') && document.querySelector('.archive-log[data-state="ok"]') && document.querySelector('.log-card[data-state="ok"]')`)
+	var out struct{ Badge, Archive, Summary string }
+	tb.eval(`({ Badge: document.querySelector('.badge').textContent, Archive: document.querySelector('.archive-log').textContent,
+  Summary: document.querySelector('.log-card .log-summary').textContent })`, &out)
+	if !strings.Contains(out.Badge, "archive_root matches") || !strings.Contains(out.Archive, fmt.Sprintf("record #%d is leaf", n+1)) ||
+		!strings.Contains(out.Summary, fmt.Sprintf("%d of %d records of the archive proved", n+1, n+1)) {
+		t.Fatalf("outcome page: %+v", out)
+	}
+	tb.shot("viewer-hostlog-outcome")
+	tb.assertInert()
+}
