@@ -383,6 +383,7 @@
         const why = await verifyInclusion(e.hash, p.inclusion, c.cp);
         if (why) {
           Object.assign(e, { state: 'fail', reason: why, size: c.cp.sizeText });
+          if (!this.failed) this.reason = why;
           this.failed++;
         } else {
           Object.assign(e, { state: 'ok', reason: '', size: c.cp.sizeText, index: p.inclusion.leaf_index });
