@@ -2,6 +2,7 @@ package hostapi_test
 
 import (
 	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/dgraph-io/badger/v4"
+	sumdb "golang.org/x/mod/sumdb/tlog"
 
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
@@ -231,6 +233,118 @@ func (tb *tab) logPage() logPage {
 	return p
 }
 
+type hashSlice []sumdb.Hash
+
+func (s hashSlice) ReadHashes(idx []int64) ([]sumdb.Hash, error) {
+	out := make([]sumdb.Hash, len(idx))
+	for i, x := range idx {
+		out[i] = s[x]
+	}
+	return out, nil
+}
+
+// browserLogVectors checks the page's RFC 6962 inclusion verifier and
+// Merkle root against golang.org/x/mod/sumdb/tlog at tree sizes around
+// powers of two, and altered proofs against it.
+func browserLogVectors(t *testing.T, tb *tab) {
+	type incCase struct {
+		Hash  string                   `json:"hash"`
+		Proof tlogproof.InclusionProof `json:"proof"`
+		Root  string                   `json:"root"`
+		Other string                   `json:"other"` // another leaf's hash
+	}
+	type rootCase struct {
+		Hashes []string `json:"hashes"`
+		Root   string   `json:"root"`
+	}
+	var leaves [][32]byte
+	var st hashSlice
+	var incs []incCase
+	var roots []rootCase
+	enc := func(hs [][32]byte) []string {
+		out := make([]string, len(hs))
+		for i, h := range hs {
+			out[i] = tlogproof.EncodeRecordHash(h)
+		}
+		return out
+	}
+	for n := 1; n <= 257; n++ {
+		var rh [32]byte
+		rand.Read(rh[:])
+		hs, err := sumdb.StoredHashes(int64(n-1), rh[:], st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st = append(st, hs...)
+		leaves = append(leaves, rh)
+		switch n {
+		case 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 127, 128, 129, 255, 256, 257:
+		default:
+			continue
+		}
+		root, err := sumdb.TreeHash(int64(n), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if [32]byte(root) != tlogproof.Root(leaves) {
+			t.Fatalf("size %d: tlogproof.Root differs from sumdb", n)
+		}
+		roots = append(roots, rootCase{enc(leaves), tlogproof.EncodeRecordHash(tlogproof.Root(leaves))})
+		for _, i := range []int{0, 1, n / 3, n / 2, n - 2, n - 1} {
+			if i < 0 || i >= n {
+				continue
+			}
+			p, err := sumdb.ProveRecord(int64(n), int64(i), st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ph [][]byte
+			for _, x := range p {
+				ph = append(ph, append([]byte(nil), x[:]...))
+			}
+			incs = append(incs, incCase{Hash: tlogproof.EncodeRecordHash(leaves[i]), Root: base64.StdEncoding.EncodeToString(root[:]),
+				Proof: tlogproof.InclusionProof{LeafIndex: uint64(i), TreeSize: uint64(n), Hashes: tlogproof.EncodeHashes(ph)},
+				Other: tlogproof.EncodeRecordHash(leaves[(i+1)%n])})
+		}
+	}
+	incJSON, _ := json.Marshal(incs)
+	rootJSON, _ := json.Marshal(roots)
+	var res struct {
+		Checked int      `json:"checked"`
+		Bad     []string `json:"bad"`
+	}
+	tb.eval(`(async (incs, roots) => {
+  const V = window.ADPViewer, bad = [];
+  let checked = 0;
+  for (const c of incs) {
+    const cp = { size: BigInt(c.proof.tree_size), root: V.b64Decode(c.root) };
+    const at = c.proof.leaf_index + '/' + c.proof.tree_size;
+    const why = await V.verifyInclusion(c.hash, c.proof, cp);
+    if (why) bad.push('genuine ' + at + ': ' + why);
+    const alt = async (label, hash, proof, cpx) => { if (!(await V.verifyInclusion(hash, proof, cpx || cp))) bad.push(label + ' verified at ' + at); };
+    if (c.proof.tree_size > 1) {
+      await alt('other leaf', c.other, c.proof);
+      await alt('other index', c.hash, Object.assign({}, c.proof, { leaf_index: (c.proof.leaf_index + 1) % c.proof.tree_size }));
+      await alt('short proof', c.hash, Object.assign({}, c.proof, { hashes: c.proof.hashes.slice(1) }));
+      await alt('flipped hash', c.hash, Object.assign({}, c.proof, { hashes: [c.proof.hashes[0].replace(/^./, (x) => (x === 'A' ? 'B' : 'A'))].concat(c.proof.hashes.slice(1)) }));
+    }
+    await alt('long proof', c.hash, Object.assign({}, c.proof, { hashes: c.proof.hashes.concat([c.root]) }));
+    await alt('other size', c.hash, Object.assign({}, c.proof, { tree_size: c.proof.tree_size + 1 }));
+    await alt('beyond the tree', c.hash, Object.assign({}, c.proof, { leaf_index: c.proof.tree_size }));
+    checked++;
+  }
+  for (const r of roots) {
+    const got = await V.merkleRoot(r.hashes);
+    if (got !== r.root) bad.push('root of ' + r.hashes.length + ': ' + got);
+  }
+  if ((await V.merkleRoot([])) !== V.b64u(new Uint8Array(await crypto.subtle.digest('SHA-256', new Uint8Array(0))))) bad.push('empty root');
+  return { checked, bad };
+})(`+string(incJSON)+`, `+string(rootJSON)+`)`, &res)
+	if len(res.Bad) > 0 || res.Checked != len(incs) || len(incs) < 100 {
+		t.Fatalf("inclusion vectors: %d of %d checked; %q", res.Checked, len(incs), res.Bad)
+	}
+}
+
 // TestViewerHostLog: the room page of a host with a host log and a
 // witness shows the checkpoint and its signatures, and marks every record
 // after verifying, in the browser, the checkpoint's host signature, the
@@ -262,6 +376,9 @@ func TestViewerHostLog(t *testing.T) {
 		tb.waitJS(5*time.Second, "viewer scripts", `window.ADPViewer && window.ADPViewer.LogCheck`)
 		tb.run(chromedp.Navigate(p.srv.URL + "/#" + route))
 	}
+	tb.run(chromedp.Navigate(proxy.srv.URL + "/#/nowhere"))
+	tb.waitJS(5*time.Second, "viewer scripts", `window.ADPViewer && window.ADPViewer.LogCheck`)
+	browserLogVectors(t, tb)
 	allOK := fmt.Sprintf(`document.querySelector('.badge[data-state="ok"]') && document.querySelectorAll('#transcript .log-mark[data-state="ok"]').length === %d`, n)
 
 	// The genuine log: every record proved in one request.
