@@ -270,7 +270,10 @@
         if (!r || typeof r.seq !== 'number' || typeof r.hash !== 'string' || this.entries.has(r.seq)) continue;
         this.entries.set(r.seq, { seq: r.seq, hash: r.hash, state: 'queued', reason: '', tries: 0 });
       }
-      this.schedule(150);
+      // The page's first records are asked for at once; later ones (a live
+      // room's) wait a checkpoint interval, so that a page sends at most
+      // one request per LOG_LIMITS.retryMs however fast records arrive.
+      this.schedule(this.requests ? LOG_LIMITS.retryMs : 150);
     }
 
     schedule(ms) {
