@@ -155,6 +155,8 @@ type logProxy struct {
 	hashes   atomic.Int64
 	mu       sync.Mutex
 	tamper   func(*hostapi.InclusionBatch)
+	// tamperCons, when set, rewrites consistency proofs.
+	tamperCons func(*tlogproof.ConsistencyProof)
 }
 
 func newLogProxy(t *testing.T, backend string) *logProxy {
@@ -163,6 +165,24 @@ func newLogProxy(t *testing.T, backend string) *logProxy {
 	target, _ := url.Parse(backend)
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.ModifyResponse = func(r *http.Response) error {
+		if r.Request.URL.Path == "/v1/log/consistency" && r.StatusCode == http.StatusOK {
+			p.mu.Lock()
+			tamper := p.tamperCons
+			p.mu.Unlock()
+			if tamper == nil {
+				return nil
+			}
+			var cp tlogproof.ConsistencyProof
+			if err := json.NewDecoder(r.Body).Decode(&cp); err != nil {
+				return err
+			}
+			tamper(&cp)
+			body, _ := json.Marshal(cp)
+			r.Body = io.NopCloser(strings.NewReader(string(body)))
+			r.ContentLength = int64(len(body))
+			r.Header.Set("Content-Length", strconv.Itoa(len(body)))
+			return nil
+		}
 		if r.Request.URL.Path != "/v1/log/inclusions" || r.StatusCode != http.StatusOK {
 			return nil
 		}
@@ -243,8 +263,8 @@ func (s hashSlice) ReadHashes(idx []int64) ([]sumdb.Hash, error) {
 	return out, nil
 }
 
-// browserLogVectors checks the page's RFC 6962 inclusion verifier and
-// Merkle root against golang.org/x/mod/sumdb/tlog at tree sizes around
+// browserLogVectors checks the page's RFC 6962 inclusion and consistency
+// verifiers and Merkle root against golang.org/x/mod/sumdb/tlog at tree sizes around
 // powers of two, and altered proofs against it.
 func browserLogVectors(t *testing.T, tb *tab) {
 	type incCase struct {
@@ -307,15 +327,52 @@ func browserLogVectors(t *testing.T, tb *tab) {
 				Other: tlogproof.EncodeRecordHash(leaves[(i+1)%n])})
 		}
 	}
+	type consCase struct {
+		Size1  int      `json:"size1"`
+		Size2  int      `json:"size2"`
+		Root1  string   `json:"root1"`
+		Root2  string   `json:"root2"`
+		Hashes []string `json:"hashes"`
+	}
+	var conss []consCase
+	for _, pair := range [][2]int{{1, 2}, {1, 3}, {2, 3}, {2, 4}, {3, 7}, {4, 8}, {5, 8}, {7, 8}, {8, 9}, {8, 16}, {15, 17}, {16, 17}, {31, 64}, {33, 100}, {64, 129}, {100, 257}, {128, 256}, {255, 257}, {256, 257}, {9, 9}} {
+		r1, _ := sumdb.TreeHash(int64(pair[0]), st)
+		r2, _ := sumdb.TreeHash(int64(pair[1]), st)
+		p, err := sumdb.ProveTree(int64(pair[1]), int64(pair[0]), st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ph [][]byte
+		for _, x := range p {
+			ph = append(ph, append([]byte(nil), x[:]...))
+		}
+		conss = append(conss, consCase{pair[0], pair[1], base64.StdEncoding.EncodeToString(r1[:]), base64.StdEncoding.EncodeToString(r2[:]), tlogproof.EncodeHashes(ph)})
+	}
+	consJSON, _ := json.Marshal(conss)
 	incJSON, _ := json.Marshal(incs)
 	rootJSON, _ := json.Marshal(roots)
 	var res struct {
 		Checked int      `json:"checked"`
 		Bad     []string `json:"bad"`
 	}
-	tb.eval(`(async (incs, roots) => {
+	tb.eval(`(async (incs, roots, conss) => {
   const V = window.ADPViewer, bad = [];
   let checked = 0;
+  for (const c of conss) {
+    const args = [BigInt(c.size1), V.b64Decode(c.root1), BigInt(c.size2), V.b64Decode(c.root2)];
+    const at = c.size1 + '→' + c.size2;
+    const why = await V.verifyConsistency(...args, c.hashes);
+    if (why) bad.push('consistency ' + at + ': ' + why);
+    checked++;
+    if (c.size1 === c.size2) continue;
+    const alt = async (label, a, hashes) => { if (!(await V.verifyConsistency(...a, hashes))) bad.push(label + ' consistent at ' + at); };
+    await alt('flipped hash', args, [c.hashes[0].replace(/^./, (x) => (x === 'A' ? 'B' : 'A'))].concat(c.hashes.slice(1)));
+    await alt('short proof', args, c.hashes.slice(0, -1));
+    await alt('long proof', args, c.hashes.concat([c.root2]));
+    await alt('other first root', [args[0], V.b64Decode(c.root2), args[2], args[3]], c.hashes);
+    await alt('other second root', [args[0], args[1], args[2], V.b64Decode(c.root1)], c.hashes);
+    await alt('other first size', [args[0] + 1n, args[1], args[2], args[3]], c.hashes);
+  }
   for (const c of incs) {
     const cp = { size: BigInt(c.proof.tree_size), root: V.b64Decode(c.root) };
     const at = c.proof.leaf_index + '/' + c.proof.tree_size;
@@ -339,9 +396,9 @@ func browserLogVectors(t *testing.T, tb *tab) {
   }
   if ((await V.merkleRoot([])) !== V.b64u(new Uint8Array(await crypto.subtle.digest('SHA-256', new Uint8Array(0))))) bad.push('empty root');
   return { checked, bad };
-})(`+string(incJSON)+`, `+string(rootJSON)+`)`, &res)
-	if len(res.Bad) > 0 || res.Checked != len(incs) || len(incs) < 100 {
-		t.Fatalf("inclusion vectors: %d of %d checked; %q", res.Checked, len(incs), res.Bad)
+})(`+string(incJSON)+`, `+string(rootJSON)+`, `+string(consJSON)+`)`, &res)
+	if len(res.Bad) > 0 || res.Checked != len(incs)+len(conss) || len(incs) < 100 {
+		t.Fatalf("inclusion and consistency vectors: %d of %d checked; %q", res.Checked, len(incs)+len(conss), res.Bad)
 	}
 }
 
@@ -491,8 +548,36 @@ func TestViewerHostLog(t *testing.T) {
 	}
 	lv.h.MustPost(t, alice, id, "message.create", msg("written while the page is open"))
 	tb.waitJS(20*time.Second, "the live record proved", `document.querySelector('#transcript > li[data-seq="`+strconv.Itoa(n+1)+`"] .log-mark[data-state="ok"]')`)
+	// The page saw two checkpoints and checked the later extends the earlier.
+	tb.waitJS(10*time.Second, "consistency checked", `document.querySelector('.log-card .log-consistency[data-state="ok"]')`)
+	if c := tb.text(".log-card .log-consistency"); !strings.Contains(c, fmt.Sprintf("size %d", n)) || tb.logPage().Size != strconv.Itoa(n+1) {
+		t.Fatalf("consistency: %q", c)
+	}
+
+	// A host whose new checkpoint comes with a consistency proof that does
+	// not hold: the card and the new record fail.
+	proxy.mu.Lock()
+	proxy.tamperCons = func(p *tlogproof.ConsistencyProof) {
+		if len(p.Hashes) > 0 {
+			p.Hashes[0] = base64.StdEncoding.EncodeToString(make([]byte, 32))
+		}
+	}
+	proxy.mu.Unlock()
+	tb = b.tab(t)
+	open(proxy, "/rooms/"+id)
+	tb.waitJS(20*time.Second, "the page verified", fmt.Sprintf(`document.querySelectorAll('#transcript .log-mark[data-state="ok"]').length === %d`, n+1))
+	lv.h.MustPost(t, alice, id, "message.create", msg("after the fork"))
+	tb.waitJS(20*time.Second, "inconsistent checkpoints caught", `document.querySelector('.log-card .log-consistency[data-state="bad"]') && document.querySelector('#transcript > li[data-seq="`+strconv.Itoa(n+2)+`"] .log-mark[data-state="fail"]')`)
+	if p := tb.logPage(); !strings.Contains(p.Summary, "not proved to extend checkpoint") {
+		t.Fatalf("inconsistent checkpoints: %+v", p)
+	}
+	tb.shot("viewer-hostlog-inconsistent")
+	proxy.mu.Lock()
+	proxy.tamperCons = nil
+	proxy.mu.Unlock()
+
 	lv.h.MustPost(t, alice, id, "room.close", map[string]any{"reason": "done"})
-	lv.covered(t, n+2)
+	lv.covered(t, n+3)
 
 	// The outcome page: the archive's records in the log, its
 	// archive_root recomputed and its embedded proof checked.
@@ -501,8 +586,8 @@ func TestViewerHostLog(t *testing.T) {
 	var out struct{ Badge, Archive, Summary string }
 	tb.eval(`({ Badge: document.querySelector('.badge').textContent, Archive: document.querySelector('.archive-log').textContent,
   Summary: document.querySelector('.log-card .log-summary').textContent })`, &out)
-	if !strings.Contains(out.Badge, "archive_root matches") || !strings.Contains(out.Archive, fmt.Sprintf("record #%d is leaf %d", n+2, n+1)) ||
-		!strings.Contains(out.Summary, fmt.Sprintf("%d of %d records of the archive proved", n+2, n+2)) {
+	if !strings.Contains(out.Badge, "archive_root matches") || !strings.Contains(out.Archive, fmt.Sprintf("record #%d is leaf %d", n+3, n+2)) ||
+		!strings.Contains(out.Summary, fmt.Sprintf("%d of %d records of the archive proved", n+3, n+3)) {
 		t.Fatalf("outcome page: %+v", out)
 	}
 	tb.shot("viewer-hostlog-outcome")

@@ -210,6 +210,43 @@
     return null;
   }
 
+  // verifyConsistency checks an RFC 6962 consistency proof (RFC 9162
+  // §2.1.4.2) that the tree (size1, root1) is a prefix of (size2, root2);
+  // sizes are BigInt. It returns null when it holds, or the reason.
+  async function verifyConsistency(size1, root1, size2, root2, hashes) {
+    if (!Array.isArray(hashes) || hashes.length > MAX_PROOF_HASHES) return 'consistency proof is malformed';
+    const path = [];
+    for (const s of hashes) {
+      const p = b64Decode(s);
+      if (!p || p.length !== 32) return 'consistency proof hash is malformed';
+      path.push(p);
+    }
+    if (size1 > size2) return 'the first tree is larger than the second';
+    if (size1 === size2) return path.length === 0 && equal(root1, root2) ? null : 'two checkpoints of one size with different roots';
+    if (size1 === 0n) return path.length === 0 ? null : 'consistency proof from the empty tree is not empty';
+    if (!path.length) return 'consistency proof is empty';
+    if ((size1 & (size1 - 1n)) === 0n) path.unshift(root1);
+    let fn = size1 - 1n, sn = size2 - 1n;
+    while ((fn & 1n) === 1n) { fn >>= 1n; sn >>= 1n; }
+    let fr = path[0], sr = path[0];
+    for (const c of path.slice(1)) {
+      if (sn === 0n) return 'consistency proof is too long';
+      if ((fn & 1n) === 1n || fn === sn) {
+        fr = await sha256(concat(Uint8Array.of(1), c, fr));
+        sr = await sha256(concat(Uint8Array.of(1), c, sr));
+        if ((fn & 1n) === 0n) while ((fn & 1n) === 0n && fn !== 0n) { fn >>= 1n; sn >>= 1n; }
+      } else {
+        sr = await sha256(concat(Uint8Array.of(1), sr, c));
+      }
+      fn >>= 1n;
+      sn >>= 1n;
+    }
+    if (sn !== 0n) return 'consistency proof is too short';
+    if (!equal(fr, root1)) return 'the proof does not reproduce the earlier root';
+    if (!equal(sr, root2)) return 'the proof does not reproduce the later root';
+    return null;
+  }
+
   // merkleRoot returns the RFC 6962 root (base64url, as archive_root) over
   // record hashes (base64url) in order, or null if one is malformed.
   async function merkleRoot(recordHashes) {
@@ -250,6 +287,7 @@
       this.running = false;
       this.again = false;
       this.destroyed = false;
+      this.consistency = null; // {from, to, reason}: the last consistency check between two checkpoints
       this.sizes = new Map(); // tree size -> root (base64) of every checkpoint seen: a second root is a fork
       this.disc = V.getDiscovery().then(async (d) => {
         const log = d && d.log;
@@ -369,7 +407,22 @@
       const seen = this.sizes.get(c.cp.sizeText);
       if (seen && seen !== c.cp.rootB64) return failAll('two checkpoints of size ' + c.cp.sizeText + ' with different roots (a fork)');
       if (this.sizes.size < 1024) this.sizes.set(c.cp.sizeText, c.cp.rootB64);
-      if (!this.checkpoint || !this.checkpoint.ok || c.cp.size >= this.checkpoint.cp.size) this.checkpoint = Object.assign({}, c, { publishedAt: res.published_at });
+      const prev = this.checkpoint && this.checkpoint.ok ? this.checkpoint : null;
+      if (prev && prev.cp.size !== c.cp.size) {
+        // The page has seen two checkpoints: the smaller must be a prefix
+        // of the larger (one request per new checkpoint).
+        const [a, z] = prev.cp.size < c.cp.size ? [prev.cp, c.cp] : [c.cp, prev.cp];
+        let why;
+        try {
+          const p = await api('/v1/log/consistency?size1=' + a.sizeText + '&size2=' + z.sizeText);
+          why = p && p.size1 === Number(a.size) && p.size2 === Number(z.size) ? await verifyConsistency(a.size, a.root, z.size, z.root, p.hashes) : 'the answer is for other sizes';
+        } catch (err) {
+          why = 'no consistency proof: ' + err.message;
+        }
+        this.consistency = { from: a.sizeText, to: z.sizeText, reason: why || '' };
+        if (why) return failAll(`checkpoint ${z.sizeText} is not proved to extend checkpoint ${a.sizeText} seen before: ${why}`);
+      }
+      if (!prev || c.cp.size >= prev.cp.size) this.checkpoint = Object.assign({}, c, { publishedAt: res.published_at });
       const proofs = Array.isArray(res.proofs) ? res.proofs : [];
       for (let i = 0; i < batch.length; i++) {
         const e = batch[i], p = proofs[i];
@@ -476,6 +529,9 @@
           kv('Origin', h('code', { class: 'log-origin', text: c.cp.origin })),
           kv('Size', h('span', { class: 'log-size', text: c.cp.sizeText })),
           kv('Root', h('code', { class: 'log-root', title: c.cp.rootB64, text: shortHash(c.cp.rootB64) })),
+          lc.consistency ? kv('Consistency', h('span', { class: 'log-consistency ' + (lc.consistency.reason ? 'bad' : 'ok'), data: { state: lc.consistency.reason ? 'bad' : 'ok' },
+            text: lc.consistency.reason ? `✗ size ${lc.consistency.to} does not extend size ${lc.consistency.from}: ${lc.consistency.reason}`
+              : `✓ extends the checkpoint of size ${lc.consistency.from} seen earlier (RFC 6962 consistency proof checked here)` })) : null,
           kv('Published', c.publishedAt ? h('span', { title: fmtTime(c.publishedAt) + ' (the host\'s clock; not signed)', text: fmtRel(c.publishedAt) }) : '—'),
           c.hostKey ? kv('Host key', h('code', { class: 'did', text: c.hostKey })) : null),
         h('h4', { text: 'Signatures' }), sigs);
@@ -510,5 +566,5 @@
     row.classList.toggle('rec-log-bad', m.state === 'fail');
   }
 
-  Object.assign(V, { merkleRoot, LOG_LIMITS, LogCheck, logCard, setMark, verifyInclusion, verifyCheckpointNote, parseVerifierKey, parseNote, b64Decode });
+  Object.assign(V, { verifyConsistency, merkleRoot, LOG_LIMITS, LogCheck, logCard, setMark, verifyInclusion, verifyCheckpointNote, parseVerifierKey, parseNote, b64Decode });
 })(window.ADPViewer = window.ADPViewer || {});
