@@ -26,6 +26,7 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/tlog"
@@ -54,8 +55,8 @@ func startLogViewer(t *testing.T, h *adptest.Host, key ed25519.PrivateKey, targe
 		t.Fatal(err)
 	}
 	lv.l = l
-	h.Node.Listen(func(e node.Event) {
-		if e.Kind == node.EventRecord {
+	h.Node.Listen(func(e hostport.Event) {
+		if e.Kind == hostport.EventRecord {
 			leaf, _ := tlogproof.RecordLeaf(e.Record.Hash)
 			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: leaf})
 		}
