@@ -154,6 +154,7 @@ type logProxy struct {
 	srv      *httptest.Server
 	requests atomic.Int64
 	hashes   atomic.Int64
+	bytes    atomic.Int64
 	mu       sync.Mutex
 	tamper   func(*hostapi.InclusionBatch)
 	// tamperCons, when set, rewrites consistency proofs.
@@ -197,6 +198,7 @@ func newLogProxy(t *testing.T, backend string) *logProxy {
 		}
 		p.requests.Add(1)
 		p.hashes.Add(int64(len(b.Proofs)))
+		p.bytes.Add(int64(len(body)))
 		p.mu.Lock()
 		tamper := p.tamper
 		p.mu.Unlock()
@@ -220,6 +222,7 @@ func (p *logProxy) set(f func(*hostapi.InclusionBatch)) {
 	p.mu.Unlock()
 	p.requests.Store(0)
 	p.hashes.Store(0)
+	p.bytes.Store(0)
 }
 
 // logPage is what the host log card and the records' marks show.
@@ -452,6 +455,9 @@ func TestViewerHostLog(t *testing.T) {
 	if r, k := proxy.requests.Load(), proxy.hashes.Load(); r != 1 || k != n {
 		t.Fatalf("%d batched requests for %d proofs; want 1 for %d", r, k, n)
 	}
+	var ms float64
+	tb.eval(`(() => { const e = performance.getEntriesByType('resource').find((x) => x.name.endsWith('/v1/log/inclusions')); return e ? e.duration : -1; })()`, &ms)
+	t.Logf("%d records: 1 request, %d bytes of proofs; request %.0f ms in the browser (load-dependent, not asserted)", n, proxy.bytes.Load(), ms)
 	tb.shot("viewer-hostlog")
 	tb.assertInert()
 

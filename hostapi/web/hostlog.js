@@ -412,13 +412,16 @@
         // The page has seen two checkpoints: the smaller must be a prefix
         // of the larger (one request per new checkpoint).
         const [a, z] = prev.cp.size < c.cp.size ? [prev.cp, c.cp] : [c.cp, prev.cp];
-        let why;
+        let p;
         try {
-          const p = await api('/v1/log/consistency?size1=' + a.sizeText + '&size2=' + z.sizeText);
-          why = p && p.size1 === Number(a.size) && p.size2 === Number(z.size) ? await verifyConsistency(a.size, a.root, z.size, z.root, p.hashes) : 'the answer is for other sizes';
+          p = await api('/v1/log/consistency?size1=' + a.sizeText + '&size2=' + z.sizeText);
         } catch (err) {
-          why = 'no consistency proof: ' + err.message;
+          // Not proved either way: the records stay unproved and are asked again.
+          for (const e of batch) this.retry(e, 'no consistency proof between checkpoints ' + a.sizeText + ' and ' + z.sizeText + ' yet: ' + err.message);
+          this.onChange(this);
+          return;
         }
+        const why = p && p.size1 === Number(a.size) && p.size2 === Number(z.size) ? await verifyConsistency(a.size, a.root, z.size, z.root, p.hashes) : 'the answer is for other sizes';
         this.consistency = { from: a.sizeText, to: z.sizeText, reason: why || '' };
         if (why) return failAll(`checkpoint ${z.sizeText} is not proved to extend checkpoint ${a.sizeText} seen before: ${why}`);
       }
