@@ -886,7 +886,7 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 		}
 		ib.head++
 		it.Seq = ib.head
-		w.set(seqKey(pfxMention, m, it.Seq), mustJSON(it))
+		w.set(seqKey(pfxMention, m, it.Seq), appendMention(nil, &it))
 		for ib.head-ib.floor > int64(a.cfg.Retention) {
 			ib.floor++
 			w.del(seqKey(pfxMention, m, ib.floor))

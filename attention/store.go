@@ -1,7 +1,9 @@
 package attention
 
 import (
+	"bytes"
 	"errors"
+	"strconv"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -74,20 +76,39 @@ func (w *writes) chunks(maxOps, maxBytes int) [][]groupcommit.KV {
 // one transaction only the last write of a key counts, but Badger counts
 // every one against the transaction's size).
 func lastWrites(ops []groupcommit.KV) []groupcommit.KV {
-	last := make(map[string]int, len(ops))
+	// Only an inbox's or a subscription's head is written more than once
+	// in a batch; other keys are left out of the map.
+	last := map[string]*int{}
+	dups := 0
 	for i, op := range ops {
-		last[string(op.K)] = i
-	}
-	if len(last) == len(ops) {
-		return ops
-	}
-	out := make([]groupcommit.KV, 0, len(last))
-	for i, op := range ops {
-		if last[string(op.K)] == i {
-			out = append(out, op)
+		if !rewritten(op.K) {
+			continue
+		}
+		if p := last[string(op.K)]; p != nil {
+			*p = i
+			dups++
+		} else {
+			j := i
+			last[string(op.K)] = &j
 		}
 	}
+	if dups == 0 {
+		return ops
+	}
+	out := make([]groupcommit.KV, 0, len(ops)-dups)
+	for i, op := range ops {
+		if rewritten(op.K) && *last[string(op.K)] != i {
+			continue
+		}
+		out = append(out, op)
+	}
 	return out
+}
+
+// rewritten reports whether k is a key a batch may write more than once
+// (an inbox's head, a subscription's meta, a room's match state).
+func rewritten(k []byte) bool {
+	return bytes.HasPrefix(k, []byte(pfxInbox)) || bytes.HasPrefix(k, []byte(pfxSub)) || bytes.HasPrefix(k, []byte(pfxMatch))
 }
 
 // write stores w durably: it returns once every op is on disk (or failed).
@@ -153,4 +174,50 @@ func (a *Attention) write(w *writes) error {
 		}
 	}
 	return nil
+}
+
+// appendMention appends it as JSON, the bytes json.Marshal would give, at a
+// fraction of its cost: the owner encodes one per mentioned agent and
+// record, on the write path's heels.
+func appendMention(b []byte, it *storedMention) []byte {
+	b = append(b, `{"seq":`...)
+	b = strconv.AppendInt(b, it.Seq, 10)
+	b = append(b, `,"room_id":`...)
+	b = appendJSONString(b, it.RoomID)
+	b = append(b, `,"room_seq":`...)
+	b = strconv.AppendInt(b, it.RoomSeq, 10)
+	b = append(b, `,"record_hash":`...)
+	b = appendJSONString(b, it.RecordHash)
+	b = append(b, `,"room_url":`...)
+	b = appendJSONString(b, it.RoomURL)
+	b = append(b, `,"host":`...)
+	b = appendJSONString(b, it.Host)
+	b = append(b, `,"actor":`...)
+	b = appendJSONString(b, string(it.Actor))
+	b = append(b, `,"type":`...)
+	b = appendJSONString(b, it.Type)
+	b = append(b, `,"created_at":`...)
+	b = strconv.AppendInt(b, it.CreatedAt, 10)
+	b = append(b, `,"at":`...)
+	b = strconv.AppendInt(b, it.At, 10)
+	b = append(b, `,"source":`...)
+	b = appendJSONString(b, it.Source)
+	b = append(b, `,"p":`...)
+	b = strconv.AppendBool(b, it.Public)
+	b = append(b, `,"r":`...)
+	b = strconv.AppendBool(b, it.Readable)
+	return append(b, '}')
+}
+
+// appendJSONString appends s as json.Marshal does: printable ASCII that
+// needs no escape as is, anything else through encoding/json.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return append(b, mustJSON(s)...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

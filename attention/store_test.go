@@ -1,6 +1,7 @@
 package attention
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -19,7 +20,7 @@ func TestWritesChunks(t *testing.T) {
 		if m%7 == 0 {
 			w.del([]byte(fmt.Sprintf("item/old/%03d", m)))
 		}
-		w.set([]byte("head"), []byte(fmt.Sprint(m)))
+		w.set([]byte(pfxInbox+"agent"), []byte(fmt.Sprint(m)))
 		w.unit()
 	}
 	for k := 0; k < 25; k++ { // one group without a cut
@@ -62,18 +63,37 @@ func TestWritesChunks(t *testing.T) {
 	}
 	var want string
 	for _, op := range chunks[0] {
-		if string(op.K) == "head" {
+		if string(op.K) == pfxInbox+"agent" {
 			want = string(op.V)
 		}
 	}
 	ops := lastWrites(chunks[0])
 	var heads []string
 	for _, op := range ops {
-		if string(op.K) == "head" {
+		if string(op.K) == pfxInbox+"agent" {
 			heads = append(heads, string(op.V))
 		}
 	}
 	if len(heads) != 1 || heads[0] != want || len(ops) >= len(chunks[0]) {
 		t.Fatalf("last writes: heads %v (want [%s]), %d ops of %d", heads, want, len(ops), len(chunks[0]))
+	}
+}
+
+// The owner's encoder of a stored mention gives json.Marshal's bytes,
+// escapes included.
+func TestAppendMentionIsJSON(t *testing.T) {
+	for _, it := range []storedMention{
+		{},
+		{MentionItem: MentionItem{Seq: 7, RoomID: "c0ffee00000000000000", RoomSeq: -3, RecordHash: "AAAA_-", RoomURL: "http://127.0.0.1:1/rooms/x",
+			Host: "127.0.0.1:1", Actor: "ed25519:abc", Type: "message.create", CreatedAt: 1764000000000, At: 1764000000001, Source: "local"}, Public: true},
+		{MentionItem: MentionItem{RoomURL: "https://h/?a=1&b=<2>\"\\\n\u2028é\xff", Host: "hôte", Type: "\x00"}, Readable: true},
+	} {
+		want, err := json.Marshal(it)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendMention(nil, &it); string(got) != string(want) {
+			t.Errorf("appendMention:\n got %s\nwant %s", got, want)
+		}
 	}
 }
