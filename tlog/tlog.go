@@ -127,6 +127,8 @@ type Log struct {
 	nodeMu sync.Mutex
 	nodes  map[compact.NodeID][]byte // complete subtrees' hashes (proof.go)
 
+	witnessed atomic.Pointer[Witnessed] // SetWitnessed
+
 	cpMu     sync.Mutex
 	cpRaw    []byte
 	cpParsed tlogproof.Checkpoint
