@@ -15,6 +15,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/tlog"
@@ -32,8 +33,8 @@ func logHost(t *testing.T) (*adptest.Host, *tlog.Log, string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	h.Node.Listen(func(e node.Event) {
-		if e.Kind == node.EventRecord {
+	h.Node.Listen(func(e hostport.Event) {
+		if e.Kind == hostport.EventRecord {
 			leaf, _ := tlogproof.RecordLeaf(e.Record.Hash)
 			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: leaf})
 		}

@@ -48,7 +48,7 @@ type Node struct {
 	packs      *packFetcher
 	sched      *scheduler
 	lisMu      sync.RWMutex
-	listens    []func(Event)
+	listens    []func(hostport.Event)
 	archiveKey identity.AgentID          // SetArchiveHostLog
 	archiveLog func(lastHash string) any // SetArchiveHostLog
 
@@ -89,24 +89,6 @@ type hostedRoom struct {
 // share one with probability 1/actorStripes, and then wait for each
 // other's durable commit.
 const actorStripes = 4096
-
-// Event is what the node tells listeners (federation, index, metrics).
-//
-// Deprecated: use hostport.Event.
-type Event = hostport.Event
-
-// EventKind says what happened.
-//
-// Deprecated: use hostport.EventKind.
-type EventKind = hostport.EventKind
-
-// Event kinds.
-//
-// Deprecated: use hostport.EventRecord and hostport.EventStatus.
-const (
-	EventRecord = hostport.EventRecord
-	EventStatus = hostport.EventStatus
-)
 
 // Open opens (or creates) the node's database, recovers every room by
 // verified replay, and starts the scheduler.
@@ -188,6 +170,10 @@ func (n *Node) Host() string { return n.host }
 // Config returns the node's effective configuration.
 func (n *Node) Config() Config { return n.cfg }
 
+// Policy is the part of the effective configuration that the HTTP API
+// enforces and publishes (discovery).
+func (n *Node) Policy() hostport.Policy { return n.cfg.Policy() }
+
 // NowMs reads the node clock in Unix milliseconds.
 func (n *Node) NowMs() int64 { return n.cfg.Now().UnixMilli() }
 
@@ -197,13 +183,13 @@ func (n *Node) RoomURL(id string) string { return n.origin + "/v1/rooms/" + id }
 // Listen registers fn to be told about accepted records and status changes.
 // fn runs on the writer's goroutine after the write is durable: it must not
 // block.
-func (n *Node) Listen(fn func(Event)) {
+func (n *Node) Listen(fn func(hostport.Event)) {
 	n.lisMu.Lock()
 	n.listens = append(n.listens, fn)
 	n.lisMu.Unlock()
 }
 
-func (n *Node) emit(e Event) {
+func (n *Node) emit(e hostport.Event) {
 	n.endViewers(e.RoomID, e.Status)
 	n.lisMu.RLock()
 	defer n.lisMu.RUnlock()
@@ -342,8 +328,8 @@ func (n *Node) DrainStreams() { n.hub.Drain(live.ReasonShutdown) }
 // process (index, mirrors) that keep their own key spaces in it.
 func (n *Node) DB() *badger.DB { return n.db }
 
-// Hosts reports whether this node is authoritative for roomID.
-func (n *Node) Hosts(roomID string) bool {
+// HostsRoom reports whether this node is authoritative for roomID.
+func (n *Node) HostsRoom(roomID string) bool {
 	_, ok := n.room(roomID)
 	return ok
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/tlog"
@@ -102,8 +103,8 @@ func benchWritePath(b *testing.B, with bool) {
 			b.Fatal(err)
 		}
 		defer l.Close()
-		n.Listen(func(e node.Event) {
-			if e.Kind == node.EventRecord {
+		n.Listen(func(e hostport.Event) {
+			if e.Kind == hostport.EventRecord {
 				h, _ := tlogproof.RecordLeaf(e.Record.Hash)
 				l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
 			}

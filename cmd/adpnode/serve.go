@@ -28,6 +28,7 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/safehttp"
 	istack "github.com/adpnode/adpnode/internal/stack"
@@ -704,8 +705,8 @@ func openHostLog(n *node.Node, dataDir string, log *slog.Logger) (*tlog.Log, err
 	if err != nil {
 		return nil, err
 	}
-	n.Listen(func(e node.Event) {
-		if e.Kind != node.EventRecord || e.Record == nil {
+	n.Listen(func(e hostport.Event) {
+		if e.Kind != hostport.EventRecord || e.Record == nil {
 			return
 		}
 		if h, err := tlogproof.RecordLeaf(e.Record.Hash); err == nil {
