@@ -18,7 +18,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // world is a fake directory, clock and access table.
@@ -186,7 +186,7 @@ func (f *fixture) settle() {
 
 // touch tells the service a local room changed, as the node listener does.
 func (f *fixture) touch(id string) {
-	f.a.NodeEvent(node.Event{Kind: node.EventStatus, RoomID: id})
+	f.a.NodeEvent(hostport.Event{Kind: hostport.EventStatus, RoomID: id})
 	f.settle()
 }
 
@@ -585,7 +585,9 @@ func TestMentionsAccessAndReset(t *testing.T) {
 	f.w.put(directory.Entry{ID: roomID(2), Visibility: room.Private})
 	f.w.put(directory.Entry{ID: roomID(3), Visibility: room.Private})
 	f.w.read[roomID(2)+"/"+string(alice)] = true
-	send := func(r *record.Record) { f.a.NodeEvent(node.Event{Kind: node.EventRecord, RoomID: r.RoomID, Record: r}) }
+	send := func(r *record.Record) {
+		f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
+	}
 	send(mentionRecord(t, roomID(1), 1, "message.create", alice, bob, alice))
 	send(mentionRecord(t, roomID(2), 2, "message.create", alice))
 	send(mentionRecord(t, roomID(3), 3, "message.create", alice)) // alice may not read room 3
@@ -639,7 +641,7 @@ func TestWatchStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := mentionRecord(t, roomID(1), 1, "message.create", alice)
-	f.a.NodeEvent(node.Event{Kind: node.EventRecord, RoomID: roomID(1), Record: r})
+	f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: roomID(1), Record: r})
 	select {
 	case it := <-w.C:
 		if it.Event != "mention" || !strings.Contains(string(it.Data), `"room_seq":1`) {
@@ -651,7 +653,7 @@ func TestWatchStream(t *testing.T) {
 	// A join request's outcome reaches its applicant.
 	review := payloadRecord(t, roomID(1), 2, "room.join.review",
 		`{"decision":"approve","request":{"applicant":"`+string(alice)+`","id":"jr_1","room_id":"`+roomID(1)+`"},"role":"speaker"}`)
-	f.a.NodeEvent(node.Event{Kind: node.EventRecord, RoomID: roomID(1), Record: review})
+	f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: roomID(1), Record: review})
 	select {
 	case it := <-w.C:
 		if it.Event != "join_request" || !strings.Contains(string(it.Data), `"request_id":"jr_1"`) || !strings.Contains(string(it.Data), `"decision":"approve"`) {
@@ -662,7 +664,7 @@ func TestWatchStream(t *testing.T) {
 	}
 	// A stream that does not read is dropped, not waited for.
 	for i := int64(2); i < 10; i++ {
-		f.a.NodeEvent(node.Event{Kind: node.EventRecord, RoomID: roomID(1), Record: mentionRecord(t, roomID(1), i, "message.create", alice)})
+		f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: roomID(1), Record: mentionRecord(t, roomID(1), i, "message.create", alice)})
 		f.settle()
 	}
 	for range w.C {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // BenchmarkMatchAndAppend: 10,000 subscriptions (9,900 on one of 1,000
@@ -74,7 +74,7 @@ func BenchmarkMatchAndAppend(b *testing.B) {
 			sent[id] = time.Now()
 		}
 		mu.Unlock()
-		a.NodeEvent(node.Event{Kind: node.EventStatus, RoomID: id})
+		a.NodeEvent(hostport.Event{Kind: hostport.EventStatus, RoomID: id})
 	}
 	for {
 		mu.Lock()

@@ -13,7 +13,8 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // chain is a fake committed store: record JSON per room, in seq order.
@@ -129,10 +130,12 @@ func TestCrashBeforeDerivationCatchesUp(t *testing.T) {
 		c.drop = func(string, int64) bool { return dropping.Load() }
 	})
 	pub, other := roomID(1), roomID(2)
-	f.w.put(node.RoomSummary{ID: pub})
-	f.w.put(node.RoomSummary{ID: other})
+	f.w.put(directory.Entry{ID: pub})
+	f.w.put(directory.Entry{ID: other})
 	now := f.w.now.Load()
-	send := func(r *record.Record) { f.a.NodeEvent(node.Event{Kind: node.EventRecord, RoomID: r.RoomID, Record: r}) }
+	send := func(r *record.Record) {
+		f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
+	}
 
 	// A long history, all derived: 1 mention of alice every 10 records.
 	for i := 1; i <= 500; i++ {
@@ -147,10 +150,10 @@ func TestCrashBeforeDerivationCatchesUp(t *testing.T) {
 	f.settle()
 	// Committed, acknowledged, never derived: the process dies here.
 	dropping.Store(true)
-	send(ch.commit(t, pub, now, alice, bob))                                                              // 501
-	send(ch.commit(t, pub, now))                                                                          // 502
-	send(ch.commit(t, other, now, bob))                                                                   // other/1
-	f.a.NodeEvent(node.Event{Kind: node.EventRecord, RoomID: pub, Record: ch.commit(t, pub, now, alice)}) // 503
+	send(ch.commit(t, pub, now, alice, bob))                                                                      // 501
+	send(ch.commit(t, pub, now))                                                                                  // 502
+	send(ch.commit(t, other, now, bob))                                                                           // other/1
+	f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: pub, Record: ch.commit(t, pub, now, alice)}) // 503
 	f.close()
 	dropping.Store(false)
 
@@ -194,9 +197,11 @@ func TestCatchUpAndLiveOverlap(t *testing.T) {
 		c.Chain = ch.source(false)
 		c.drop = func(string, int64) bool { return dropping.Load() }
 	})
-	f.w.put(node.RoomSummary{ID: roomID(1)})
+	f.w.put(directory.Entry{ID: roomID(1)})
 	now := f.w.now.Load()
-	send := func(r *record.Record) { f.a.NodeEvent(node.Event{Kind: node.EventRecord, RoomID: r.RoomID, Record: r}) }
+	send := func(r *record.Record) {
+		f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
+	}
 	send(ch.commit(t, roomID(1), now, alice))
 	f.settle()
 	dropping.Store(true)
@@ -240,10 +245,10 @@ func TestCatchUpHostileChain(t *testing.T) {
 		c.Chain = ch.source(false)
 		c.drop = func(string, int64) bool { return dropping.Load() }
 	})
-	f.w.put(node.RoomSummary{ID: roomID(1)})
+	f.w.put(directory.Entry{ID: roomID(1)})
 	now := f.w.now.Load()
 	r := ch.commit(t, roomID(1), now, alice)
-	f.a.NodeEvent(node.Event{Kind: node.EventRecord, RoomID: r.RoomID, Record: r})
+	f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
 	f.settle()
 	dropping.Store(true)
 	ch.commit(t, roomID(1), now, bob)

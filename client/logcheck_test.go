@@ -12,6 +12,7 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/tlog"
@@ -30,8 +31,8 @@ func TestClientVerifiesInclusion(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	h.Node.Listen(func(e node.Event) {
-		if e.Kind == node.EventRecord {
+	h.Node.Listen(func(e hostport.Event) {
+		if e.Kind == hostport.EventRecord {
 			leaf, _ := tlogproof.RecordLeaf(e.Record.Hash)
 			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: leaf})
 		}

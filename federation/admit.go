@@ -32,7 +32,7 @@ func (f *Federation) admit(ctx context.Context, e *index.Entry) pubsub.Validatio
 		f.stats.Future.Add(1)
 		return pubsub.ValidationReject
 	}
-	if f.n.Hosts(e.Room.ID) {
+	if f.n.HostsRoom(e.Room.ID) {
 		f.idx.AddConflict(e.Raw)
 		f.stats.Conflicts.Add(1)
 		return pubsub.ValidationReject

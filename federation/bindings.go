@@ -59,11 +59,12 @@ func (c bindingCheck) dueAt(interval time.Duration) bool {
 	return time.Since(c.wall) >= interval
 }
 
-// Hosts lists remote hosts known from the index.
-func (f *Federation) Hosts() []HostInfo {
+// KnownHosts lists the remote hosts known from the index, with the result
+// of cross-checking each binding against its discovery document.
+func (f *Federation) KnownHosts() []HostInfo {
 	now := f.n.NowMs()
 	rooms := f.idx.RoomsOf(now)
-	hosts := f.idx.Hosts(now) // before checkMu: the index's verifier takes it
+	hosts := f.idx.Bindings(now) // before checkMu: the index's verifier takes it
 	out := []HostInfo{}
 	f.checkMu.Lock()
 	defer f.checkMu.Unlock()
@@ -176,7 +177,7 @@ func (f *Federation) bindingLoop(ctx context.Context) {
 // due.
 func (f *Federation) checkNewBindings(ctx context.Context) {
 	now := f.n.NowMs()
-	hosts := f.idx.Hosts(now)
+	hosts := f.idx.Bindings(now)
 	live := make(map[identity.AgentID]bool, len(hosts))
 	for _, b := range hosts {
 		live[b.Key] = true

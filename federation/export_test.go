@@ -7,8 +7,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/index"
-	"github.com/adpnode/adpnode/node"
 )
 
 // MarkVerified records b as verified without an HTTP check (benchmarks
@@ -32,7 +32,7 @@ func Dialable(addrs []ma.Multiaddr, allowPrivate bool) []ma.Multiaddr {
 
 // AnnounceSummary signs and publishes an announcement of s as one of f's
 // rooms (scale tests: rooms built directly, not through node writes).
-func AnnounceSummary(f *Federation, s node.RoomSummary) bool { return f.announce(f.ctx, s) }
+func AnnounceSummary(f *Federation, s directory.Entry) bool { return f.announce(f.ctx, s) }
 
 // LibP2PHost returns f's libp2p host (NAT tests: pings over a relayed
 // connection, connection state).

@@ -5,9 +5,9 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
-	"github.com/adpnode/adpnode/node"
 )
 
 // Thin names over internal/fedtest, which runs federated peers in this
@@ -30,7 +30,7 @@ func networkWith(t testing.TB, k int, edges [][2]int, o fedtest.Options) []*fedt
 
 func connect(t testing.TB, a, b *fedtest.Peer) { t.Helper(); fedtest.Connect(t, a, b) }
 
-func submit(t testing.TB, p *fedtest.Peer, a *adptest.Agent, typ, roomID string, payload any) *node.Result {
+func submit(t testing.TB, p *fedtest.Peer, a *adptest.Agent, typ, roomID string, payload any) *hostport.Result {
 	t.Helper()
 	return fedtest.MustSubmit(t, p, a, typ, roomID, payload)
 }

@@ -20,8 +20,8 @@ type Host interface {
 	Origin() string
 	// NowMs reads the host clock in Unix milliseconds.
 	NowMs() int64
-	// Hosts reports whether the host is authoritative for roomID.
-	Hosts(roomID string) bool
+	// HostsRoom reports whether the host is authoritative for roomID.
+	HostsRoom(roomID string) bool
 	// Summaries lists the host's public and restricted rooms; Summary
 	// reads one room's entry.
 	Summaries() []directory.Entry

@@ -73,7 +73,7 @@ func TestRelayOverHTTP(t *testing.T) {
 		t.Fatalf("discovery binding: %+v", doc)
 	}
 	var bound bool
-	for _, h := range c.Fed.Hosts() {
+	for _, h := range c.Fed.KnownHosts() {
 		if h.Key == a.Fed.HostKey() {
 			if err := c.Fed.CheckBinding(context.Background(), h.Binding); err != nil {
 				t.Fatalf("binding check: %v", err)

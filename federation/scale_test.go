@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/fedtest"
-	"github.com/adpnode/adpnode/node"
 )
 
 // The scale tests run k ≥ 30 federated nodes in this process, connected
@@ -52,10 +52,10 @@ func scaleEdges(k int, seed uint64) [][2]int {
 }
 
 // scaleRoom is the summary of node n's synthetic room i, version v.
-func scaleRoom(p *fedtest.Peer, n, i, v int) node.RoomSummary {
+func scaleRoom(p *fedtest.Peer, n, i, v int) directory.Entry {
 	now := p.Clock.Ms()
 	id := fmt.Sprintf("sc%02d%016d", n, i)
-	return node.RoomSummary{ID: id, URL: p.URL + "/v1/rooms/" + id, Host: strings.TrimPrefix(p.URL, "http://"),
+	return directory.Entry{ID: id, URL: p.URL + "/v1/rooms/" + id, Host: strings.TrimPrefix(p.URL, "http://"),
 		Status: room.StatusActive, Topic: fmt.Sprintf("scale room %d of node %d, version %d: a topic of ordinary length", i, n, v),
 		Visibility: room.Public, StartTime: now, EndTime: now + 3_600_000, Members: 3, Seq: int64(10 + v), LastActive: now}
 }

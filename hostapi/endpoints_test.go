@@ -12,6 +12,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/archive"
 	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 )
@@ -161,7 +162,7 @@ func TestCreateSubmitAndRead(t *testing.T) {
 
 	// Members (DECISIONS 20).
 	var members struct {
-		Result []node.MemberView `json:"result"`
+		Result []hostport.MemberView `json:"result"`
 	}
 	if err := get(t, h, nil, "/v1/rooms/"+id+"/members").JSON(&members); err != nil {
 		t.Fatal(err)
@@ -339,10 +340,10 @@ func TestAgentStatusEndpoints(t *testing.T) {
 	joinRoom(t, h, o, id, "observer")
 	head := h.Head(t, c, id)
 
-	list := func() []node.AgentStatus {
+	list := func() []hostport.AgentStatus {
 		t.Helper()
 		var out struct {
-			Result []node.AgentStatus `json:"result"`
+			Result []hostport.AgentStatus `json:"result"`
 		}
 		r := get(t, h, nil, "/v1/rooms/"+id+"/agent-status")
 		expectStatus(t, r, http.StatusOK)
@@ -359,7 +360,7 @@ func TestAgentStatusEndpoints(t *testing.T) {
 		"state": "drafting", "summary": "on retries", "seen_seq": head.Seq, "seen_hash": head.Hash,
 		"claim_id": "ticket-1", "activity": "reviewing", "expires_at": now + time.Hour.Milliseconds(), "extra": map[string]any{"k": 1}})
 	expectStatus(t, r, http.StatusOK)
-	st := decode[node.AgentStatus](t, r)
+	st := decode[hostport.AgentStatus](t, r)
 	if st.AgentID != s.ID || st.RoomID != id || st.State != "drafting" || st.SeenSeq == nil || *st.SeenSeq != head.Seq ||
 		st.ExpiresAt != now+300_000 || st.UpdatedAt != now {
 		t.Fatalf("PUT status answered %s (expiry must be capped at 300 s)", r)
@@ -369,7 +370,7 @@ func TestAgentStatusEndpoints(t *testing.T) {
 	expectStatus(t, r, http.StatusOK)
 	r = sendJSON(t, h, c, http.MethodPut, "/v1/rooms/"+id+"/agent-status", map[string]any{"state": "idle"})
 	expectStatus(t, r, http.StatusOK)
-	if decode[node.AgentStatus](t, r).ExpiresAt != now+300_000 {
+	if decode[hostport.AgentStatus](t, r).ExpiresAt != now+300_000 {
 		t.Errorf("default expiry: %s", r)
 	}
 	l := list()
@@ -378,7 +379,7 @@ func TestAgentStatusEndpoints(t *testing.T) {
 	}
 	r = get(t, h, nil, "/v1/rooms/"+id+"/agent-status/"+string(s.ID))
 	expectStatus(t, r, http.StatusOK)
-	if got := decode[node.AgentStatus](t, r); got.State != "waiting" || got.ExpiresAt != now+60_000 {
+	if got := decode[hostport.AgentStatus](t, r); got.State != "waiting" || got.ExpiresAt != now+60_000 {
 		t.Errorf("GET one %s", r)
 	}
 	// Refusals.

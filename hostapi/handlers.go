@@ -12,7 +12,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // live serves the SSE stream (§17): bearer JWT, active membership at
@@ -257,7 +257,7 @@ func (s *Server) myRooms(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	f := node.MyRoomsFilter{Status: c.Query("status"), Membership: c.Query("membership"), Limit: limit, Cursor: c.Query("cursor")}
+	f := hostport.MyRoomsFilter{Status: c.Query("status"), Membership: c.Query("membership"), Limit: limit, Cursor: c.Query("cursor")}
 	if f.Cursor != "" && !record.ValidRoomID(f.Cursor) {
 		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "cursor", "cursor is not one this host issued"))
 		return
@@ -306,7 +306,7 @@ func (s *Server) fedHosts(c *gin.Context) {
 		s.fail(c, adp.Errorf(adp.CodeNotFound, "federation is not enabled on this node"))
 		return
 	}
-	writeJSON(c, http.StatusOK, gin.H{"result": s.opts.Federation.Hosts()})
+	writeJSON(c, http.StatusOK, gin.H{"result": s.opts.Federation.KnownHosts()})
 }
 
 // fedConflicts lists the signed announcements refused for claiming a room

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 )
@@ -120,7 +121,7 @@ func TestRestrictedJoinFlow(t *testing.T) {
 	r = h.MustPost(t, a, id, "room.join", map[string]any{"role": "speaker", "request_id": f.ID})
 	var joined wire
 	r.JSON(&joined)
-	var members struct{ Result []node.MemberView }
+	var members struct{ Result []hostport.MemberView }
 	decodeJSON(t, get(t, h, a, "/v1/rooms/"+id+"/members").Body, &members)
 	found := false
 	for _, m := range members.Result {
@@ -204,7 +205,7 @@ func TestAgentStatusSSE(t *testing.T) {
 
 	r := sendJSON(t, h, s, http.MethodPut, "/v1/rooms/"+id+"/agent-status", map[string]any{"state": "drafting", "seen_seq": head.Seq, "seen_hash": head.Hash})
 	expectStatus(t, r, http.StatusOK)
-	put := decode[node.AgentStatus](t, r)
+	put := decode[hostport.AgentStatus](t, r)
 	it := cs.mustNext("room.agent_status")
 	m := noRecordField(t, it.Data)
 	if m["room_id"] != id || m["agent_id"] != string(s.ID) || m["state"] != "drafting" || m["seen_seq"] != float64(head.Seq) ||
@@ -215,7 +216,7 @@ func TestAgentStatusSSE(t *testing.T) {
 	if got := getRoom(t, h, nil, id); got.Seq != 2 {
 		t.Fatalf("agent status changed the chain: seq %d", got.Seq)
 	}
-	var l struct{ Result []node.AgentStatus }
+	var l struct{ Result []hostport.AgentStatus }
 	decodeJSON(t, get(t, h, nil, "/v1/rooms/"+id+"/agent-status").Body, &l)
 	if len(l.Result) != 1 || l.Result[0].AgentID != s.ID {
 		t.Fatalf("status list %+v", l.Result)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/live"
 )
 
 // writeCounter records every Write the SSE pump makes to the connection.
@@ -29,14 +29,14 @@ func (w *writeCounter) Write(b []byte) (int, error) {
 
 func (w *writeCounter) WriteString(s string) (int, error) { return w.Write([]byte(s)) }
 
-func runPump(t *testing.T, interval time.Duration, items []node.Item) *writeCounter {
+func runPump(t *testing.T, interval time.Duration, items []live.Item) *writeCounter {
 	t.Helper()
 	gin.SetMode(gin.ReleaseMode)
 	w := &writeCounter{ResponseRecorder: httptest.NewRecorder()}
 	c, _ := gin.CreateTestContext(w)
 	c.Request = httptest.NewRequest(http.MethodGet, "/v1/rooms/r/events/live", nil)
 	s := &Server{opts: Options{Heartbeat: time.Hour, SSEFlushInterval: interval, HTTP: HTTPOptions{}.WithDefaults()}}
-	ch := make(chan node.Item, len(items))
+	ch := make(chan live.Item, len(items))
 	for _, it := range items {
 		ch <- it
 	}
@@ -54,11 +54,11 @@ func runPump(t *testing.T, interval time.Duration, items []node.Item) *writeCoun
 // A burst that is queued when the stream wakes is written in one piece,
 // in order, complete, and the close reason follows it.
 func TestPumpWritesBurstOnce(t *testing.T) {
-	var items []node.Item
+	var items []live.Item
 	var want bytes.Buffer
 	want.WriteString(": subscribed\n\n")
 	for i := range 200 {
-		it := node.NewItem("room.event", []byte(fmt.Sprintf(`{"seq":%d}`, i)))
+		it := live.NewItem("room.event", []byte(fmt.Sprintf(`{"seq":%d}`, i)))
 		if i%2 == 1 { // an item without a prebuilt frame is framed from its parts
 			it.Frame = nil
 		}
@@ -80,9 +80,9 @@ func TestPumpWritesBurstOnce(t *testing.T) {
 // no single write, so no gathered batch, is much over sseBatchBytes.
 func TestPumpBoundsBatch(t *testing.T) {
 	big := strings.Repeat("x", 20<<10)
-	var items []node.Item
+	var items []live.Item
 	for range 64 {
-		items = append(items, node.NewItem("room.event", []byte(`{"b":"`+big+`"}`)))
+		items = append(items, live.NewItem("room.event", []byte(`{"b":"`+big+`"}`)))
 	}
 	w := runPump(t, time.Millisecond, items)
 	frame := len(items[0].Frame)

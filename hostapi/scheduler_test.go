@@ -9,6 +9,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/archive"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 )
@@ -21,8 +22,8 @@ type statusLog struct {
 
 func listenStatus(h *adptest.Host) *statusLog {
 	l := &statusLog{got: map[string][]room.Status{}}
-	h.Node.Listen(func(e node.Event) {
-		if e.Kind == node.EventStatus {
+	h.Node.Listen(func(e hostport.Event) {
+		if e.Kind == hostport.EventStatus {
 			l.mu.Lock()
 			l.got[e.RoomID] = append(l.got[e.RoomID], e.Status)
 			l.mu.Unlock()
@@ -69,7 +70,7 @@ func TestSchedulerAcrossRestart(t *testing.T) {
 	if got := getRoom(t, h, nil, cancelled); got.Status != "cancelled" {
 		t.Fatalf("cancelled room after restart %+v", got)
 	}
-	var members struct{ Result []node.MemberView }
+	var members struct{ Result []hostport.MemberView }
 	decodeJSON(t, get(t, h, nil, "/v1/rooms/"+id+"/members").Body, &members)
 	if len(members.Result) != 2 {
 		t.Fatalf("members after restart %+v", members.Result)

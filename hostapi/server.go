@@ -21,13 +21,13 @@ import (
 	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/httpwire"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/buildinfo"
 	"github.com/adpnode/adpnode/internal/storelayout"
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
-	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
 )
@@ -43,7 +43,8 @@ type Federation interface {
 	Binding() index.Binding
 	Addrs() []string
 	Peers() []federation.PeerInfo
-	Hosts() []federation.HostInfo
+	// KnownHosts lists the remote hosts learned from announcements.
+	KnownHosts() []federation.HostInfo
 	// Conflicts returns the signed announcements refused for claiming a
 	// room ID another host holds.
 	Conflicts() []json.RawMessage
@@ -94,7 +95,8 @@ type Options struct {
 
 // Server serves one node over HTTP.
 type Server struct {
-	n      *node.Node
+	n      Host
+	policy hostport.Policy // n.Policy(), read once
 	opts   Options
 	engine *gin.Engine
 	log    *slog.Logger
@@ -103,7 +105,7 @@ type Server struct {
 }
 
 // New builds the HTTP API for n.
-func New(n *node.Node, opts Options) *Server {
+func New(n Host, opts Options) *Server {
 	if opts.Heartbeat == 0 {
 		opts.Heartbeat = 15 * time.Second
 	}
@@ -141,7 +143,7 @@ func New(n *node.Node, opts Options) *Server {
 		})
 	}
 	e.HandleMethodNotAllowed = true
-	s := &Server{n: n, opts: opts, engine: e, log: opts.Log, viewers: newClientCounter()}
+	s := &Server{n: n, policy: n.Policy(), opts: opts, engine: e, log: opts.Log, viewers: newClientCounter()}
 	e.Use(s.edge)
 	s.routes()
 	return s
@@ -152,7 +154,7 @@ func New(n *node.Node, opts Options) *Server {
 // the cap is refused with 413 before a byte of it is read.
 func (s *Server) edge(c *gin.Context) {
 	_ = http.NewResponseController(unwrap(c.Writer)).SetWriteDeadline(time.Now().Add(s.opts.HTTP.WriteTimeout))
-	if limit := s.n.Config().MaxBodyBytes; c.Request.ContentLength > limit {
+	if limit := s.policy.MaxBodyBytes; c.Request.ContentLength > limit {
 		c.Header("Connection", "close")
 		s.fail(c, &adp.Error{Code: adp.CodePayloadTooLarge, Message: "request body exceeds the limit", Data: map[string]any{"limit": limit}})
 		return
@@ -204,6 +206,7 @@ func (s *Server) routes() {
 	v1.GET("/rooms/:room_id/archive", s.archiveJSON)
 	v1.GET("/rooms/:room_id/archive.jsonl", s.archiveJSONL)
 	v1.GET("/rooms/:room_id/archive.md", s.archiveMD)
+	v1.GET("/packs/:name", s.bundledPack)
 	v1.GET("/federation/peers", s.fedPeers)
 	v1.GET("/federation/hosts", s.fedHosts)
 	v1.GET("/federation/conflicts", s.fedConflicts)
@@ -230,7 +233,7 @@ func (s *Server) fail(c *gin.Context, err error) {
 
 // body reads the request body under the size cap (DECISIONS 10).
 func (s *Server) body(c *gin.Context) ([]byte, error) {
-	limit := s.n.Config().MaxBodyBytes
+	limit := s.policy.MaxBodyBytes
 	b, err := readBody(http.MaxBytesReader(c.Writer, c.Request.Body, limit), c.Request.ContentLength, limit)
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
@@ -322,7 +325,7 @@ func (s *Server) ready(c *gin.Context) {
 }
 
 func (s *Server) discovery(c *gin.Context) {
-	cfg := s.n.Config()
+	cfg := s.policy
 	o := s.n.Origin()
 	lim := cfg.Limits
 	doc := gin.H{
@@ -331,15 +334,16 @@ func (s *Server) discovery(c *gin.Context) {
 		"host":     s.n.Host(),
 		"service":  o,
 		"features": []string{"rooms", "restricted-rooms", "private-rooms", "join-requests", "join-review",
-			"sse-event-stream", "agent-status", "archives", "registered-packs", "external-packs", "public-room-discovery"},
+			"sse-event-stream", "agent-status", "archives", "registered-packs", "external-packs", "bundled-packs", "public-room-discovery"},
 		"registered_packs": types.RegisteredPackIDs(),
+		"bundled_packs":    s.bundledPacksDiscovery(),
 		"profile":          gin.H{"mode": "none"},
 		"endpoints":        gin.H{"api": o + "/v1", "sse": o + "/v1"},
 		"limits": gin.H{
 			"rates_per_minute": gin.H{"message": cfg.Rates.Message, "signal": cfg.Rates.Signal, "control": cfg.Rates.Control,
 				"room_create": cfg.Rates.Create, "agent_status": cfg.Rates.AgentStatus},
 			"join_requests_per_hour":         cfg.Rates.JoinRequests,
-			"stored_join_requests_per_room":  node.MaxStoredJoinRequests,
+			"stored_join_requests_per_room":  cfg.StoredJoinRequests,
 			"viewer_streams_per_client":      s.opts.ViewerStreamsPerClient,
 			"viewer_streams":                 MaxViewerStreams,
 			"connections":                    s.opts.HTTP.MaxConnections,
@@ -347,7 +351,7 @@ func (s *Server) discovery(c *gin.Context) {
 			"request_read_timeout_ms":        s.opts.HTTP.ReadTimeout.Milliseconds(),
 			"idle_timeout_ms":                s.opts.HTTP.IdleTimeout.Milliseconds(),
 			"sse_write_timeout_ms":           s.opts.HTTP.SSEWriteTimeout.Milliseconds(),
-			"external_pack_failure_cache_ms": cfg.Packs.FailureTTL.Milliseconds(),
+			"external_pack_failure_cache_ms": cfg.PackFailureTTL.Milliseconds(),
 			"rate_ceilings_per_minute":       gin.H{"message": cfg.Rates.MessageCeiling, "signal": cfg.Rates.SignalCeiling, "control": cfg.Rates.ControlCeiling},
 			"payload_bytes":                  lim.MaxPayloadBytes,
 			"payload_ceiling_bytes":          lim.MaxPayloadCeiling,
@@ -365,6 +369,8 @@ func (s *Server) discovery(c *gin.Context) {
 			"events_page":                    gin.H{"default": 100, "max": 1000},
 		},
 	}
+	// Member-only rooms: policy.extra.confidentiality (docs/sealed-rooms.md).
+	doc["features"] = append(doc["features"].([]string), "x-sealed-rooms")
 	if f := s.opts.Federation; f != nil {
 		b := f.Binding()
 		doc["host_key"] = b.Key
@@ -400,7 +406,7 @@ func (s *Server) submit(c *gin.Context) {
 	}
 	start := time.Now()
 	roomID := c.Param("room_id")
-	if roomID != "" && s.opts.Federation != nil && !s.n.Hosts(roomID) {
+	if roomID != "" && s.opts.Federation != nil && !s.n.HostsRoom(roomID) {
 		if ans, ok := s.opts.Federation.Relay(c.Request.Context(), roomID, b); ok {
 			c.Header("X-ADP-Relayed", "true")
 			ans.Write(c.Writer)

@@ -494,8 +494,8 @@ func (x *Index) Summaries(now int64) []directory.Entry {
 	return out
 }
 
-// Hosts returns the bindings learned from unexpired announcements.
-func (x *Index) Hosts(now int64) []Binding {
+// Bindings returns the host bindings learned from unexpired announcements.
+func (x *Index) Bindings(now int64) []Binding {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	seen := map[identity.AgentID]Binding{}

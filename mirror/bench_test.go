@@ -41,10 +41,10 @@ import (
 
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/mirror"
-	"github.com/adpnode/adpnode/node"
 )
 
 // wallClock returns a clock kept at the wall time (advanced every
@@ -100,8 +100,8 @@ func (p *lagProbe) watch(roomID string) {
 	p.mu.Unlock()
 }
 
-func (p *lagProbe) onAccepted(e node.Event) {
-	if e.Kind != node.EventRecord {
+func (p *lagProbe) onAccepted(e hostport.Event) {
+	if e.Kind != hostport.EventRecord {
 		return
 	}
 	now := time.Now().UnixNano()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/mirror"
@@ -107,7 +108,7 @@ func tipIs(mp *fedtest.Peer, roomID string, seq int64) func() bool {
 	}
 }
 
-func envHash(t *testing.T, res *node.Result) string {
+func envHash(t *testing.T, res *hostport.Result) string {
 	var env struct {
 		Hash string `json:"hash"`
 	}
@@ -186,7 +187,7 @@ func TestMirrorRestartFromSnapshot(t *testing.T) {
 	live := fedtest.MustSubmit(t, a, alice, "room.create", "", map[string]any{"topic": "live", "visibility": room.Public,
 		"start_time": now, "end_time": now + 3_600_000, "tags": []string{}, "types": []map[string]any{{"use": "adp:reactions/1.0"}}}).Record.RoomID
 	ended := fedtest.CreateRoom(t, a, alice, room.Public, "ended")
-	var early []*node.Result
+	var early []*hostport.Result
 	for i := 0; i < 40; i++ {
 		early = append(early, fedtest.MustSubmit(t, a, alice, "message.create", live, msg("before")))
 	}

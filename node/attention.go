@@ -13,23 +13,17 @@ func (n *Node) CanReadEvents(roomID string, viewer identity.AgentID) bool {
 	return ok && n.canReadRoom(hr, viewer) && n.canReadEvents(hr, viewer)
 }
 
-// RoomHead is a hosted room's latest seq and when its latest record was
-// received.
-//
-// Deprecated: use hostport.RoomHead.
-type RoomHead = hostport.RoomHead
-
 // ActiveSince lists the hosted rooms of any visibility whose latest record
 // was received at or after ms. The attention catch-up uses it at start to
 // find rooms that may hold records whose mentions were not derived yet; it
 // reads memory only (no record, no disk).
-func (n *Node) ActiveSince(ms int64) []RoomHead {
+func (n *Node) ActiveSince(ms int64) []hostport.RoomHead {
 	n.mu.RLock()
 	defer n.mu.RUnlock()
-	var out []RoomHead
+	var out []hostport.RoomHead
 	for id, hr := range n.rooms {
 		hr.mu.RLock()
-		h := RoomHead{ID: id}
+		h := hostport.RoomHead{ID: id}
 		if hr.st != nil {
 			h.Seq, h.LastActive = hr.st.Seq, hr.st.LastReceivedAt
 		} else if hr.cold != nil {

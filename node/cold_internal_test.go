@@ -21,6 +21,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // buildRooms writes rooms public rooms into a new data dir, each created at
@@ -305,9 +306,9 @@ func checkKept(t *testing.T, n *Node, kept map[string]*room.State, members int) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		var wantMs []MemberView
+		var wantMs []hostport.MemberView
 		for _, m := range st.Members() {
-			wantMs = append(wantMs, MemberView{m.Agent, m.Role, m.Perspective, m.JoinedSeq, m.Agent == st.Creator})
+			wantMs = append(wantMs, hostport.MemberView{AgentID: m.Agent, Role: m.Role, Perspective: m.Perspective, JoinedSeq: m.JoinedSeq, Creator: m.Agent == st.Creator})
 		}
 		if g, w := mustJSON(ms), mustJSON(wantMs); g != w {
 			t.Errorf("members of %s:\n%s\nwant %s", id, g, w)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // Rates are per-agent, per-room write quotas per minute by kind (ADP §21,
@@ -134,6 +135,23 @@ func (c *Config) Defaults() {
 		c.Log = slog.Default()
 	}
 	c.Packs.log = c.Log
+}
+
+// Policy is the part of c the HTTP API enforces and publishes.
+func (c *Config) Policy() hostport.Policy {
+	r := c.Rates
+	return hostport.Policy{
+		MaxBodyBytes: c.MaxBodyBytes,
+		Limits:       c.Limits,
+		Rates: hostport.Rates{Message: r.Message, Signal: r.Signal, Control: r.Control,
+			MessageCeiling: r.MessageCeiling, SignalCeiling: r.SignalCeiling, ControlCeiling: r.ControlCeiling,
+			AgentStatus: r.AgentStatus, Create: r.Create, JoinRequests: r.JoinRequests},
+		Window:             c.Window,
+		JoinRequestTTL:     c.JoinRequestTTL,
+		StatusTTL:          c.StatusTTL,
+		StoredJoinRequests: MaxStoredJoinRequests,
+		PackFailureTTL:     c.Packs.FailureTTL,
+	}
 }
 
 // Origin validates and normalises a service origin: scheme and host with a

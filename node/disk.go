@@ -435,19 +435,5 @@ func (n *Node) runValueLogGC(ctx context.Context, interval time.Duration) {
 
 // reclaim runs value-log GC until it has nothing to rewrite.
 func (n *Node) reclaim(ctx context.Context) int {
-	return ValueLogGC(ctx, n.db, n.log)
-}
-
-// ValueLogGC runs value-log GC until it has nothing to rewrite.
-//
-// Deprecated: use reclaim.ValueLogGC.
-func ValueLogGC(ctx context.Context, db *badger.DB, log *slog.Logger) int {
-	return reclaim.ValueLogGC(ctx, db, log)
-}
-
-// DropAndReclaim deletes every key under prefixes and gives the space back.
-//
-// Deprecated: use reclaim.DropPrefixes.
-func DropAndReclaim(db *badger.DB, log *slog.Logger, prefixes ...[]byte) error {
-	return reclaim.DropPrefixes(db, log, prefixes...)
+	return reclaim.ValueLogGC(ctx, n.db, n.log)
 }

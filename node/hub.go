@@ -7,31 +7,13 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/live"
 )
 
-// Item is one SSE item.
-//
-// Deprecated: use live.Item.
-type Item = live.Item
-
-// NewItem builds an item with its SSE frame.
-//
-// Deprecated: use live.NewItem.
-func NewItem(event string, data []byte) Item { return live.NewItem(event, data) }
-
-// StreamMember is what an agent's live stream of a room knows of its
-// subscriber: the agent, and whether it manages the room (managers get
-// room.join_request items, §17.5). The hub re-derives Manager after every
-// membership change.
-type StreamMember struct {
-	Agent   identity.AgentID
-	Manager bool
-}
-
 // Subscription is one agent's live stream of a room (§17): items on C,
 // the close reason in Reason once C closes.
-type Subscription = live.Subscription[StreamMember]
+type Subscription = live.Subscription[hostport.StreamMember]
 
 // frameEncodes counts the record frames the node builds (publishRecord),
 // for the test that a record is framed once however many subscribers
@@ -41,13 +23,13 @@ var frameEncodes atomic.Int64
 // hub is the node's fan-out of agent room streams: a live.Hub keyed by room
 // ID, with the room rules of §17 (membership drops, manager-only items).
 type hub struct {
-	*live.Hub[StreamMember]
+	*live.Hub[hostport.StreamMember]
 }
 
-func newHub(buf int) *hub { return &hub{live.NewHub[StreamMember](buf)} }
+func newHub(buf int) *hub { return &hub{live.NewHub[hostport.StreamMember](buf)} }
 
 func (h *hub) subscribe(roomID string, agent identity.AgentID, manager bool) *Subscription {
-	return h.Subscribe(roomID, StreamMember{Agent: agent, Manager: manager})
+	return h.Subscribe(roomID, hostport.StreamMember{Agent: agent, Manager: manager})
 }
 
 // refresh re-derives per-subscriber rights after a membership change.
@@ -63,7 +45,7 @@ func (h *hub) refresh(roomID string, st *room.State) {
 }
 
 // joinRequest notifies the room's managers of a new request (§17.5).
-func (h *hub) joinRequest(roomID string, jr *JoinRequest) {
+func (h *hub) joinRequest(roomID string, jr *hostport.JoinRequest) {
 	b, _ := json.Marshal(map[string]any{"room_id": roomID, "request_id": jr.ID, "applicant": jr.Applicant,
 		"role": jr.Role, "created_at": jr.CreatedAt, "expires_at": jr.ExpiresAt})
 	h.Publish(roomID, live.NewItem("room.join_request", b), func(s *Subscription) bool { return s.Meta.Manager })

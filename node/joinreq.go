@@ -14,28 +14,8 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/hostport"
 )
-
-// JoinRequest is a stored join request (§11): the immutable fact object plus
-// its review state.
-type JoinRequest struct {
-	Request      json.RawMessage   `json:"request"` // canonical fact object
-	Status       string            `json:"status"`  // pending, approved, rejected (expired is derived)
-	ApprovedRole adp.Role          `json:"approved_role,omitempty"`
-	ReviewReason string            `json:"review_reason,omitempty"`
-	ReviewedBy   *identity.AgentID `json:"reviewed_by"`
-	ReviewedAt   *int64            `json:"reviewed_at"`
-	ConsumedSeq  int64             `json:"consumed_seq,omitempty"`
-
-	// Parsed fact fields.
-	ID          string           `json:"-"`
-	RoomID      string           `json:"-"`
-	Applicant   identity.AgentID `json:"-"`
-	Role        adp.Role         `json:"-"`
-	Perspective string           `json:"-"`
-	CreatedAt   int64            `json:"-"`
-	ExpiresAt   int64            `json:"-"`
-}
 
 type joinFact struct {
 	ID          string           `json:"id"`
@@ -49,7 +29,7 @@ type joinFact struct {
 	Extra       json.RawMessage  `json:"extra"`
 }
 
-func (j *JoinRequest) parseFact() error {
+func parseJoinFact(j *hostport.JoinRequest) error {
 	var f joinFact
 	if err := json.Unmarshal(j.Request, &f); err != nil {
 		return err
@@ -59,36 +39,12 @@ func (j *JoinRequest) parseFact() error {
 	return nil
 }
 
-// View returns the HTTP shape of the request at now: status becomes
-// "expired" once an unconsumed request passes expires_at.
-func (j *JoinRequest) View(now int64) map[string]any {
-	status := j.Status
-	if j.ConsumedSeq == 0 && now >= j.ExpiresAt && status != "rejected" {
-		status = "expired"
-	}
-	v := map[string]any{"request": j.Request, "status": status, "reviewed_by": j.ReviewedBy, "reviewed_at": j.ReviewedAt}
-	if j.ApprovedRole != "" {
-		v["approved_role"] = j.ApprovedRole
-	} else {
-		v["approved_role"] = nil
-	}
-	if j.ReviewReason != "" {
-		v["review_reason"] = j.ReviewReason
-	} else {
-		v["review_reason"] = nil
-	}
-	if j.ConsumedSeq > 0 {
-		v["consumed_seq"] = j.ConsumedSeq
-	}
-	return v
-}
-
 // joinRequests holds every join request in memory, backed by Badger.
 type joinRequests struct {
 	db *badger.DB
 	mu sync.RWMutex
-	m  map[string]*JoinRequest            // id -> request
-	by map[string]map[string]*JoinRequest // room -> id -> request
+	m  map[string]*hostport.JoinRequest            // id -> request
+	by map[string]map[string]*hostport.JoinRequest // room -> id -> request
 	// created counts creations per "agent|room" in a sliding hour (the
 	// Rates.JoinRequests quota); it is not durable: a restart forgets it,
 	// the stored cap (MaxStoredJoinRequests) is what survives.
@@ -104,31 +60,25 @@ const MaxStoredJoinRequests = 20
 const joinQuotaWindow = 3600_000
 
 func newJoinRequests(db *badger.DB) *joinRequests {
-	return &joinRequests{db: db, m: map[string]*JoinRequest{}, by: map[string]map[string]*JoinRequest{},
+	return &joinRequests{db: db, m: map[string]*hostport.JoinRequest{}, by: map[string]map[string]*hostport.JoinRequest{},
 		created: &quotas{m: map[string][]int64{}, window: joinQuotaWindow}}
-}
-
-// terminal reports whether r can no longer change: rejected, consumed, or
-// expired unconsumed.
-func (r *JoinRequest) terminal(now int64) bool {
-	return r.Status == "rejected" || r.ConsumedSeq > 0 || now >= r.ExpiresAt
 }
 
 // makeRoom prunes applicant's terminal requests in roomID, oldest first,
 // until fewer than MaxStoredJoinRequests remain; false if it cannot.
 func (j *joinRequests) makeRoom(roomID string, applicant identity.AgentID, now int64) (bool, error) {
-	var mine []*JoinRequest
+	var mine []*hostport.JoinRequest
 	for _, r := range j.forRoom(roomID) { // oldest first
 		if r.Applicant == applicant {
 			mine = append(mine, r)
 		}
 	}
-	var drop []*JoinRequest
+	var drop []*hostport.JoinRequest
 	for _, r := range mine {
 		if len(mine)-len(drop) < MaxStoredJoinRequests {
 			break
 		}
-		if r.terminal(now) {
+		if r.Terminal(now) {
 			drop = append(drop, r)
 		}
 	}
@@ -160,11 +110,11 @@ func (j *joinRequests) load() error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxJoinReq)})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			var r JoinRequest
+			var r hostport.JoinRequest
 			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &r) }); err != nil {
 				return err
 			}
-			if err := r.parseFact(); err != nil {
+			if err := parseJoinFact(&r); err != nil {
 				return fmt.Errorf("join request %s: %w", it.Item().Key(), err)
 			}
 			j.put(&r)
@@ -173,17 +123,17 @@ func (j *joinRequests) load() error {
 	})
 }
 
-func (j *joinRequests) put(r *JoinRequest) {
+func (j *joinRequests) put(r *hostport.JoinRequest) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.m[r.ID] = r
 	if j.by[r.RoomID] == nil {
-		j.by[r.RoomID] = map[string]*JoinRequest{}
+		j.by[r.RoomID] = map[string]*hostport.JoinRequest{}
 	}
 	j.by[r.RoomID][r.ID] = r
 }
 
-func (j *joinRequests) get(id string) (*JoinRequest, bool) {
+func (j *joinRequests) get(id string) (*hostport.JoinRequest, bool) {
 	j.mu.RLock()
 	defer j.mu.RUnlock()
 	r, ok := j.m[id]
@@ -195,10 +145,10 @@ func (j *joinRequests) get(id string) (*JoinRequest, bool) {
 }
 
 // forRoom lists a room's requests, newest last (IDs sort by time).
-func (j *joinRequests) forRoom(roomID string) []*JoinRequest {
+func (j *joinRequests) forRoom(roomID string) []*hostport.JoinRequest {
 	j.mu.RLock()
 	defer j.mu.RUnlock()
-	out := make([]*JoinRequest, 0, len(j.by[roomID]))
+	out := make([]*hostport.JoinRequest, 0, len(j.by[roomID]))
 	for _, r := range j.by[roomID] {
 		c := *r
 		out = append(out, &c)
@@ -208,10 +158,10 @@ func (j *joinRequests) forRoom(roomID string) []*JoinRequest {
 }
 
 // byApplicant lists the rooms where agent has requests.
-func (j *joinRequests) byApplicant(agent identity.AgentID) []*JoinRequest {
+func (j *joinRequests) byApplicant(agent identity.AgentID) []*hostport.JoinRequest {
 	j.mu.RLock()
 	defer j.mu.RUnlock()
-	var out []*JoinRequest
+	var out []*hostport.JoinRequest
 	for _, r := range j.m {
 		if r.Applicant == agent {
 			c := *r
@@ -221,12 +171,12 @@ func (j *joinRequests) byApplicant(agent identity.AgentID) []*JoinRequest {
 	return out
 }
 
-func (j *joinRequests) kv(r *JoinRequest) kv {
+func (j *joinRequests) kv(r *hostport.JoinRequest) kv {
 	b, _ := json.Marshal(r)
 	return kv{K: joinKey(r.RoomID, r.ID), V: b}
 }
 
-func (j *joinRequests) save(r *JoinRequest) error {
+func (j *joinRequests) save(r *hostport.JoinRequest) error {
 	e := j.kv(r)
 	if err := j.db.Update(func(txn *badger.Txn) error { return txn.Set(e.K, e.V) }); err != nil {
 		return err
@@ -292,7 +242,7 @@ type CreateJoinRequest struct {
 
 // CreateJoinRequest creates a join request by applicant (§11), auto-approving
 // it where the rules say so.
-func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body []byte) (*JoinRequest, error) {
+func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body []byte) (*hostport.JoinRequest, error) {
 	if err := n.writable(); err != nil {
 		return nil, err
 	}
@@ -380,8 +330,8 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 	if err != nil {
 		return nil, adp.Reason(adp.CodeInvalidRequest, "json", err.Error())
 	}
-	jr := &JoinRequest{Request: canon, Status: "pending"}
-	jr.parseFact()
+	jr := &hostport.JoinRequest{Request: canon, Status: "pending"}
+	parseJoinFact(jr)
 	// Auto-approval: public rooms, or a listed moderator asking for
 	// moderator (§11, DECISIONS 15), never a banned agent (§10.5).
 	if st.AutoApprovable(applicant, role) && (st.Visibility == room.Public || role == adp.RoleModerator) {
@@ -404,7 +354,7 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 // room creator and moderators (§11). An unknown room, or a private room the
 // viewer may not read, is room_not_found (DECISIONS 21); the applicant
 // always sees its own request.
-func (n *Node) JoinRequest(roomID, id string, viewer identity.AgentID) (*JoinRequest, error) {
+func (n *Node) JoinRequest(roomID, id string, viewer identity.AgentID) (*hostport.JoinRequest, error) {
 	hr, ok := n.room(roomID)
 	if !ok {
 		return nil, n.noRoom(roomID)
@@ -420,7 +370,7 @@ func (n *Node) JoinRequest(roomID, id string, viewer identity.AgentID) (*JoinReq
 }
 
 // JoinRequests lists a room's join requests for its creator and moderators.
-func (n *Node) JoinRequests(roomID string, viewer identity.AgentID, status string) ([]*JoinRequest, error) {
+func (n *Node) JoinRequests(roomID string, viewer identity.AgentID, status string) ([]*hostport.JoinRequest, error) {
 	hr, ok := n.room(roomID)
 	if !ok || !n.canReadRoom(hr, viewer) {
 		return nil, n.noRoom(roomID)
@@ -429,7 +379,7 @@ func (n *Node) JoinRequests(roomID string, viewer identity.AgentID, status strin
 		return nil, adp.Reason(adp.CodePermissionDenied, "not_moderator", "only the room creator and moderators may list join requests")
 	}
 	now := n.NowMs()
-	var out []*JoinRequest
+	var out []*hostport.JoinRequest
 	for _, r := range n.joins.forRoom(roomID) {
 		if status == "" || r.View(now)["status"] == status {
 			out = append(out, r)

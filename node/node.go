@@ -48,8 +48,8 @@ type Node struct {
 	packs      *packFetcher
 	sched      *scheduler
 	lisMu      sync.RWMutex
-	listens    []func(Event)
-	witnessKey identity.AgentID          // set by AcceptCosignatures (witness.go)
+	listens    []func(hostport.Event)
+	archiveKey identity.AgentID          // SetArchiveHostLog
 	archiveLog func(lastHash string) any // SetArchiveHostLog
 
 	finishMu sync.Mutex  // serialises end-of-room work (scheduler and archive reads)
@@ -83,30 +83,15 @@ type hostedRoom struct {
 	// record (checkSnapshotHead, under checkMu).
 	unchecked atomic.Bool
 	checkMu   sync.Mutex
+	// seal is the folded state of a member-only room (seal.go), nil until
+	// its first sealed write after a start; guarded by seqMu.
+	seal *sealRoom
 }
 
 // actorStripes is how many locks serialise actors' writes; two agents
 // share one with probability 1/actorStripes, and then wait for each
 // other's durable commit.
 const actorStripes = 4096
-
-// Event is what the node tells listeners (federation, index, metrics).
-//
-// Deprecated: use hostport.Event.
-type Event = hostport.Event
-
-// EventKind says what happened.
-//
-// Deprecated: use hostport.EventKind.
-type EventKind = hostport.EventKind
-
-// Event kinds.
-//
-// Deprecated: use hostport.EventRecord and hostport.EventStatus.
-const (
-	EventRecord = hostport.EventRecord
-	EventStatus = hostport.EventStatus
-)
 
 // Open opens (or creates) the node's database, recovers every room by
 // verified replay, and starts the scheduler.
@@ -146,6 +131,7 @@ func Open(cfg Config) (*Node, error) {
 		db.Close()
 		return nil, err
 	}
+	n.dropRetired()
 	// Verifying new tables and decoding snapshots leave garbage far larger
 	// than what a node keeps; hand it back now rather than let an idle
 	// node hold it until the runtime's scavenger gets to it.
@@ -187,6 +173,10 @@ func (n *Node) Host() string { return n.host }
 // Config returns the node's effective configuration.
 func (n *Node) Config() Config { return n.cfg }
 
+// Policy is the part of the effective configuration that the HTTP API
+// enforces and publishes (discovery).
+func (n *Node) Policy() hostport.Policy { return n.cfg.Policy() }
+
 // NowMs reads the node clock in Unix milliseconds.
 func (n *Node) NowMs() int64 { return n.cfg.Now().UnixMilli() }
 
@@ -196,13 +186,13 @@ func (n *Node) RoomURL(id string) string { return n.origin + "/v1/rooms/" + id }
 // Listen registers fn to be told about accepted records and status changes.
 // fn runs on the writer's goroutine after the write is durable: it must not
 // block.
-func (n *Node) Listen(fn func(Event)) {
+func (n *Node) Listen(fn func(hostport.Event)) {
 	n.lisMu.Lock()
 	n.listens = append(n.listens, fn)
 	n.lisMu.Unlock()
 }
 
-func (n *Node) emit(e Event) {
+func (n *Node) emit(e hostport.Event) {
 	n.endViewers(e.RoomID, e.Status)
 	n.lisMu.RLock()
 	defer n.lisMu.RUnlock()
@@ -341,18 +331,20 @@ func (n *Node) DrainStreams() { n.hub.Drain(live.ReasonShutdown) }
 // process (index, mirrors) that keep their own key spaces in it.
 func (n *Node) DB() *badger.DB { return n.db }
 
-// Hosts reports whether this node is authoritative for roomID.
-func (n *Node) Hosts(roomID string) bool {
+// HostsRoom reports whether this node is authoritative for roomID.
+func (n *Node) HostsRoom(roomID string) bool {
 	_, ok := n.room(roomID)
 	return ok
 }
 
 // SetArchiveHostLog registers what an archive manifest embeds as
 // extra.host_log: the host log's proof of the room's last record (nil:
-// none yet, e.g. no checkpoint covers it).
-func (n *Node) SetArchiveHostLog(fn func(lastHash string) any) {
+// none yet, e.g. no checkpoint covers it), with the witnesses'
+// cosignatures on its checkpoint; and extra.host_key, the key that signs
+// the log's checkpoints.
+func (n *Node) SetArchiveHostLog(hostKey identity.AgentID, fn func(lastHash string) any) {
 	n.lisMu.Lock()
-	n.archiveLog = fn
+	n.archiveKey, n.archiveLog = hostKey, fn
 	n.lisMu.Unlock()
 }
 

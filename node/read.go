@@ -8,6 +8,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // Read rules (§16, DECISIONS 21). viewer is the authenticated agent, or ""
@@ -97,27 +98,18 @@ func (n *Node) Events(roomID string, viewer identity.AgentID, after int64, limit
 	return out, more, nil
 }
 
-// MemberView is one entry of GET /v1/rooms/{id}/members (DECISIONS 20).
-type MemberView struct {
-	AgentID     identity.AgentID `json:"agent_id"`
-	Role        adp.Role         `json:"role"`
-	Perspective string           `json:"perspective,omitempty"`
-	JoinedSeq   int64            `json:"joined_seq"`
-	Creator     bool             `json:"creator,omitempty"`
-}
-
 // Members lists active members.
-func (n *Node) Members(roomID string, viewer identity.AgentID) ([]MemberView, error) {
+func (n *Node) Members(roomID string, viewer identity.AgentID) ([]hostport.MemberView, error) {
 	hr, err := n.readableEvents(roomID, viewer)
 	if err != nil {
 		return nil, err
 	}
-	var out []MemberView
+	var out []hostport.MemberView
 	err = n.view(hr, func(st *room.State) {
 		ms := st.Members()
-		out = make([]MemberView, len(ms))
+		out = make([]hostport.MemberView, len(ms))
 		for i, m := range ms {
-			out[i] = MemberView{m.Agent, m.Role, m.Perspective, m.JoinedSeq, m.Agent == st.Creator}
+			out[i] = hostport.MemberView{AgentID: m.Agent, Role: m.Role, Perspective: m.Perspective, JoinedSeq: m.JoinedSeq, Creator: m.Agent == st.Creator}
 		}
 	})
 	if err != nil {
@@ -157,11 +149,6 @@ func (n *Node) Unsubscribe(s *Subscription) { s.Close() }
 
 // Subscribers returns the number of live streams.
 func (n *Node) Subscribers() int { return n.hub.Count() }
-
-// RoomSummary is one entry of the public directory and of /v1/me/rooms.
-//
-// Deprecated: use directory.Entry.
-type RoomSummary = directory.Entry
 
 func (n *Node) summary(hr *hostedRoom, now int64) directory.Entry {
 	hr.mu.RLock()
@@ -205,75 +192,19 @@ func (n *Node) Summary(roomID string) (directory.Entry, bool) {
 	return n.summary(hr, n.NowMs()), true
 }
 
-// DirectoryFilter holds the §18 filters, the limit and the cursor.
-//
-// Deprecated: use directory.Query.
-type DirectoryFilter = directory.Query
-
-// SortDirectory orders summaries as §18 recommends.
-//
-// Deprecated: use directory.Sort.
-func SortDirectory(list []RoomSummary) { directory.Sort(list) }
-
-// PageDirectory applies filter, order, cursor and limit to list.
-//
-// Deprecated: use directory.Page.
-func PageDirectory(list []RoomSummary, f DirectoryFilter) ([]RoomSummary, string, error) {
-	return directory.Page(list, f)
-}
-
 // PublicRooms answers GET /v1/rooms/public from this host's rooms.
 func (n *Node) PublicRooms(q directory.Query) ([]directory.Entry, string, error) {
 	return directory.Page(n.Summaries(), q)
-}
-
-// MyRoomsFilter holds the /v1/me/rooms parameters.
-type MyRoomsFilter struct {
-	Status     string
-	Membership string // creator, active, former, pending
-	Limit      int
-	Cursor     string
-}
-
-// MyRoom is one entry of GET /v1/me/rooms: the room's summary when the
-// agent may read the room, or else (a pending applicant, a banned or former
-// member of a private room) only the agent's own standing in Withheld:
-// nothing of the room's contract or activity (issue 11, row 8).
-type MyRoom struct {
-	Summary  *directory.Entry
-	Withheld *WithheldRoom
-}
-
-// WithheldRoom is what /v1/me/rooms says of a private room the agent may
-// not read: the room ID, the agent's membership and its latest request.
-type WithheldRoom struct {
-	ID          string        `json:"id"`
-	Membership  string        `json:"membership"`
-	JoinRequest *RequestState `json:"join_request,omitempty"`
-}
-
-// RequestState is a join request's ID and status, without its room.
-type RequestState struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
-}
-
-// View is the JSON value of the entry.
-func (m MyRoom) View() any {
-	if m.Withheld != nil {
-		return m.Withheld
-	}
-	return m.Summary
 }
 
 // MyRooms answers GET /v1/me/rooms for agent: rooms it created, is or was a
 // member of, or has a pending join request for (§16). A private room the
 // agent may not read is listed by ID, membership and request status only,
 // and never by a status filter (which would reveal the room's status).
-func (n *Node) MyRooms(agent identity.AgentID, f MyRoomsFilter) ([]MyRoom, string, error) {
+func (n *Node) MyRooms(agent identity.AgentID, f hostport.MyRoomsFilter) ([]hostport.MyRoom, string, error) {
 	now := n.NowMs()
 	pending := map[string]bool{}
-	latest := map[string]*JoinRequest{}
+	latest := map[string]*hostport.JoinRequest{}
 	for _, r := range n.joins.byApplicant(agent) {
 		if r.Status == "pending" && now < r.ExpiresAt {
 			pending[r.RoomID] = true
@@ -287,7 +218,7 @@ func (n *Node) MyRooms(agent identity.AgentID, f MyRoomsFilter) ([]MyRoom, strin
 	if err != nil {
 		return nil, "", internal(err)
 	}
-	var out []MyRoom
+	var out []hostport.MyRoom
 	for _, hr := range n.roomList() {
 		var sd standing
 		hr.mu.RLock()
@@ -319,11 +250,11 @@ func (n *Node) MyRooms(agent identity.AgentID, f MyRoomsFilter) ([]MyRoom, strin
 			if f.Status != "" || f.Membership == "creator" {
 				continue
 			}
-			w := &WithheldRoom{ID: hr.id, Membership: membership}
+			w := &hostport.WithheldRoom{ID: hr.id, Membership: membership}
 			if r := latest[hr.id]; r != nil {
-				w.JoinRequest = &RequestState{ID: r.ID, Status: r.View(now)["status"].(string)}
+				w.JoinRequest = &hostport.RequestState{ID: r.ID, Status: r.View(now)["status"].(string)}
 			}
-			out = append(out, MyRoom{Withheld: w})
+			out = append(out, hostport.MyRoom{Withheld: w})
 			continue
 		}
 		s := n.summary(hr, now)
@@ -334,9 +265,9 @@ func (n *Node) MyRooms(agent identity.AgentID, f MyRoomsFilter) ([]MyRoom, strin
 		if f.Status != "" && string(s.Status) != f.Status {
 			continue
 		}
-		out = append(out, MyRoom{Summary: &s})
+		out = append(out, hostport.MyRoom{Summary: &s})
 	}
-	id := func(m MyRoom) string {
+	id := func(m hostport.MyRoom) string {
 		if m.Withheld != nil {
 			return m.Withheld.ID
 		}

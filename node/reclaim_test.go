@@ -7,6 +7,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
+	"github.com/adpnode/adpnode/internal/reclaim"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -70,7 +71,7 @@ func TestDropAndReclaim(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := node.DropAndReclaim(db, nil, prefix); err != nil {
+	if err := reclaim.DropPrefixes(db, nil, prefix); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()

@@ -10,6 +10,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // scheduler drives time transitions (§8): it wakes at each room's next
@@ -121,7 +122,7 @@ func (s *scheduler) fire(id string) {
 	s.known[id] = status
 	s.mu.Unlock()
 	if changed {
-		s.n.emit(Event{Kind: EventStatus, RoomID: id, Status: status})
+		s.n.emit(hostport.Event{Kind: hostport.EventStatus, RoomID: id, Status: status})
 	}
 	switch status {
 	case room.StatusEnded, room.StatusCancelled:

@@ -8,39 +8,24 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/live"
 )
 
-// AgentStatus is a transient status (§17.4): untrusted, short-lived, never
-// in the chain.
-type AgentStatus struct {
-	RoomID    string           `json:"room_id"`
-	AgentID   identity.AgentID `json:"agent_id"`
-	State     string           `json:"state,omitempty"`
-	Summary   string           `json:"summary,omitempty"`
-	SeenSeq   *int64           `json:"seen_seq,omitempty"`
-	SeenHash  string           `json:"seen_hash,omitempty"`
-	ClaimID   string           `json:"claim_id,omitempty"`
-	Activity  string           `json:"activity,omitempty"`
-	UpdatedAt int64            `json:"updated_at"`
-	ExpiresAt int64            `json:"expires_at"`
-	Extra     json.RawMessage  `json:"extra,omitempty"`
-}
-
 type statusBoard struct {
 	mu sync.Mutex
-	m  map[string]map[identity.AgentID]*AgentStatus
+	m  map[string]map[identity.AgentID]*hostport.AgentStatus
 }
 
 func newStatusBoard() *statusBoard {
-	return &statusBoard{m: map[string]map[identity.AgentID]*AgentStatus{}}
+	return &statusBoard{m: map[string]map[identity.AgentID]*hostport.AgentStatus{}}
 }
 
-func (b *statusBoard) set(s *AgentStatus) {
+func (b *statusBoard) set(s *hostport.AgentStatus) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.m[s.RoomID] == nil {
-		b.m[s.RoomID] = map[identity.AgentID]*AgentStatus{}
+		b.m[s.RoomID] = map[identity.AgentID]*hostport.AgentStatus{}
 	}
 	b.m[s.RoomID][s.AgentID] = s
 }
@@ -51,10 +36,10 @@ func (b *statusBoard) clear(roomID string, a identity.AgentID) {
 	delete(b.m[roomID], a)
 }
 
-func (b *statusBoard) list(roomID string, now int64) []*AgentStatus {
+func (b *statusBoard) list(roomID string, now int64) []*hostport.AgentStatus {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := []*AgentStatus{}
+	out := []*hostport.AgentStatus{}
 	for a, s := range b.m[roomID] {
 		if now >= s.ExpiresAt {
 			delete(b.m[roomID], a)
@@ -67,7 +52,7 @@ func (b *statusBoard) list(roomID string, now int64) []*AgentStatus {
 	return out
 }
 
-func (b *statusBoard) get(roomID string, a identity.AgentID, now int64) (*AgentStatus, bool) {
+func (b *statusBoard) get(roomID string, a identity.AgentID, now int64) (*hostport.AgentStatus, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s, ok := b.m[roomID][a]
@@ -95,7 +80,7 @@ func (b *statusBoard) sweep(now int64) {
 
 // SetAgentStatus stores agent's own status (PUT /v1/rooms/{id}/agent-status):
 // only active moderators and speakers, expiry capped at the maximum TTL.
-func (n *Node) SetAgentStatus(roomID string, agent identity.AgentID, body []byte) (*AgentStatus, error) {
+func (n *Node) SetAgentStatus(roomID string, agent identity.AgentID, body []byte) (*hostport.AgentStatus, error) {
 	if err := identity.CheckJSON(body); err != nil {
 		return nil, adp.Reason(adp.CodeInvalidRequest, "json", "agent status body: "+err.Error())
 	}
@@ -163,7 +148,7 @@ func (n *Node) SetAgentStatus(roomID string, agent identity.AgentID, body []byte
 		}
 		expires = min(*in.ExpiresAt, max)
 	}
-	s := &AgentStatus{RoomID: roomID, AgentID: agent, State: in.State, Summary: in.Summary, SeenSeq: in.SeenSeq,
+	s := &hostport.AgentStatus{RoomID: roomID, AgentID: agent, State: in.State, Summary: in.Summary, SeenSeq: in.SeenSeq,
 		SeenHash: in.SeenHash, ClaimID: in.ClaimID, Activity: in.Activity, UpdatedAt: now, ExpiresAt: expires, Extra: in.Extra}
 	n.quotas.hit(key, n.cfg.Rates.AgentStatus, now)
 	n.status.set(s)
@@ -173,7 +158,7 @@ func (n *Node) SetAgentStatus(roomID string, agent identity.AgentID, body []byte
 }
 
 // AgentStatuses lists a room's current statuses, under room read rules.
-func (n *Node) AgentStatuses(roomID string, viewer identity.AgentID) ([]*AgentStatus, error) {
+func (n *Node) AgentStatuses(roomID string, viewer identity.AgentID) ([]*hostport.AgentStatus, error) {
 	hr, err := n.readableEvents(roomID, viewer)
 	if err != nil {
 		return nil, err
@@ -182,7 +167,7 @@ func (n *Node) AgentStatuses(roomID string, viewer identity.AgentID) ([]*AgentSt
 }
 
 // AgentStatusOf returns one agent's current status.
-func (n *Node) AgentStatusOf(roomID string, viewer, agent identity.AgentID) (*AgentStatus, error) {
+func (n *Node) AgentStatusOf(roomID string, viewer, agent identity.AgentID) (*hostport.AgentStatus, error) {
 	hr, err := n.readableEvents(roomID, viewer)
 	if err != nil {
 		return nil, err

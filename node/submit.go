@@ -12,16 +12,11 @@ import (
 	"github.com/adpnode/adpnode/hostport"
 )
 
-// Result is the outcome of an accepted (or exactly resubmitted) write.
-//
-// Deprecated: use hostport.Result.
-type Result = hostport.Result
-
 // Submit runs the write path of ARCHITECTURE.md for one envelope body.
 // pathRoom is "" for POST /v1/rooms (room.create) and the path room ID for
 // POST /v1/rooms/{room_id}. Errors are *adp.Error (a nonce rejection carries
 // data.max_seen_nonce, identity.NonceNotGreater).
-func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Result, error) {
+func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*hostport.Result, error) {
 	if n.closing.Load() {
 		return nil, adp.Errorf(adp.CodeUnavailable, "node is shutting down")
 	}
@@ -94,7 +89,7 @@ func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*Resul
 			return n.resubmission(roomID, seq, ev.Actor)
 		}
 	}
-	resubmitted := func() (*Result, bool, error) {
+	resubmitted := func() (*hostport.Result, bool, error) {
 		if pathRoom == "" {
 			return nil, false, nil
 		}
@@ -219,7 +214,7 @@ func actorStripe(a identity.AgentID) int {
 // record durably, then applies it and fans it out.
 // prepaid is set when a pack fetch already charged this room.create to the
 // creator's quota.
-func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, fetched map[string][]byte, prepaid bool) (*Result, error) {
+func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, fetched map[string][]byte, prepaid bool) (*hostport.Result, error) {
 	hr.seqMu.Lock()
 	defer hr.seqMu.Unlock()
 	st := hr.st
@@ -244,6 +239,9 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	a, err := st.Admit(env, now, n.joins.lookup(hr.id))
 	if err != nil {
 		return nil, n.withRecovery(hr, err)
+	}
+	if err := n.sealCheck(hr, st, env, a); err != nil { // member-only rooms (seal.go)
+		return nil, err
 	}
 	// Quotas (§21) after admission, which knows the kind and type.
 	qkey, limit := n.cfg.Rates.rateFor(a.Type, a.Kind, a.Def)
@@ -275,7 +273,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 		digest := k[indexZero(k)+1:]
 		sets = append(sets, kv{K: []byte(pfxPack + digest), V: b})
 	}
-	var jrUpdate *JoinRequest
+	var jrUpdate *hostport.JoinRequest
 	if a.Reviewed != nil {
 		if jr, ok := n.joins.get(a.Reviewed.ID); ok {
 			jr.Status = "rejected"
@@ -306,6 +304,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	hr.mu.Lock()
 	st.Commit(a, rec)
 	hr.mu.Unlock()
+	n.sealCommitted(hr, env, rec.Seq)
 	if a.Type == "room.create" {
 		n.mu.Lock()
 		n.rooms[hr.id] = hr
@@ -330,12 +329,12 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 		n.hub.refresh(hr.id, st)
 		hr.mu.RUnlock()
 	}
-	n.emit(Event{Kind: EventRecord, RoomID: hr.id, Type: a.Type, Record: rec, Status: st.StatusAt(now)})
+	n.emit(hostport.Event{Kind: hostport.EventRecord, RoomID: hr.id, Type: a.Type, Record: rec, Envelope: env, Status: st.StatusAt(now)})
 	switch a.Type {
 	case "room.create", "room.update", "room.close", "room.cancel":
 		n.sched.touch(hr)
 	}
-	return &Result{Record: rec, RecordJSON: recJSON, Created: a.Type == "room.create", Status: st.StatusAt(now), URL: n.RoomURL(hr.id)}, nil
+	return &hostport.Result{Record: rec, RecordJSON: recJSON, Created: a.Type == "room.create", Status: st.StatusAt(now), URL: n.RoomURL(hr.id)}, nil
 }
 
 // isDuplicate reports Admit's answer for an envelope that is already a
@@ -373,7 +372,7 @@ func (n *Node) withRecovery(hr *hostedRoom, err error) error {
 }
 
 // resubmission answers an exact resubmission with the original record.
-func (n *Node) resubmission(roomID string, seq int64, actor identity.AgentID) (*Result, error) {
+func (n *Node) resubmission(roomID string, seq int64, actor identity.AgentID) (*hostport.Result, error) {
 	raw, err := n.recordAt(roomID, seq)
 	if err != nil {
 		return nil, internal(err)
@@ -383,7 +382,7 @@ func (n *Node) resubmission(roomID string, seq int64, actor identity.AgentID) (*
 		return nil, internal(err)
 	}
 	hr, _ := n.room(roomID)
-	res := &Result{Record: rec, Created: seq == 1, URL: n.RoomURL(roomID), Resubmitted: true}
+	res := &hostport.Result{Record: rec, Created: seq == 1, URL: n.RoomURL(roomID), Resubmitted: true}
 	if hr != nil {
 		res.Status = n.lifecycle(hr).StatusAt(n.NowMs())
 	}

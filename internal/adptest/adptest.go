@@ -8,7 +8,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
-	"github.com/adpnode/adpnode/attention"
 	"io"
 	"net"
 	"net/http"
@@ -22,7 +21,6 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/internal/stack"
-	"github.com/adpnode/adpnode/node"
 )
 
 // Clock is a settable clock safe for concurrent use.
@@ -44,17 +42,15 @@ func (c *Clock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 // Ms returns the clock in Unix milliseconds.
 func (c *Clock) Ms() int64 { return c.ms.Load() }
 
-// Host is an in-process node behind a real HTTP server on 127.0.0.1.
+// Host is an in-process node behind a real HTTP server on 127.0.0.1. It
+// is built by the composition root (internal/stack), whose parts it
+// carries: h.Node, h.Att, h.API are the stack's.
 type Host struct {
-	Node *node.Node
-	Att  *attention.Attention
-	API  *hostapi.Server
-	// Stack is the host's composition root (internal/stack).
-	Stack *stack.Stack
+	*stack.Stack
 	URL   string
 	Clock *Clock
 	srv   *httptest.Server
-	cfg   node.Config // as passed in, with Now set: what Restart reuses
+	cfg   stack.NodeConfig // as passed in, with Now set: what Restart reuses
 	http  hostapi.HTTPOptions
 	once  sync.Once
 }
@@ -62,14 +58,14 @@ type Host struct {
 // StartHost starts a node with an in-memory store (unless cfg.DataDir is
 // set) and serves it. cfg.PublicURL is filled in with the server's URL.
 // Everything is stopped in t.Cleanup.
-func StartHost(t testing.TB, cfg node.Config) *Host {
+func StartHost(t testing.TB, cfg stack.NodeConfig) *Host {
 	t.Helper()
 	return startHost(t, cfg, NewClock(), "", hostapi.HTTPOptions{})
 }
 
 // StartHostHTTP is StartHost with the HTTP edge's timeouts and caps set
 // (hostapi.NewHTTPServer, the same construction serve uses).
-func StartHostHTTP(t testing.TB, cfg node.Config, o hostapi.HTTPOptions) *Host {
+func StartHostHTTP(t testing.TB, cfg stack.NodeConfig, o hostapi.HTTPOptions) *Host {
 	t.Helper()
 	return startHost(t, cfg, NewClock(), "", o)
 }
@@ -77,13 +73,13 @@ func StartHostHTTP(t testing.TB, cfg node.Config, o hostapi.HTTPOptions) *Host {
 // StartHostAt is StartHost on a given clock: the node reads clock (cfg.Now
 // is replaced) and Host.Clock is clock. Use it with cfg.DataDir and
 // Restart to run one durable node across restarts on one clock.
-func StartHostAt(t testing.TB, cfg node.Config, clock *Clock) *Host {
+func StartHostAt(t testing.TB, cfg stack.NodeConfig, clock *Clock) *Host {
 	t.Helper()
 	cfg.Now = clock.Now
 	return startHost(t, cfg, clock, "", hostapi.HTTPOptions{})
 }
 
-func startHost(t testing.TB, cfg node.Config, clock *Clock, addr string, ho hostapi.HTTPOptions) *Host {
+func startHost(t testing.TB, cfg stack.NodeConfig, clock *Clock, addr string, ho hostapi.HTTPOptions) *Host {
 	t.Helper()
 	cfg.Rates = TestRates(cfg.Rates)
 	if addr == "" {
@@ -121,7 +117,7 @@ func startHost(t testing.TB, cfg node.Config, clock *Clock, addr string, ho host
 	}
 	srv := &httptest.Server{Listener: hostapi.LimitListener(l, ho.WithDefaults().MaxConnections), Config: st.Server}
 	srv.Start()
-	h := &Host{Node: st.Node, Att: st.Att, API: st.API, Stack: st, URL: srv.URL, Clock: clock, srv: srv, cfg: keep, http: ho}
+	h := &Host{Stack: st, URL: srv.URL, Clock: clock, srv: srv, cfg: keep, http: ho}
 	t.Cleanup(h.Close)
 	return h
 }
@@ -294,9 +290,9 @@ func Do(t testing.TB, method, url, token string, body []byte) *Response {
 // TestRates returns r, or the node defaults when r is zero, without the
 // per-agent room.create quota: tests create many rooms with few agents on
 // a clock that does not move. node.TestRoomCreateQuota tests that quota.
-func TestRates(r node.Rates) node.Rates {
-	if r == (node.Rates{}) {
-		r = node.DefaultRates()
+func TestRates(r stack.Rates) stack.Rates {
+	if r == (stack.Rates{}) {
+		r = stack.DefaultRates()
 		r.Create = 0
 	}
 	return r

@@ -12,19 +12,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/federation"
-	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/stack"
-	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
-	"github.com/adpnode/adpnode/node"
 )
 
 // Options tune a peer. The zero value is the default test peer.
 type Options struct {
-	Rates            node.Rates    // zero: node defaults
+	Rates            stack.Rates   // zero: node defaults
 	AnnounceInterval time.Duration // zero: 2 s
 	// P2PListen are the libp2p listen addresses (zero: a free TCP port).
 	P2PListen []string
@@ -38,23 +35,17 @@ type Options struct {
 	Configure func(dir string, c *federation.Config)
 }
 
-// Peer is one federated node.
+// Peer is one federated node, built by the composition root serve runs
+// (internal/stack), whose parts it carries: p.Node, p.Index, p.Fed,
+// p.Mir, p.Att, p.Met and p.OperatorToken (dir/operator.token) are the
+// stack's.
 type Peer struct {
+	*stack.Stack
 	Name  string
 	Dir   string
 	Port  int
 	URL   string
 	Clock *adptest.Clock
-	Node  *node.Node
-	Index *index.Index
-	Fed   *federation.Federation
-	Mir   *mirror.Mirror
-	Att   *attention.Attention
-	Met   *metrics.Metrics
-	// OperatorToken is the peer's operator credential (dir/operator.token).
-	OperatorToken string
-	// Stack is the peer's composition root (internal/stack): serve's.
-	Stack *stack.Stack
 	opts  Options
 }
 
@@ -76,7 +67,7 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 		listen = []string{"/ip4/127.0.0.1/tcp/0"}
 	}
 	cfg := stack.Config{
-		Node: node.Config{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now, Rates: adptest.TestRates(o.Rates), Log: o.Log},
+		Node: stack.NodeConfig{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now, Rates: adptest.TestRates(o.Rates), Log: o.Log},
 		Federation: &federation.Config{ListenAddrs: listen, AnnounceInterval: o.AnnounceInterval,
 			ReconcileInterval: o.ReconcileInterval, AllowPrivateOrigins: true, Log: o.Log},
 		KeyDir: dir, TokenDir: dir, Log: o.Log,
@@ -102,8 +93,7 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 		t.Fatal(err)
 	}
 	st.Serve(ln)
-	p := &Peer{Name: name, Dir: dir, Port: port, URL: origin, Clock: clock, Node: st.Node, Index: st.Index, Fed: st.Fed,
-		Mir: st.Mir, Att: st.Att, Met: st.Met, OperatorToken: st.OperatorToken, Stack: st, opts: o}
+	p := &Peer{Stack: st, Name: name, Dir: dir, Port: port, URL: origin, Clock: clock, opts: o}
 	t.Cleanup(p.Stop)
 	return p
 }
@@ -116,7 +106,7 @@ func (p *Peer) Stop() {
 		return
 	}
 	p.Stack.Close()
-	p.Stack, p.Node, p.Fed, p.Mir, p.Att = nil, nil, nil, nil, nil
+	p.Stack = nil
 }
 
 // Restart stops the peer and starts it again on the same directory, port
@@ -172,7 +162,7 @@ func Connect(t testing.TB, a, b *Peer) {
 }
 
 // Submit signs an event on the room's head and submits it to the node.
-func Submit(t testing.TB, p *Peer, a *adptest.Agent, typ, roomID string, payload any) (*node.Result, error) {
+func Submit(t testing.TB, p *Peer, a *adptest.Agent, typ, roomID string, payload any) (*hostport.Result, error) {
 	t.Helper()
 	var seq int64
 	var hash string
@@ -187,7 +177,7 @@ func Submit(t testing.TB, p *Peer, a *adptest.Agent, typ, roomID string, payload
 }
 
 // MustSubmit is Submit that fails the test on error.
-func MustSubmit(t testing.TB, p *Peer, a *adptest.Agent, typ, roomID string, payload any) *node.Result {
+func MustSubmit(t testing.TB, p *Peer, a *adptest.Agent, typ, roomID string, payload any) *hostport.Result {
 	t.Helper()
 	res, err := Submit(t, p, a, typ, roomID, payload)
 	if err != nil {

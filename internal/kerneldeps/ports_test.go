@@ -1,24 +1,20 @@
 package kerneldeps
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 )
 
-// hostKnowers are the packages allowed to import the concrete host
-// (package node): the composition root, the commands, and the HTTP API
-// (whose handlers read the host's own rooms). httpwire is listed until
-// node.NonceError goes (issue 13 step 3).
-var hostKnowers = []string{"internal/stack", "cmd/", "hostapi", "internal/adptest", "internal/fedtest", "httpwire", "node"}
+// hostKnowers are the only packages whose non-test files may import the
+// concrete host (package node): the composition root and the commands.
+// A name ending in "/" stands for the packages under it.
+var hostKnowers = []string{"internal/stack", "cmd/"}
 
-// TestOnlyTheRootKnowsTheHost is issue 13's acceptance: the layers above
-// the host (mirror, federation, index, metrics, attention, directory,
-// live, hostport) reach it through interfaces, never by importing node.
-func TestOnlyTheRootKnowsTheHost(t *testing.T) {
-	pkgs, err := List("../..", "./...")
-	if err != nil {
-		t.Fatal(err)
-	}
+// hostImporters returns the packages of pkgs, other than hostKnowers,
+// whose non-test files import node.
+func hostImporters(pkgs []Package) []string {
+	var out []string
 	for _, p := range pkgs {
 		short := strings.TrimPrefix(p.ImportPath, Module+"/")
 		allowed := false
@@ -32,8 +28,55 @@ func TestOnlyTheRootKnowsTheHost(t *testing.T) {
 		}
 		for _, imp := range p.Imports {
 			if imp == Module+"/node" {
-				t.Errorf("%s imports node: take an interface (see hostport) or move the code into internal/stack", short)
+				out = append(out, short)
 			}
 		}
+	}
+	return out
+}
+
+// TestOnlyTheRootKnowsTheHost is issue 13's acceptance: the layers above
+// the host (the HTTP API, mirror, federation, index, metrics, attention,
+// directory, live, hostport) and the test helpers (internal/adptest,
+// internal/fedtest) reach it through interfaces or through the stack,
+// never by importing node. Tests (_test.go files) may build a node.
+func TestOnlyTheRootKnowsTheHost(t *testing.T) {
+	pkgs, err := List("../..", "./...")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, p := range pkgs {
+		seen[strings.TrimPrefix(p.ImportPath, Module+"/")] = true
+	}
+	for _, want := range []string{"node", "internal/stack", "hostapi", "internal/adptest", "internal/fedtest"} {
+		if !seen[want] {
+			t.Fatalf("go list did not list %s: the check would pass on nothing", want)
+		}
+	}
+	for _, p := range hostImporters(pkgs) {
+		t.Errorf("%s imports node: take an interface (see hostport) or build the host through internal/stack", p)
+	}
+}
+
+// TestHostImportersFlagsEveryOther checks the rule itself: a package
+// outside the root and the commands that imports node is reported, one
+// under cmd/ or the root is not, and a look-alike name is not let through.
+func TestHostImportersFlagsEveryOther(t *testing.T) {
+	node := []string{Module + "/node"}
+	pkgs := []Package{
+		{ImportPath: Module + "/hostapi", Imports: node},
+		{ImportPath: Module + "/internal/adptest", Imports: node},
+		{ImportPath: Module + "/internal/stackx", Imports: node},
+		{ImportPath: Module + "/cmdx", Imports: node},
+		{ImportPath: Module + "/internal/stack", Imports: node},
+		{ImportPath: Module + "/cmd/adpnode", Imports: node},
+		{ImportPath: Module + "/cmd/adpload", Imports: node},
+		{ImportPath: Module + "/mirror", Imports: []string{Module + "/hostport"}},
+	}
+	got := hostImporters(pkgs)
+	want := []string{"hostapi", "internal/adptest", "internal/stackx", "cmdx"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("flagged %v, want %v", got, want)
 	}
 }

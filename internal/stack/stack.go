@@ -31,9 +31,21 @@ import (
 	"github.com/adpnode/adpnode/node"
 )
 
+// NodeConfig is the host's configuration (package node's Config) and
+// Rates its write quotas: test helpers and tools build a stack from them
+// here, so that the concrete host stays known to this package and the
+// commands alone.
+type (
+	NodeConfig = node.Config
+	Rates      = node.Rates
+)
+
+// DefaultRates are the host's default write quotas (node.DefaultRates).
+func DefaultRates() Rates { return node.DefaultRates() }
+
 // Config is what one running adpnode is built from.
 type Config struct {
-	Node node.Config
+	Node NodeConfig
 	// Federation, if set, starts a federation peer; its Key is loaded
 	// from (or created in) KeyDir when nil.
 	Federation *federation.Config
