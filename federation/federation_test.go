@@ -4,6 +4,7 @@ import (
 	"context"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -111,10 +112,16 @@ func TestRestartRelearns(t *testing.T) {
 		t.Fatal("index entry lost across restart")
 	}
 	connect(t, b2, a)
+	// A announces to the peers it knows subscribe; one that subscribes
+	// later gets the announcement by gossip only while it is in A's
+	// message cache (3 heartbeats), then by anti-entropy (2 min). Under
+	// -race on a loaded 2-core machine the subscriptions took over 3 s:
+	// wait for them, then create the room.
+	eventually(t, 15*time.Second, "A and B' see each other on the index topic", func() bool {
+		return slices.Contains(a.Fed.TopicPeers(federation.IndexTopic), b2.Fed.PeerID()) &&
+			slices.Contains(b2.Fed.TopicPeers(federation.IndexTopic), a.Fed.PeerID())
+	})
 	later := createRoom(t, a, alice, room.Public, "created while B was away")
-	// A liveness bound: B' must join A's mesh first (a heartbeat), and
-	// under -race on a loaded 2-core machine that alone took over 3 s in
-	// 3 of 4 runs.
 	eventually(t, 15*time.Second, "new room learned after rejoin", func() bool { _, ok := listed(b2, later); return ok })
 }
 
