@@ -103,14 +103,23 @@ func (s *Server) logInclusion(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	rp, err := l.Inclusion(c.Request.Context(), leaf, size)
+	// The answer is a self-contained proof file: `adpnode verify` checks
+	// it offline (the verifier key's Ed25519 key is the host key). Without
+	// tree_size it is against the newest checkpoint witnesses cosigned
+	// that covers the record (their lines on the checkpoint, their keys
+	// in witnesses), else the latest.
+	var f tlogproof.File
+	if size == 0 {
+		f, err = l.ProofFile(c.Request.Context(), leaf)
+	} else {
+		f.RecordProof, err = l.Inclusion(c.Request.Context(), leaf, size)
+		f.Type, f.VerifierKey = tlogproof.FileType, l.VerifierKey()
+	}
 	if err != nil {
 		s.fail(c, err)
 		return
 	}
-	// The answer is a self-contained proof file: `adpnode verify` checks
-	// it offline (the verifier key's Ed25519 key is the host key).
-	writeJSON(c, http.StatusOK, tlogproof.File{Type: tlogproof.FileType, RecordProof: rp, VerifierKey: l.VerifierKey()})
+	writeJSON(c, http.StatusOK, f)
 }
 
 // MaxInclusionBatch bounds the record hashes of one POST /v1/log/inclusions.

@@ -1004,11 +1004,10 @@ func browserOutcome(t *testing.T, b *browser) {
 
 // browserMirror runs two federated nodes: B mirrors A's room. B's viewer
 // lists the room with A as its host, shows the mirror page with the
-// verified seq and the host-signed checkpoint, and A's outcome page lists
-// B's witness cosignature.
+// verified seq and the host-signed checkpoint, and A's outcome page
+// verifies the ended room's archive.
 func browserMirror(t *testing.T, b *browser) {
-	peers := fedtest.Network(t, 2, nil, fedtest.Options{Rates: highRates(), Mirror: true,
-		MirrorConfig: mirror.Config{CosignEvery: 100 * time.Millisecond}})
+	peers := fedtest.Network(t, 2, nil, fedtest.Options{Rates: highRates(), Mirror: true})
 	pa, pb := peers[0], peers[1]
 	alice := adptest.NewAgent("alice")
 	id := fedtest.CreateRoom(t, pa, alice, room.Public, "Mirrored design review", "design")
@@ -1043,19 +1042,16 @@ func browserMirror(t *testing.T, b *browser) {
 	tb.shot("viewer-mirror")
 	tb.assertInert()
 
-	// End the room; once B has cosigned the final checkpoint, A's archive
-	// lists the witness and the outcome page verifies it.
+	// End the room; A's outcome page verifies the archive. (Witnesses now
+	// cosign the host log, which fedtest nodes do not keep: the witness
+	// card is exercised where a host log runs.)
 	fedtest.MustSubmit(t, pa, alice, "room.close", id, map[string]any{})
-	fedtest.Eventually(t, 10*time.Second, "B's cosignature of the final record", func() bool {
-		a, err := pa.Node.Archive(id, "")
-		if err != nil {
-			return false
-		}
-		ws, _ := a.Manifest.Extra["witnesses"].([]json.RawMessage)
-		return len(ws) == 1 && strings.Contains(string(ws[0]), `"seq":6`)
+	fedtest.Eventually(t, 10*time.Second, "A's archive of the ended room", func() bool {
+		_, err := pa.Node.Archive(id, "")
+		return err == nil
 	})
 	tb.run(chromedp.Navigate(pa.URL + "/#/rooms/" + id + "/outcome"))
-	tb.waitJS(10*time.Second, "verified witness", `document.querySelector('.outcome .badge[data-state="ok"]') && document.querySelector('.witness[data-state="ok"]')`)
+	tb.waitJS(10*time.Second, "verified archive", `document.querySelector('.outcome .badge[data-state="ok"]')`)
 	tb.shot("viewer-outcome-witness")
 	tb.assertInert()
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/adpnode/adpnode/adp/identity"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -61,7 +62,7 @@ func startLogViewer(t *testing.T, h *adptest.Host, key ed25519.PrivateKey, targe
 			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: leaf})
 		}
 	})
-	h.Node.SetArchiveHostLog(func(lastHash string) any {
+	h.Node.SetArchiveHostLog(identity.AgentIDFromKey(key.Public().(ed25519.PublicKey)), func(lastHash string) any {
 		if p := l.ArchiveProof(lastHash); p != nil {
 			return p
 		}

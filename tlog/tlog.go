@@ -92,11 +92,14 @@ const (
 )
 
 const (
-	chunk       = 4096    // leaves per journal transaction and tessera round
 	maxMarks    = 1 << 16 // watermarks cached in memory
 	readHashes  = 4096    // record hashes read per gap-fill step
 	defaultMaxQ = 1 << 20
 )
+
+// chunk is the leaves per journal transaction and tessera round (a
+// variable for the integration benchmark only).
+var chunk = 4096
 
 var klogOnce sync.Once
 
@@ -127,6 +130,8 @@ type Log struct {
 
 	nodeMu sync.Mutex
 	nodes  map[compact.NodeID][]byte // complete subtrees' hashes (proof.go)
+
+	witnessed atomic.Pointer[Witnessed] // SetWitnessed
 
 	cpMu     sync.Mutex
 	cpRaw    []byte
@@ -180,8 +185,8 @@ func Open(cfg Config) (*Log, error) {
 		// size flush could otherwise race and sequence two batches out
 		// of the order they were added in, and the journal would not
 		// match the log.
-		WithBatching(2*chunk, cfg.BatchMaxAge).
-		WithPushback(4 * chunk).
+		WithBatching(uint(2*chunk), cfg.BatchMaxAge).
+		WithPushback(uint(4 * chunk)).
 		WithCheckpointInterval(cfg.CheckpointInterval).
 		WithShutdownTimeout(10 * time.Second)
 	app, shutdown, reader, err := tessera.NewAppender(ctx, drv, opts)

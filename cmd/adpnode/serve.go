@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -22,11 +23,14 @@ import (
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/adpnode/adpnode/adp/assertion"
+	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/safehttp"
 	istack "github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
@@ -480,6 +484,9 @@ type fedSettings struct {
 	mirrorMaxBytes       int64
 	// witnesses receive the host log's checkpoints (--witness).
 	witnesses []witness.Target
+	// witnessAnnounce is how often the mirror announces its witness
+	// (zero: mirror's default; tests shorten it).
+	witnessAnnounce time.Duration
 }
 
 // publicListen are the libp2p listen addresses of a node whose public_url
@@ -534,7 +541,7 @@ type stack struct {
 	fed  *federation.Federation
 	mir  *mirror.Mirror
 	tl   *tlog.Log
-	sub  *witness.Submitter // nil without --witness
+	sub  *witness.Submitter
 	addr string
 	ln   net.Listener // the HTTP(S) listener, with the connection cap
 	// scheme is https when the node terminates TLS, else http.
@@ -559,7 +566,7 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			Bootstrap: fs.bootstrap, DHT: fs.dht, NAT: fs.nat, PeerCache: filepath.Join(cfg.DataDir, "peers.json"),
 			AllowPrivateAddrs: fs.allowPrivatePeers, AnnounceInterval: fs.interval, AllowPrivateOrigins: fs.allowPrivatePeers, PrivateOriginsHint: privatePeersHint,
 			Limits: fs.limits, Index: fs.index, Log: log}
-		sc.Mirror = &mirror.Config{Log: log, MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes}
+		sc.Mirror = &mirror.Config{Log: log, MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes, AnnounceWitnessEvery: fs.witnessAnnounce}
 	}
 	var tl *tlog.Log
 	var sub *witness.Submitter
@@ -577,12 +584,29 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 				log.Warn("host log close", "err", err)
 			}
 		}
-		if len(fs.witnesses) > 0 {
-			if sub, err = witness.NewSubmitter(witness.SubmitterConfig{Log: tl, Targets: fs.witnesses, Logger: log}); err != nil {
+		// The submitter always runs: it serves the stored cosignatures
+		// and submits to configured (--witness) and discovered witnesses
+		// (mirrors announcing on federation).
+		{
+			wc := witness.SubmitterConfig{Log: tl, Targets: fs.witnesses, DB: st.Node.DB(), Logger: log}
+			if st.Mir != nil {
+				// Announced witnesses are checked and submitted to under
+				// the federation's rules for other hosts' origins.
+				wc.Discover = safehttp.Client(safehttp.Options{Timeout: 10 * time.Second, AllowPrivate: fs.allowPrivatePeers})
+			}
+			if sub, err = witness.NewSubmitter(wc); err != nil {
 				done()
 				return nil, err
 			}
+			tl.SetWitnessed(sub)
 			opts.Witnessed = sub
+			if st.Mir != nil {
+				st.Mir.OnWitness(func(w assertion.Witness) {
+					if err := sub.Offer(w.Witness.PublicKey(), w.VKey, w.URL); err != nil {
+						log.Debug("witness announcement ignored", "witness", w.URL, "err", err)
+					}
+				})
+			}
 		}
 		return done, nil
 	}
@@ -689,7 +713,7 @@ func openHostLog(n *node.Node, dataDir string, log *slog.Logger) (*tlog.Log, err
 			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
 		}
 	})
-	n.SetArchiveHostLog(func(lastHash string) any {
+	n.SetArchiveHostLog(identity.AgentIDFromKey(key.Public().(ed25519.PublicKey)), func(lastHash string) any {
 		if p := l.ArchiveProof(lastHash); p != nil {
 			return p
 		}
