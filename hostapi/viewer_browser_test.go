@@ -417,11 +417,19 @@ func browserCrypto(t *testing.T, b *browser) {
   const V = window.ADPViewer;
   const html = (src) => { const d = V.renderMarkdown(src); return d; };
   const shape = (d) => Array.from(d.querySelectorAll('*'), (e) => e.tagName.toLowerCase()).join(' ');
-  const t0 = performance.now();
-  const big = [ '['.repeat(60000), '*'.repeat(60000), '_a'.repeat(30000), String.fromCharCode(96).repeat(1000) + 'x', '> '.repeat(5000) + 'deep', '- '.repeat(3000) + 'deep',
-    '*a '.repeat(20000), '~~a '.repeat(15000), '[a]('.repeat(15000), '['.repeat(30000) + 'x' + ']'.repeat(30000) + '(https://e.org)' ];
-  for (const b of big) V.renderMarkdown(b);
-  const ms = performance.now() - t0;
+  // Linear, not quadratic: each hostile input at size n and at 4n, the
+  // fastest of three renders each, in the same run (a ratio, not a clock
+  // bound: this machine's load does not move it). Quadratic work gives 16×.
+  const hostile = [ (k) => '['.repeat(15000 * k), (k) => '*'.repeat(15000 * k), (k) => '_a'.repeat(7500 * k),
+    (k) => String.fromCharCode(96).repeat(250 * k) + 'x', (k) => '> '.repeat(1250 * k) + 'deep', (k) => '- '.repeat(750 * k) + 'deep',
+    (k) => '*a '.repeat(5000 * k), (k) => '~~a '.repeat(3750 * k), (k) => '[a]('.repeat(3750 * k),
+    (k) => '['.repeat(7500 * k) + 'x' + ']'.repeat(7500 * k) + '(https://e.org)' ];
+  const fastest = (src) => { let best = Infinity; for (let i = 0; i < 3; i++) { const t = performance.now(); V.renderMarkdown(src); best = Math.min(best, performance.now() - t); } return best; };
+  // The worst input's growth; a 1× render under 1 ms counts as 1 ms (timer
+  // resolution), so only work that matters at 4× can fail the check.
+  let ms = 0, growth = 0;
+  const per = [];
+  for (const h of hostile) { const a = fastest(h(1)), b = fastest(h(4)); per.push(a.toFixed(1) + "/" + b.toFixed(1)); ms += b; growth = Math.max(growth, b / Math.max(a, 1)); }
   return {
     nested: shape(html('- a\n  - b\n  - c\n- d')),
     quote: shape(html('> quoted **bold**\n> more')),
@@ -431,7 +439,7 @@ func browserCrypto(t *testing.T, b *browser) {
     ordered: html('3. three\n4. four').querySelector('ol').start,
     autolink: html('see <https://example.org/a_b> and https://example.org/x.').querySelectorAll('a').length,
     hardbreak: shape(html('line one  \nline two')),
-    ms,
+    ms, growth, per: per.join(" "),
   };
 })()`, &mdOut)
 	wantMD := map[string]any{
@@ -449,10 +457,10 @@ func browserCrypto(t *testing.T, b *browser) {
 			t.Errorf("markdown %s: got %v, want %v", k, mdOut[k], w)
 		}
 	}
-	if ms, _ := mdOut["ms"].(float64); ms > 1000 { // linear: well under 100 ms on a laptop
-		t.Errorf("hostile Markdown took %.0f ms", ms)
+	if g, _ := mdOut["growth"].(float64); g > 10 { // linear: 4×; quadratic: 16×
+		t.Errorf("hostile Markdown: an input 4× as long took %.1f× the time (quadratic work?)", g)
 	}
-	t.Logf("hostile Markdown inputs rendered in %.0f ms", mdOut["ms"])
+	t.Logf("hostile Markdown inputs at 4× size rendered in %.0f ms; the worst grew %.1f× from 1× (1×/4× ms: %s)", mdOut["ms"], mdOut["growth"], mdOut["per"])
 
 	// The chain verifier over this host's real chain, then altered copies.
 	var verdicts map[string]string
