@@ -28,20 +28,18 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
 
-	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -213,11 +211,12 @@ func run(o options) error {
 	return nil
 }
 
-// inprocHost is a node served over HTTP on 127.0.0.1 in this process.
+// inprocHost is a node served over HTTP on 127.0.0.1 in this process,
+// built by the composition root serve runs (internal/stack: attention,
+// metrics and the HTTP edge included).
 type inprocHost struct {
 	url   string
-	n     *node.Node
-	srv   *http.Server
+	st    *stack.Stack
 	dir   string
 	owned bool
 }
@@ -244,16 +243,14 @@ func startInproc(o options) (*inprocHost, error) {
 	if o.rates == "off" {
 		cfg.Rates = ratesOff()
 	}
-	n, err := node.Open(cfg)
+	st, err := stack.Open(stack.Config{Node: cfg, Log: cfg.Log})
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	api := hostapi.New(n, hostapi.Options{Log: cfg.Log})
-	srv := hostapi.NewHTTPServer(api.Handler(), hostapi.HTTPOptions{})
-	go srv.Serve(hostapi.LimitListener(ln, hostapi.DefaultMaxConnections))
+	st.Serve(ln)
 	fmt.Printf("in-process node: %s, durable Badger (SyncWrites) in %s, rates %s\n", url, dir, o.rates)
-	return &inprocHost{url: url, n: n, srv: srv, dir: dir, owned: owned}, nil
+	return &inprocHost{url: url, st: st, dir: dir, owned: owned}, nil
 }
 
 // ratesOff disables every write quota. node.Config.Defaults replaces an
@@ -265,12 +262,12 @@ func ratesOff() node.Rates {
 	return node.Rates{AgentStatus: node.DefaultRates().AgentStatus}
 }
 
+// close is stack.Close: drain live streams, shut the HTTP server down,
+// close the node.
 func (h *inprocHost) close() {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	h.n.DrainStreams()
-	h.srv.Shutdown(ctx)
-	h.n.Close()
+	if err := h.st.Close(); err != nil {
+		fmt.Fprintf(os.Stderr, "adpload: close the in-process node: %v\n", err)
+	}
 	if h.owned {
 		os.RemoveAll(h.dir)
 	}
