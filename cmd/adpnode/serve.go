@@ -22,10 +22,8 @@ import (
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
 	istack "github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/mirror"
@@ -561,36 +559,12 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			Limits: fs.limits, Index: fs.index, Log: log}
 		sc.Mirror = &mirror.Config{Log: log, MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes}
 	}
-	var tl *tlog.Log
-	var sub *witness.Submitter
-	sc.Extend = func(st *istack.Stack, opts *hostapi.Options) (func(), error) {
-		var err error
-		if tl, err = openHostLog(st.Node, cfg.DataDir, log); err != nil {
-			return nil, fmt.Errorf("host log: %w", err)
-		}
-		opts.HostLog = tl
-		done := func() {
-			if sub != nil {
-				sub.Close()
-			}
-			if err := tl.Close(); err != nil {
-				log.Warn("host log close", "err", err)
-			}
-		}
-		if len(fs.witnesses) > 0 {
-			if sub, err = witness.NewSubmitter(witness.SubmitterConfig{Log: tl, Targets: fs.witnesses, Logger: log}); err != nil {
-				done()
-				return nil, err
-			}
-			opts.Witnessed = sub
-		}
-		return done, nil
-	}
+	sc.HostLog, sc.Witnesses = true, fs.witnesses
 	st, err := istack.Open(sc)
 	if err != nil {
 		return nil, err
 	}
-	s := &stack{Stack: st, n: st.Node, fed: st.Fed, mir: st.Mir, tl: tl, sub: sub}
+	s := &stack{Stack: st, n: st.Node, fed: st.Fed, mir: st.Mir, tl: st.HostLog, sub: st.Witnessed}
 	if fs.enabled {
 		warnPrivatePeers(log, fs, cfg.PublicURL)
 	}
@@ -667,33 +641,4 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 	case <-ctx.Done():
 	}
 	return s.close()
-}
-
-// openHostLog opens the host log in DATA/tlog, signed with the node key,
-// and feeds it every record the node accepts (after it is durable).
-func openHostLog(n *node.Node, dataDir string, log *slog.Logger) (*tlog.Log, error) {
-	key, err := federation.LoadOrCreateKey(dataDir)
-	if err != nil {
-		return nil, err
-	}
-	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dataDir, tlog.Dir), DB: n.DB(), Key: key,
-		Origin: tlogproof.Origin(n.Host()), Source: n, Log: log})
-	if err != nil {
-		return nil, err
-	}
-	n.Listen(func(e hostport.Event) {
-		if e.Kind != hostport.EventRecord || e.Record == nil {
-			return
-		}
-		if h, err := tlogproof.RecordLeaf(e.Record.Hash); err == nil {
-			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
-		}
-	})
-	n.SetArchiveHostLog(func(lastHash string) any {
-		if p := l.ArchiveProof(lastHash); p != nil {
-			return p
-		}
-		return nil // a typed nil would embed null
-	})
-	return l, nil
 }
