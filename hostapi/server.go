@@ -206,6 +206,7 @@ func (s *Server) routes() {
 	v1.GET("/rooms/:room_id/archive", s.archiveJSON)
 	v1.GET("/rooms/:room_id/archive.jsonl", s.archiveJSONL)
 	v1.GET("/rooms/:room_id/archive.md", s.archiveMD)
+	v1.GET("/packs/:name", s.bundledPack)
 	v1.GET("/federation/peers", s.fedPeers)
 	v1.GET("/federation/hosts", s.fedHosts)
 	v1.GET("/federation/conflicts", s.fedConflicts)
@@ -333,8 +334,9 @@ func (s *Server) discovery(c *gin.Context) {
 		"host":     s.n.Host(),
 		"service":  o,
 		"features": []string{"rooms", "restricted-rooms", "private-rooms", "join-requests", "join-review",
-			"sse-event-stream", "agent-status", "archives", "registered-packs", "external-packs", "public-room-discovery"},
+			"sse-event-stream", "agent-status", "archives", "registered-packs", "external-packs", "bundled-packs", "public-room-discovery"},
 		"registered_packs": types.RegisteredPackIDs(),
+		"bundled_packs":    s.bundledPacksDiscovery(),
 		"profile":          gin.H{"mode": "none"},
 		"endpoints":        gin.H{"api": o + "/v1", "sse": o + "/v1"},
 		"limits": gin.H{

@@ -25,7 +25,9 @@ import (
 // verified against the digest over the raw bytes, and cached by digest in
 // Badger. A failed fetch (unreachable, refused, digest mismatch) is
 // remembered per URL and digest for FailureTTL so repeats do not dial
-// again, and concurrent fetches of one URL and digest share one dial.
+// again, and concurrent fetches of one URL and digest share one dial. A
+// digest of one of the node's bundled packs (types.BundledPacks) is served
+// from the bundled copy whatever the URI: the digest pins the bytes.
 type packFetcher struct {
 	cfg    PackFetchConfig
 	db     *badger.DB
@@ -76,6 +78,9 @@ func newPackFetcher(cfg PackFetchConfig, db *badger.DB) *packFetcher {
 // have reports whether digest is already cached (memory or Badger): such a
 // pack costs no network and no quota.
 func (f *packFetcher) have(digest string) bool {
+	if _, ok := types.BundledPackByDigest(digest); ok {
+		return true
+	}
 	f.mu.Lock()
 	_, ok := f.cache[digest]
 	f.mu.Unlock()
@@ -123,6 +128,9 @@ func (f *packFetcher) rememberFailure(key string, err error) {
 // the network, verified against digest. Errors are *adp.Error
 // (pack_unavailable) with generic messages; raw network errors are logged.
 func (f *packFetcher) fetch(ctx context.Context, uri, digest string) ([]byte, error) {
+	if b, ok := types.BundledPackByDigest(digest); ok {
+		return b.Raw, nil // content-addressed: the bundled copy is the document
+	}
 	f.mu.Lock()
 	b, ok := f.cache[digest]
 	f.mu.Unlock()
@@ -210,6 +218,9 @@ func (f *packFetcher) remember(digest string, b []byte) error {
 }
 
 func (f *packFetcher) stored(digest string) ([]byte, error) {
+	if b, ok := types.BundledPackByDigest(digest); ok {
+		return b.Raw, nil
+	}
 	var out []byte
 	err := f.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get([]byte(pfxPack + digest))

@@ -145,6 +145,10 @@ func roomCmd() *cobra.Command {
 				}
 				var decls []any
 				for _, p := range packs {
+					if d, err := client.BundledPack(af.node, p); err == nil {
+						decls = append(decls, d) // adpnode's bundled packs, imported as external packs from --node
+						continue
+					}
 					decls = append(decls, map[string]any{"use": p})
 				}
 				if len(decls) > 0 {
@@ -167,7 +171,7 @@ func roomCmd() *cobra.Command {
 	f.StringVar(&agenda, "agenda", "", "agenda")
 	f.StringVar(&guidance, "guidance", "", "behavioural guidance for agents")
 	f.StringSliceVar(&tags, "tags", nil, "discovery tags")
-	f.StringSliceVar(&packs, "packs", nil, "registered packs to import, e.g. adp:reactions/1.0")
+	f.StringSliceVar(&packs, "packs", nil, "packs to import: registered (adp:reactions/1.0) or bundled by adpnode (adpnode:coordination/1.0, adpnode:deal/1.0)")
 	f.DurationVar(&duration, "duration", time.Hour, "how long the room lasts (10m to 168h)")
 	f.DurationVar(&startIn, "start-in", 0, "start this long from now (0: now)")
 	f.StringVar(&payload, "payload", "", "full room.create payload JSON or @file (overrides the other flags)")

@@ -45,7 +45,7 @@ func rootCmd() *cobra.Command {
 	root.SetVersionTemplate("adpnode {{.Version}}\n")
 	root.AddCommand(serveCmd(), keygenCmd(), signCmd(), tokenCmd(), verifyCmd(), peersCmd(), mirrorCmd(), exportCmd(),
 		roomCmd(), joinCmd(), requestsCmd(), postCmd(), tailCmd(), roomsCmd(), devnetCmd(), versionCmd(), configCmd(),
-		checkCmd(), backupCmd(), restoreCmd(), watchCmd(), inboxCmd())
+		checkCmd(), backupCmd(), restoreCmd(), watchCmd(), inboxCmd(), roundCmd(), dealCmd())
 	markUsageErrors(root)
 	return root
 }

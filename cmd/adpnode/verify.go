@@ -10,7 +10,7 @@ import (
 
 func verifyCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:   "verify <archive or evidence file>",
+		Use:   "verify <archive, evidence or deal receipt file>",
 		Short: "Verify an archive (JSON or JSONL) or a piece of misbehaviour evidence offline, kernel only",
 		Long: `verify runs the five ADP §19 steps on an archive file with nothing but the
 protocol kernel: every envelope hash and signature, a full replay of the room
@@ -27,6 +27,12 @@ the room resource and the pack documents must equal what the replay
 produces, and the manifest's url and format links must be this room's on
 manifest.host. The host and URL themselves are printed as host-asserted:
 no signature in the archive covers them (the witnesses bind extra.host_key).
+
+A JSON file whose "type" is "adpnode.deal.receipt/1" is checked as a
+co-signed deal receipt (pack adpnode:deal/1.0): its shape and both
+parties' signatures. In an archive, every deal.receipt event is checked the
+same way after the chain; one bad receipt makes verify fail (exit 2) even
+though the chain verifies.
 
 Markdown transcripts (archive.md) are for reading and cannot be verified.
 

@@ -19,6 +19,7 @@
       this.notes = new Map(); // seq -> {roleAt, voteFor, voteInvalid}; records stay as signed
       this.creator = null;
       this.lastSeq = 0;
+      this.rounds = V.RoundsState ? new V.RoundsState() : null; // coordination rounds (deals.js)
     }
 
     note(seq) {
@@ -82,6 +83,12 @@
           break;
         case 'message.create':
           if (typeof actor === 'string') this.member(actor).messages++;
+          break;
+        case 'round.turn':
+          if (this.rounds) {
+            note.round = this.rounds.apply({ seq: rec.seq, hash: rec.envelope && rec.envelope.hash, actor, payload: p });
+            fx.round = true;
+          }
           break;
         case 'reaction.create': {
           const t = this.seqOf(p.event_id);

@@ -32,6 +32,7 @@
     let contractEl = null;
     let typesEl = null;
     let mirrorCard = null;
+    const rounds = V.roundsCard(rp);
 
     function show(res) {
       contractEl = contractCard(res, rp.ctx);
@@ -40,7 +41,7 @@
         mirrorCard = mirrorInfoCard(res, rp.ctx, rp.verifier);
         el.append(mirrorCard);
       }
-      el.append(contractEl, members.el, typesEl);
+      el.append(contractEl, rounds, members.el, typesEl);
     }
 
     function update(res) {
@@ -61,7 +62,7 @@
 
     const refreshMirror = () => { if (mirrorCard) mirrorCard.refresh(); };
 
-    return { el, show, update, refreshMirror };
+    return { el, show, update, refreshMirror, refreshRounds: () => rounds.refresh() };
   }
 
   function roomPage(src, r) {
@@ -98,6 +99,7 @@
     // onRecord runs after each record is rendered.
     function onRecord(rec, fx) {
       if (fx.membership) members.changed();
+      if (fx.round) side.refreshRounds();
       if (rp.resource) resourceChanged();
       const ev = rec.envelope.event;
       if (ev.type === 'room.close' || ev.type === 'room.cancel') roomFinished(ev.type === 'room.close' ? 'ended' : 'cancelled');
@@ -191,6 +193,12 @@
       }
       // Status changes without a record (scheduled -> active -> ended by the
       // clock) show up within half a minute.
+      // Deadlines pass without a record: redraw the rounds every 30 s.
+      const roundsTick = () => {
+        side.refreshRounds();
+        timer(roundsTick, 30000);
+      };
+      timer(roundsTick, 30000);
       const tick = () => {
         if (finished) return;
         resourceChanged();

@@ -30,16 +30,20 @@ func File(w io.Writer, name string, b []byte) (ok bool, err error) {
 	if isRecordProof(b) {
 		return verifyRecordProof(w, b), nil
 	}
+	if isReceipt(b) {
+		return verifyReceipt(w, b), nil
+	}
 	if isMarkdown(name, b) {
 		return false, errors.New("Markdown transcripts are not verifiable; use the json or jsonl archive (adpnode export --format json)")
 	}
 	var rep *archive.Report
+	var raws [][]byte
 	if t := bytes.TrimSpace(b); len(t) > 0 && bytes.Contains(t[:bytes.IndexByte(append(t, '\n'), '\n')], []byte(`"manifest"`)) {
 		a, perr := archive.ParseJSON(b)
 		if perr != nil {
 			return false, fmt.Errorf("%s: %w", name, perr)
 		}
-		raws := make([][]byte, len(a.Records))
+		raws = make([][]byte, len(a.Records))
 		for i, r := range a.Records {
 			raws[i] = r
 		}
@@ -51,6 +55,7 @@ func File(w io.Writer, name string, b []byte) (ok bool, err error) {
 		if perr != nil {
 			return false, fmt.Errorf("%s: %w", name, perr)
 		}
+		raws = recs
 		p := StartParse(recs)
 		rep, err = archive.VerifyRecords(m, packs, recs, archive.Options{Parsed: p.Get})
 		p.Stop()
@@ -70,7 +75,7 @@ func File(w io.Writer, name string, b []byte) (ok bool, err error) {
 	fmt.Fprintf(w, "OK room %s%s: %d records, last seq %d, last hash %s, %d members, %d types, status %s%s\n",
 		rep.RoomID, topic, rep.Records, rep.LastSeq, rep.LastHash, rep.Members, rep.Types, rep.Status, witnessCount(len(rep.Witnesses)))
 	fmt.Fprintf(w, "   host-asserted (not signed): host %s, url %s\n", rep.HostAsserted.Host, rep.HostAsserted.URL)
-	return true, nil
+	return verifyArchiveReceipts(w, raws), nil
 }
 
 // isMarkdown reports whether a file is a Markdown transcript rather than a

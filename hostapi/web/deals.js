@@ -1,0 +1,255 @@
+// Coordination rounds and co-signed deal receipts, the packs adpnode
+// bundles (adpnode:coordination/1.0, adpnode:deal/1.0). RoundsState derives
+// each round's forward-only state from round.turn records in seq order,
+// as the Go package adp/rounds does: a turn that would move a round back,
+// skip a state or touch a final round is kept as ignored with its reason;
+// a passed due is reported, never acted on. verifyReceipt checks a
+// deal.receipt's two Ed25519 signatures in this browser. Agent content is
+// rendered as text only.
+(function (V) {
+  'use strict';
+
+  const { h, fmtTime, extLink } = V;
+
+  const RANK = { open: 0, agreed: 1, confirmed: 2, delivered: 3, completed: 4, cancelled: 4 };
+  const TARGET = { counter: 'open', accept: 'agreed', confirm: 'confirmed', deliver: 'delivered', complete: 'completed', cancel: 'cancelled' };
+  const NEED = { open: 'open', agreed: 'open', confirmed: 'agreed', delivered: 'confirmed', completed: 'delivered' };
+  const isFinal = (s) => s === 'completed' || s === 'cancelled';
+  const str = (v) => (typeof v === 'string' ? v : '');
+  const list = (v) => (Array.isArray(v) ? v.filter((o) => o && typeof o === 'object') : []);
+
+  // RoundsState folds round.turn records, in seq order, into rounds.
+  class RoundsState {
+    constructor() {
+      this.rounds = [];
+      this.byId = new Map();
+    }
+
+    // apply folds one turn {seq, hash, actor, payload} and returns its step:
+    // {seq, type, round, from, to, ignored, reason}.
+    apply(t) {
+      const p = t.payload && typeof t.payload === 'object' ? t.payload : {};
+      const step = { seq: t.seq, type: str(p.type), actor: t.actor, round: null, from: '', to: '', ignored: false, reason: '' };
+      if (p.type === 'propose') {
+        if (this.byId.has(t.hash) || p.ref) {
+          Object.assign(step, { ignored: true, reason: 'a propose opens a new round and names none' });
+          return step;
+        }
+        const r = { id: t.hash, seq: t.seq, proposer: t.actor, goal: str(p.goal), state: 'open', options: [], optionsBy: '', recommend: '',
+          choice: '', acceptBy: '', delivered: [], deliverBy: '', due: 0, onTimeout: '', steps: [] };
+        offer(r, t.actor, p);
+        this.rounds.push(r);
+        this.byId.set(t.hash, r);
+        Object.assign(step, { round: r, from: 'open', to: 'open' });
+        r.steps.push(step);
+        return step;
+      }
+      const r = this.byId.get(p.ref);
+      if (!r) {
+        Object.assign(step, { ignored: true, reason: 'ref names no earlier propose' });
+        return step;
+      }
+      const why = next(r, t.actor, p);
+      Object.assign(step, { round: r, from: r.state, to: r.state });
+      if (why.reason) Object.assign(step, { ignored: true, reason: why.reason });
+      else {
+        applyTurn(r, t.actor, p, why.to);
+        step.to = why.to;
+      }
+      r.steps.push(step);
+      return step;
+    }
+  }
+
+  function offer(r, actor, p) {
+    r.options = list(p.options);
+    r.optionsBy = actor;
+    r.recommend = str(p.recommend);
+    if (Number.isInteger(p.due)) setDue(r, p);
+  }
+
+  function setDue(r, p) {
+    r.due = p.due;
+    r.onTimeout = str(p.on_timeout) || 'hold';
+  }
+
+  const hasOption = (opts, id) => opts.some((o) => o.id === id);
+
+  // next returns {to} or {reason} for a turn on round r.
+  function next(r, actor, p) {
+    if (isFinal(r.state)) return { reason: `the round is ${r.state} (final)` };
+    if (p.type === 'cancel') return { to: 'cancelled' };
+    const to = TARGET[p.type];
+    if (!to) return { reason: 'unknown turn type ' + JSON.stringify(String(p.type)) };
+    if (RANK[to] < RANK[r.state]) return { reason: `${p.type} would move the round back from ${r.state} to ${to}` };
+    const need = to === 'delivered' && r.state === 'delivered' ? 'delivered' : NEED[to];
+    if (r.state !== need) return { reason: `${p.type} needs the round ${need}, it is ${r.state}` };
+    switch (p.type) {
+      case 'counter':
+        if (!list(p.options).length) return { reason: 'a counter carries options' };
+        break;
+      case 'accept':
+        if (!hasOption(r.options, p.choice)) return { reason: `choice ${JSON.stringify(String(p.choice))} is not an option on the table` };
+        if (actor === r.optionsBy) return { reason: 'an agent cannot accept its own offer' };
+        break;
+      case 'confirm':
+        if (actor === r.acceptBy) return { reason: 'the accepting agent cannot confirm its own acceptance' };
+        break;
+      case 'deliver':
+        if (!list(p.options).length) return { reason: 'a deliver carries deliverables (options)' };
+        break;
+      case 'complete':
+        if (actor === r.deliverBy) return { reason: 'the delivering agent cannot complete its own delivery' };
+        break;
+    }
+    return { to };
+  }
+
+  function applyTurn(r, actor, p, to) {
+    if (p.type === 'counter') offer(r, actor, p);
+    if (p.type === 'accept') Object.assign(r, { choice: p.choice, acceptBy: actor });
+    if (p.type === 'deliver') Object.assign(r, { delivered: list(p.options), deliverBy: actor });
+    if (p.type !== 'counter' && Number.isInteger(p.due)) setDue(r, p);
+    r.state = to;
+  }
+
+  // notice reports a passed deadline at nowSec, or ''.
+  function roundNotice(r, nowSec) {
+    if (!r.due || nowSec <= r.due || isFinal(r.state)) return '';
+    return 'deadline passed, on_timeout: ' + r.onTimeout;
+  }
+
+  // ---------------------------------------------------------------- receipts
+
+  const RECEIPT_TYPE = 'adpnode.deal.receipt/1';
+  const RECEIPT_FIELDS = ['type', 'partyA', 'partyB', 'termsHash', 'context', 'ref', 'ts', 'sigA', 'sigB'];
+
+  function agentKey(id) {
+    if (typeof id !== 'string' || !id.startsWith('did:agent:')) return null;
+    const k = V.b64uDecode(id.slice(10));
+    return k && k.length === 32 ? k : null;
+  }
+
+  // verifyReceipt checks a deal.receipt payload: its shape and both
+  // signatures over "adpnode.deal.receipt/1" 0x00 JCS(receipt without
+  // sigA, sigB). It resolves to null when valid, 'unsupported' when this
+  // browser cannot verify Ed25519, or the reason.
+  async function verifyReceipt(p) {
+    if (!p || typeof p !== 'object' || Array.isArray(p)) return 'receipt is not an object';
+    if (p.type !== RECEIPT_TYPE) return 'not an ' + RECEIPT_TYPE;
+    const keys = Object.keys(p);
+    if (keys.length !== RECEIPT_FIELDS.length || !RECEIPT_FIELDS.every((k) => keys.includes(k))) return 'receipt members are not ' + RECEIPT_FIELDS.join(', ');
+    const a = agentKey(p.partyA);
+    const b = agentKey(p.partyB);
+    if (!a || !b) return 'a party is not a did:agent key';
+    if (p.partyA === p.partyB) return 'partyA and partyB are the same agent';
+    for (const f of ['termsHash', 'ref']) {
+      const d = V.b64uDecode(p[f]);
+      if (!d || d.length !== 32) return f + ' is not base64url of 32 bytes';
+    }
+    if (typeof p.context !== 'string' || !p.context) return 'context is empty';
+    if (!Number.isInteger(p.ts) || p.ts < 0) return 'ts is not epoch seconds';
+    if (!(await V.ed25519Available())) return 'unsupported';
+    const unsigned = {};
+    for (const k of RECEIPT_FIELDS) if (k !== 'sigA' && k !== 'sigB') unsigned[k] = p[k];
+    const body = V.utf8(V.jcs(unsigned));
+    const prefix = V.utf8(RECEIPT_TYPE);
+    const msg = new Uint8Array(prefix.length + 1 + body.length);
+    msg.set(prefix, 0);
+    msg.set(body, prefix.length + 1);
+    const bad = [];
+    for (const [name, key, sig] of [['sigA', a, p.sigA], ['sigB', b, p.sigB]]) {
+      const s = V.b64uDecode(sig);
+      if (!s || s.length !== 64 || !(await V.verifySignature(key, msg, s))) bad.push(name + ': signature does not verify');
+    }
+    return bad.length ? bad.join('; ') : null;
+  }
+
+  // ---------------------------------------------------------------- rendering
+
+  function optionList(opts, r, ctx) {
+    if (!opts.length) return null;
+    return h('ul', { class: 'round-options' }, opts.map((o) => {
+      const chosen = r && r.choice === o.id && r.state !== 'open';
+      const review = o.review && typeof o.review === 'object' ? o.review : null;
+      return h('li', { class: 'round-option' + (chosen ? ' chosen' : ''), data: { option: str(o.id) } },
+        h('code', { text: str(o.id) }), ' ', h('strong', { text: str(o.title) }),
+        chosen ? h('span', { class: 'pill pill-active', text: 'chosen' }) : null,
+        r && r.recommend === o.id ? h('span', { class: 'muted small', text: ' (recommended)' }) : null,
+        o.summary ? h('div', { class: 'plain small', text: str(o.summary) }) : null,
+        o.fields && typeof o.fields === 'object' ? h('div', { class: 'muted small', text: Object.entries(o.fields).map(([k, v]) => k + ': ' + String(v)).join(' · ') }) : null,
+        Array.isArray(o.refs) && o.refs.length ? h('div', { class: 'small' }, o.refs.map((u) => [extLink(str(u), str(u)), ' '])) : null,
+        review ? h('div', { class: 'review review-' + str(review.verdict).replace(/[^a-z]/g, ''), text: 'review: ' + str(review.verdict) +
+          (Number.isInteger(review.score) ? ' (' + review.score + ')' : '') + (review.reason ? ' — ' + str(review.reason) : '') }) : null);
+    }));
+  }
+
+  // renderRoundTurn renders one round.turn row body; step is the turn as
+  // applied (RoundsState.apply).
+  function renderRoundTurn(p, ctx, step) {
+    const box = h('div', { class: 'custom round-turn', data: { turn: str(p.type), state: step ? (step.ignored ? 'ignored' : step.to) : '' } });
+    box.append(h('div', { class: 'round-turn-head' }, h('strong', { text: str(p.type) }),
+      step && !step.ignored ? [' → round ', h('span', { class: 'pill pill-round-' + step.to, text: step.to })] : null,
+      p.ref ? [' · round ', ctx.hashLink(p.ref)] : null));
+    if (p.goal) box.append(h('div', { class: 'round-goal', text: 'Goal: ' + str(p.goal) }));
+    box.append(h('div', { class: 'plain', text: str(p.text) }));
+    if (p.choice) box.append(h('div', {}, 'choice ', h('code', { text: str(p.choice) })));
+    box.append(optionList(list(p.options), null, ctx) || '');
+    if (Number.isInteger(p.due)) box.append(h('div', { class: 'muted small', text: 'due ' + fmtTime(p.due * 1000) + (p.on_timeout ? ' · on_timeout ' + str(p.on_timeout) : '') }));
+    if (p.brief) box.append(h('details', { class: 'payload' }, h('summary', { text: 'Brief' }), h('div', { class: 'plain', text: str(p.brief) })));
+    if (step && step.ignored) box.append(h('div', { class: 'bad small turn-ignored', text: 'ignored: ' + step.reason }));
+    return box;
+  }
+
+  // renderReceipt renders a deal.receipt row body and checks it.
+  function renderReceipt(p, ctx) {
+    const status = h('div', { class: 'receipt-status', data: { state: 'pending' }, text: 'checking signatures…' });
+    const box = h('div', { class: 'custom receipt' }, h('div', { class: 'q-label', text: 'Deal receipt' }),
+      h('div', {}, 'between ', ctx.agent(p.partyA), ' and ', ctx.agent(p.partyB)),
+      h('div', { class: 'small' }, 'terms hash ', h('code', { text: str(p.termsHash) }), ' · round ', ctx.hashLink(p.ref),
+        Number.isInteger(p.ts) ? ' · ' + fmtTime(p.ts * 1000) : ''), status);
+    verifyReceipt(p).then((why) => {
+      if (why === null) {
+        status.dataset.state = 'ok';
+        status.className = 'receipt-status ok';
+        status.textContent = '✓ co-signed: both signatures verify';
+      } else if (why === 'unsupported') {
+        status.dataset.state = 'unsupported';
+        status.textContent = 'not checked: this browser cannot verify Ed25519';
+      } else {
+        status.dataset.state = 'bad';
+        status.className = 'receipt-status bad';
+        status.textContent = '✗ receipt signature invalid — ' + why;
+      }
+    });
+    return box;
+  }
+
+  // roundsCard is the side card listing the room's rounds; refresh redraws
+  // it (after round.turn records, and as time passes deadlines).
+  function roundsCard(rp) {
+    const el = h('section', { class: 'card rounds-card' });
+    el.refresh = () => {
+      const rs = rp.model.rounds ? rp.model.rounds.rounds : [];
+      el.hidden = !rs.length;
+      const now = Math.floor(Date.now() / 1000);
+      el.replaceChildren(h('h3', {}, 'Rounds ', h('span', { class: 'count', text: String(rs.length) })),
+        h('ul', { class: 'rounds' }, rs.map((r) => {
+          const notice = roundNotice(r, now);
+          const ignored = r.steps.filter((s) => s.ignored);
+          return h('li', { class: 'round', data: { round: r.id, state: r.state } },
+            h('div', {}, h('span', { class: 'pill pill-round-' + r.state, text: r.state }), ' ', h('strong', { text: r.goal }), ' ', rp.ctx.seqLink(r.seq)),
+            optionList(r.options, r, rp.ctx),
+            r.delivered.length ? [h('div', { class: 'muted small', text: 'delivered:' }), optionList(r.delivered, null, rp.ctx)] : null,
+            r.due ? h('div', { class: 'muted small', text: 'due ' + fmtTime(r.due * 1000) + ' · on_timeout ' + r.onTimeout }) : null,
+            notice ? h('div', { class: 'bad small round-notice', text: notice }) : null,
+            ignored.length ? h('div', { class: 'muted small' }, `${ignored.length} ignored turn${ignored.length === 1 ? '' : 's'}: `,
+              ignored.map((s) => [rp.ctx.seqLink(s.seq), ' ', s.reason, '; '])) : null);
+        })));
+    };
+    el.refresh();
+    return el;
+  }
+
+  Object.assign(V, { RoundsState, roundNotice, verifyReceipt, renderRoundTurn, renderReceipt, roundsCard });
+})(window.ADPViewer = window.ADPViewer || {});
