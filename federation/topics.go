@@ -31,7 +31,7 @@ type TopicHandle struct {
 func (h *TopicHandle) Publish(ctx context.Context, data []byte) error { return h.t.Publish(ctx, data) }
 
 // JoinTopic joins a gossip topic for other components (mirrors: evidence
-// and witness cosignatures). validate runs on every message from others
+// and witness announcements). validate runs on every message from others
 // (author is the message's signing peer); deliver gets what validate
 // returned for accepted messages, including this node's own.
 func (f *Federation) JoinTopic(name string, validate func(author peer.ID, data []byte) (any, Verdict), deliver func(v any, author peer.ID)) (*TopicHandle, error) {

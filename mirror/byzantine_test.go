@@ -32,11 +32,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/adpnode/adpnode/adp/archive"
 	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
@@ -958,176 +959,88 @@ func TestTamperedBackfill(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// 3. Witnessing.
+// 3. Witness announcements.
 
-// fetchArchive fetches a room's JSON or JSONL archive from p's HTTP API.
-func fetchArchive(t *testing.T, p *fedtest.Peer, id, suffix string) []byte {
-	t.Helper()
-	r := adptest.Do(t, http.MethodGet, p.URL+"/v1/rooms/"+id+"/archive"+suffix, "", nil)
-	if r.Status != http.StatusOK {
-		t.Fatalf("archive%s: %s", suffix, r)
-	}
-	return r.Body
-}
-
-// Mirror B cosigns A's checkpoints; once A's public room is closed, A's
-// archive lists B's cosignature of the last record, archive.Verify and
-// `adpnode verify` check it, and doctored witness entries fail.
-func TestWitnessedArchive(t *testing.T) {
+// Mirror B announces its tlog-witness for the hosts it mirrors; A's mirror
+// hands B's announcement, which names A's log, to its listener (the
+// host's witness submitter). Hostile announcements are refused at the
+// topic: one signed by a key other than the publishing peer's, one whose
+// vkey is not the signer's key, one that is not an announcement; one
+// naming only other logs is not handed on.
+func TestWitnessAnnouncements(t *testing.T) {
 	peers := fedtest.Network(t, 2, nil, fedtest.Options{Rates: noRates, Mirror: true,
-		MirrorConfig: mirror.Config{CosignEvery: 200 * time.Millisecond}})
+		MirrorConfig: mirror.Config{AnnounceWitnessEvery: 100 * time.Millisecond}})
 	a, b := peers[0], peers[1]
+	got := make(chan assertion.Witness, 64)
+	a.Mir.OnWitness(func(w assertion.Witness) {
+		select {
+		case got <- w:
+		default:
+		}
+	})
 	if _, err := b.Mir.AddTarget(mirror.TargetAll, ""); err != nil {
 		t.Fatal(err)
 	}
 	alice := adptest.NewAgent("alice")
 	id := fedtest.CreateRoom(t, a, alice, room.Public, "witnessed")
-	for i := 0; i < 20; i++ {
-		fedtest.MustSubmit(t, a, alice, "message.create", id, msg(fmt.Sprintf("witnessed %d", i)))
-	}
-	last := fedtest.MustSubmit(t, a, alice, "room.close", id, map[string]any{"reason": "done"}).Record
-	fedtest.Eventually(t, 10*time.Second, "B verified the closed room", func() bool {
-		r, ok := b.Mir.Room(id, "")
-		return ok && r.Tip() == last.Seq
+	fedtest.MustSubmit(t, a, alice, "message.create", id, msg("one"))
+	fedtest.Eventually(t, 10*time.Second, "B mirrors the room", func() bool {
+		_, ok := b.Mir.Room(id, "")
+		return ok
 	})
-
-	var doc []byte
-	var arch *archive.Archive
-	fedtest.Eventually(t, 10*time.Second, "A's archive lists B's cosignature of the last record", func() bool {
-		doc = fetchArchive(t, a, id, "")
-		var err error
-		if arch, err = archive.ParseJSON(doc); err != nil {
-			t.Fatal(err)
-		}
-		rep, err := archive.Verify(arch, archive.Options{})
-		if err != nil {
-			t.Fatalf("A's archive does not verify: %v", err)
-		}
-		return len(rep.Witnesses) == 1 && rep.Witnesses[0].Seq == last.Seq
-	})
-	if hk, _ := arch.Manifest.Extra["host_key"].(string); hk != string(a.Fed.HostKey()) {
-		t.Fatalf("extra.host_key = %v", arch.Manifest.Extra["host_key"])
+	own := tlogproof.Origin(a.Node.Host())
+	var w assertion.Witness
+	select {
+	case w = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("A was never told of B's witness")
 	}
-	rep, _ := archive.Verify(arch, archive.Options{})
-	if w := rep.Witnesses[0]; w.Key != b.Fed.HostKey() || w.Hash != last.Hash {
-		t.Fatalf("witness %+v", w)
-	}
-	witnesses := func(a *archive.Archive) []json.RawMessage {
-		raw, _ := json.Marshal(a.Manifest.Extra["witnesses"])
-		var list []json.RawMessage
-		if err := json.Unmarshal(raw, &list); err != nil {
-			t.Fatal(err)
-		}
-		return list
-	}
-	if list := witnesses(arch); len(list) != 1 {
-		t.Fatalf("extra.witnesses has %d entries", len(list))
-	} else if c, err := assertion.OpenCosign(list[0]); err != nil || c.Witness != b.Fed.HostKey() || c.Checkpoint.Host != a.Fed.HostKey() ||
-		c.Checkpoint.RoomID != id || c.Checkpoint.Seq != last.Seq {
-		t.Fatalf("cosignature %+v: %v", c, err)
+	if w.Witness != b.Fed.HostKey() || w.VKey != b.Mir.Witness().VerifierKey() || w.URL != b.Node.Origin()+mirror.WitnessPath || !slices.Contains(w.Logs, own) {
+		t.Fatalf("announcement %+v (A's log %s)", w, own)
 	}
 
-	// Doctored witness entries.
-	aKey, err := federation.LoadOrCreateKey(a.Dir)
-	if err != nil {
-		t.Fatal(err)
+	// Hostile announcements from a raw peer (own key: X; another: Y).
+	x := newRawPeer(t, seedKey(t, "announcer-x"), true)
+	x.connect(t, a)
+	x.awaitSubscriber(t, mirror.WitnessTopic, a)
+	yKey := seedKey(t, "announcer-y")
+	vkeyOf := func(k ed25519.PrivateKey) string {
+		return tlogwitness.CosignatureVerifierKey("x.test/adp-witness", k.Public().(ed25519.PublicKey))
 	}
-	bKey, err := federation.LoadOrCreateKey(b.Dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := a.Clock.Ms()
-	cosign := func(witness, hostKey ed25519.PrivateKey, cp assertion.Checkpoint) json.RawMessage {
-		hs, ws := assertion.NewSigner(hostKey), assertion.NewSigner(witness)
-		cpRaw, err := hs.Sign(assertion.TypeCheckpoint, cp, now)
-		if err != nil {
-			t.Fatal(err)
-		}
-		raw, err := ws.Sign(assertion.TypeCosign, assertion.Cosign{Witness: ws.HostKey(), Checkpoint: cpRaw}, now)
+	sign := func(k ed25519.PrivateKey, payload any) []byte {
+		raw, err := assertion.NewSigner(k).Sign(assertion.TypeWitness, payload, a.Clock.Ms())
 		if err != nil {
 			t.Fatal(err)
 		}
 		return raw
 	}
-	realCp := assertion.Checkpoint{Host: a.Fed.HostKey(), RoomID: id, Seq: last.Seq, Hash: last.Hash, ReceivedAt: last.ReceivedAt}
-	// A control: a cosignature made here with the real keys verifies.
-	doctor := func(fn func(m map[string]any)) *archive.Archive {
-		c, err := archive.ParseJSON(doc)
-		if err != nil {
-			t.Fatal(err)
+	yID := identity.AgentIDFromKey(yKey.Public().(ed25519.PublicKey))
+	before := a.Fed.Stats().Rejected.Load()
+	for _, m := range [][]byte{
+		sign(yKey, assertion.Witness{Witness: yID, VKey: vkeyOf(yKey), URL: "http://127.0.0.1:1/v1/witness", Logs: []string{own}}),
+		sign(x.key, assertion.Witness{Witness: x.signer.HostKey(), VKey: vkeyOf(yKey), URL: "http://127.0.0.1:1/v1/witness", Logs: []string{own}}),
+		x.checkpoint(t, &record.Record{RoomID: id, Seq: 1, Hash: "AAAA"}, a.Clock.Ms()),
+	} {
+		x.publish(t, mirror.WitnessTopic, m)
+	}
+	fedtest.Eventually(t, 10*time.Second, "A rejects the three forgeries", func() bool { return a.Fed.Stats().Rejected.Load() >= before+3 })
+	// A well-formed announcement by X that names only other logs is
+	// accepted on the topic but not handed on; one naming A's log is.
+	x.publish(t, mirror.WitnessTopic, sign(x.key, assertion.Witness{Witness: x.signer.HostKey(), VKey: vkeyOf(x.key), URL: "http://127.0.0.1:1/v1/witness", Logs: []string{"elsewhere.test/adp-log"}}))
+	x.publish(t, mirror.WitnessTopic, sign(x.key, assertion.Witness{Witness: x.signer.HostKey(), VKey: vkeyOf(x.key), URL: "http://127.0.0.1:2/v1/witness", Logs: []string{own}}))
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case w := <-got:
+			if w.Witness != x.signer.HostKey() {
+				continue // B's, again
+			}
+			if w.URL != "http://127.0.0.1:2/v1/witness" {
+				t.Fatalf("handed on an announcement that does not name A's log: %+v", w)
+			}
+			return
+		case <-deadline:
+			t.Fatal("X's announcement naming A's log was not handed on")
 		}
-		fn(c.Manifest.Extra)
-		return c
-	}
-	withWitness := func(w json.RawMessage) func(m map[string]any) {
-		return func(m map[string]any) { m["witnesses"] = []json.RawMessage{w} }
-	}
-	if _, err := archive.Verify(doctor(withWitness(cosign(bKey, aKey, realCp))), archive.Options{}); err != nil {
-		t.Fatalf("a genuine cosignature made in the test: %v", err)
-	}
-	flipped := slices.Clone(witnesses(arch)[0])
-	if i := bytes.LastIndex(flipped, []byte(`"signature":"`)); i < 0 {
-		t.Fatalf("no signature in %s", flipped)
-	} else {
-		j := i + len(`"signature":"`) + 5
-		flipped[j] ^= 'A' ^ 'B'
-		if flipped[j] == witnesses(arch)[0][j] {
-			t.Fatal("nothing flipped")
-		}
-	}
-	wrongHash := realCp
-	wrongHash.Hash = arch.Manifest.LastHash[:len(arch.Manifest.LastHash)-4] + "AAAA"
-	if wrongHash.Hash == realCp.Hash {
-		wrongHash.Hash = arch.Manifest.LastHash[:len(arch.Manifest.LastHash)-4] + "BBBB"
-	}
-	otherRoom := realCp
-	otherRoom.RoomID = "d8ftedhpqhsusbg00e04"
-	doctored := []struct {
-		name string
-		fn   func(m map[string]any)
-	}{
-		{"flipped signature", withWitness(flipped)},
-		{"host_key of another node", func(m map[string]any) { m["host_key"] = string(b.Fed.HostKey()) }},
-		{"no host_key", func(m map[string]any) { delete(m, "host_key") }},
-		{"checkpoint not by the host", withWitness(cosign(bKey, bKey, assertion.Checkpoint{Host: b.Fed.HostKey(), RoomID: id,
-			Seq: last.Seq, Hash: last.Hash, ReceivedAt: last.ReceivedAt}))},
-		{"hash the archive does not have", withWitness(cosign(bKey, aKey, wrongHash))},
-		{"another room", withWitness(cosign(bKey, aKey, otherRoom))},
-		{"seq past the archive", withWitness(cosign(bKey, aKey, assertion.Checkpoint{Host: a.Fed.HostKey(), RoomID: id,
-			Seq: last.Seq + 1, Hash: last.Hash, ReceivedAt: last.ReceivedAt}))},
-		{"not a list", func(m map[string]any) { m["witnesses"] = "B" }},
-	}
-	var flippedDoc []byte
-	for _, d := range doctored {
-		bad := doctor(d.fn)
-		var f *archive.Failure
-		if _, err := archive.Verify(bad, archive.Options{}); !errors.As(err, &f) {
-			t.Errorf("%s: archive verifies (%v)", d.name, err)
-		} else {
-			t.Logf("%s: %v", d.name, err)
-		}
-		if d.name == "flipped signature" {
-			flippedDoc, _ = json.Marshal(bad)
-		}
-	}
-
-	// adpnode verify: the JSON and JSONL archives, and a doctored one.
-	bin := buildAdpnode(t)
-	for _, suffix := range []string{"", ".jsonl"} {
-		out, code := runVerify(t, bin, writeTemp(t, "archive"+suffix, fetchArchive(t, a, id, suffix)))
-		first, _, _ := strings.Cut(out, "\n")
-		want := fmt.Sprintf("%d records, last seq %d, last hash %s", last.Seq, last.Seq, last.Hash)
-		if code != 0 || !strings.HasPrefix(first, "OK room "+id) || !strings.Contains(first, want) || !strings.HasSuffix(strings.TrimSpace(first), ", 1 witness") {
-			t.Errorf("adpnode verify archive%s: exit %d: %s", suffix, code, out)
-		}
-	}
-	if out, code := runVerify(t, bin, writeTemp(t, "doctored.json", flippedDoc)); code != 2 || !strings.HasPrefix(out, "FAIL ") {
-		t.Errorf("adpnode verify doctored archive: exit %d: %s", code, out)
-	}
-	// Without witnesses the OK line says nothing about them.
-	plain := doctor(func(m map[string]any) { delete(m, "witnesses") })
-	plainDoc, _ := json.Marshal(plain)
-	if out, code := runVerify(t, bin, writeTemp(t, "plain.json", plainDoc)); code != 0 || strings.Contains(out, " witness") {
-		t.Errorf("adpnode verify archive without witnesses: exit %d: %s", code, out)
 	}
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 )
 
@@ -14,17 +13,6 @@ import (
 func (r *Room) WantSeqForTest(seq int64) {
 	r.wantSeq(seq)
 	r.m.queueGap(r)
-}
-
-// DeliverCosignForTest hands a raw cosignature to the mirror as if it had
-// arrived on the witness topic (after the topic's validation).
-func (m *Mirror) DeliverCosignForTest(raw []byte) error {
-	c, err := assertion.OpenCosign(raw)
-	if err != nil {
-		return err
-	}
-	m.deliverCosign(c, "")
-	return nil
 }
 
 // HistoryPendingForTest reports how many applied records the room's

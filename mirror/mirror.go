@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
@@ -101,8 +102,9 @@ func (t Target) matches(e *index.Entry) bool {
 type Config struct {
 	MaxRooms int   // default 1000
 	MaxBytes int64 // default 10 GiB of stored records
-	// CosignEvery is how often verified tips are cosigned (default 2 s).
-	CosignEvery time.Duration
+	// AnnounceWitnessEvery is how often the mirror gossips which host
+	// logs its witness witnesses (default 30 s).
+	AnnounceWitnessEvery time.Duration
 	// OnVerified, if set, is called after each record is stored (metrics,
 	// benchmarks); live is set for a record that arrived on the room's
 	// live stream (not by backfill), whose age is replication lag. It must
@@ -164,6 +166,9 @@ type Mirror struct {
 	recovered RecoveryStats
 
 	witness *witness.Witness // nil without Config.WitnessKey
+
+	witnessMu sync.Mutex
+	onWitness func(assertion.Witness) // OnWitness
 }
 
 // Open loads the mirror's targets and rooms (replaying each stored chain
@@ -175,8 +180,8 @@ func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mi
 	if cfg.MaxBytes == 0 {
 		cfg.MaxBytes = 10 << 30
 	}
-	if cfg.CosignEvery == 0 {
-		cfg.CosignEvery = 2 * time.Second
+	if cfg.AnnounceWitnessEvery == 0 {
+		cfg.AnnounceWitnessEvery = 30 * time.Second
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
@@ -202,12 +207,11 @@ func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mi
 		cancel()
 		return nil, err
 	}
-	if m.wTopic, err = fed.JoinTopic(WitnessTopic, m.validateCosign, m.deliverCosign); err != nil {
+	if m.wTopic, err = fed.JoinTopic(WitnessTopic, m.validateWitness, m.deliverWitness); err != nil {
 		cancel()
 		return nil, err
 	}
 	fed.SetBackfillSource(m.serveBackfill)
-	n.AcceptCosignatures(fed.HostKey())
 	m.mu.Lock()
 	for _, r := range m.rooms {
 		m.followLocked(r)
@@ -218,7 +222,7 @@ func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mi
 	for i := 0; i < 2; i++ {
 		m.goLoop(m.gapLoop)
 	}
-	m.goLoop(m.cosignLoop)
+	m.goLoop(m.evidenceLoop)
 	m.goLoop(m.runSnapshots)
 	return m, nil
 }
@@ -280,6 +284,13 @@ func (m *Mirror) now() int64 { return m.n.NowMs() }
 // load reads targets and room metadata, and restores every room (from its
 // snapshot and the records after it, or by replaying its whole chain).
 func (m *Mirror) load() error {
+	// Cosignatures of mirrored rooms (checkpoint.cosign, retired): no
+	// code reads them any more.
+	if dropped, err := reclaim.DropRetired(m.db, []byte(pfxMirrorW)); err != nil {
+		m.log.Warn("drop retired mirror cosignatures", "err", err)
+	} else if dropped {
+		m.log.Info("dropped retired checkpoint.cosign assertions (m/w/)")
+	}
 	err := scan(m.db, []byte(pfxTarget), func(k, v []byte) error {
 		var t Target
 		if err := json.Unmarshal(v, &t); err != nil {

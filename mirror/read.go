@@ -169,7 +169,6 @@ func (r *Room) archive(now int64, md io.Writer) (*archive.Archive, []*record.Rec
 	if err != nil {
 		return nil, nil, err
 	}
-	witnesses := r.witnesses()
 	info := r.Info()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -192,7 +191,6 @@ func (r *Room) archive(now int64, md io.Writer) (*archive.Archive, []*record.Rec
 	m := archive.NewManifest(host, r.url, recs, now)
 	m.Extra["mirror"] = info
 	m.Extra["host_key"] = r.host
-	m.Extra["witnesses"] = witnesses
 	roomJSON, _ := json.Marshal(res)
 	a := &archive.Archive{Manifest: m, Room: roomJSON, Packs: archive.PackDocs(r.st.Imports), Records: make([]json.RawMessage, len(recs))}
 	for i, rec := range recs {

@@ -63,7 +63,6 @@ type Room struct {
 	gapTimer *time.Timer // the scheduled gap check (stopped in Mirror.Close)
 	frozen   bool
 	bytes    int64
-	cosigned int64
 	diskWait atomic.Bool // a retry is queued because the disk was full
 	stallErr string      // why the last catch-up made no progress ("" when it did)
 }
@@ -526,8 +525,7 @@ func (r *Room) remove() [][]byte {
 	r.removed = true
 	r.mu.Unlock()
 	r.m.bytes.Add(-r.bytes)
-	return [][]byte{[]byte(pfxRec + r.rk + "/"), []byte(pfxCp + r.rk + "/"), []byte(pfxMirrorW + r.rk + "/"),
-		[]byte(pfxHash + r.rk + "/"), []byte(pfxSnap + r.rk), []byte(pfxMeta + r.rk)}
+	return [][]byte{[]byte(pfxRec + r.rk + "/"), []byte(pfxCp + r.rk + "/"), []byte(pfxHash + r.rk + "/"), []byte(pfxSnap + r.rk), []byte(pfxMeta + r.rk)}
 }
 
 // ingestBatch verifies a backfill batch and applies the part a checkpoint

@@ -3,6 +3,8 @@ package mirror
 import (
 	"context"
 	"encoding/json"
+	"net/url"
+	"slices"
 	"sort"
 	"time"
 
@@ -10,16 +12,21 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/adpnode/adpnode/adp/assertion"
-	"github.com/adpnode/adpnode/adp/identity"
-	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/federation"
 )
 
 // Gossip topics of mirrors.
 const (
 	EvidenceTopic = "adp/evidence/1.0"
-	WitnessTopic  = "adp/witness/1.0"
+	// WitnessTopic carries witness announcements (assertion.TypeWitness).
+	// The retired checkpoint.cosign assertions went on adp/witness/1.0.
+	WitnessTopic = "adp/witness-announce/1.0"
 )
+
+// WitnessPath is where a node serves its mirror's tlog-witness: the
+// submission prefix below its origin.
+const WitnessPath = "/v1/witness"
 
 // maxEvidenceGossip is the largest evidence gossiped: the federation's
 // gossip message limit (1 MiB) less room for the pubsub envelope.
@@ -102,49 +109,24 @@ func (m *Mirror) deliverEvidence(v any, _ peer.ID) {
 	m.markFaulty(ev.Host)
 }
 
-// cosignLoop cosigns, for every healthy mirrored room whose verified tip
-// advanced, the host checkpoint at the tip.
-//
-// Gossip is fire-and-forget, so a cosignature the host missed (it was
-// restarting, say) is sent again every resendEvery while the tip stays put,
-// and stored evidence is re-gossiped as well, for peers that joined since.
-func (m *Mirror) cosignLoop(ctx context.Context) {
+// evidenceLoop gossips this mirror's witness announcement every
+// AnnounceWitnessEvery, and re-gossips stored evidence every 30 s for
+// peers that joined since (gossip is fire-and-forget).
+func (m *Mirror) evidenceLoop(ctx context.Context) {
 	const resendEvery = 30 * time.Second
-	t := time.NewTicker(m.cfg.CosignEvery)
+	t := time.NewTicker(m.cfg.AnnounceWitnessEvery)
 	defer t.Stop()
-	sent := map[*Room]time.Time{}
 	lastEvidence := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			now := time.Now()
-			if now.Sub(lastEvidence) >= resendEvery {
+			if now := time.Now(); now.Sub(lastEvidence) >= resendEvery {
 				lastEvidence = now
 				m.regossipEvidence(ctx)
 			}
-			for _, r := range m.Rooms() {
-				r.mu.Lock()
-				cp, cpSeq, tip, frozen := r.cp, r.cpSeq, r.st.Seq, r.frozen
-				fresh := cp != nil && cpSeq == tip && !frozen && (cpSeq > r.cosigned || now.Sub(sent[r]) >= resendEvery)
-				if fresh {
-					r.cosigned = cpSeq
-				}
-				r.mu.Unlock()
-				if !fresh {
-					continue
-				}
-				sent[r] = now
-				raw, err := m.fed.Signer().Sign(assertion.TypeCosign, assertion.Cosign{Witness: m.fed.HostKey(), Checkpoint: cp}, m.now())
-				if err == nil {
-					r.keepWitness(m.fed.HostKey(), cpSeq, raw)
-					err = m.wTopic.Publish(ctx, raw)
-				}
-				if err != nil && ctx.Err() == nil {
-					m.log.Warn("cosign", "room", r.url, "err", err)
-				}
-			}
+			m.announceWitness(ctx)
 		}
 	}
 }
@@ -162,98 +144,86 @@ func (m *Mirror) regossipEvidence(ctx context.Context) {
 	}
 }
 
-// validateCosign accepts well-formed cosignatures (witness and host
-// signatures valid). Whether the checkpoint matches the chain is for the
-// host to judge in deliverCosign.
-func (m *Mirror) validateCosign(author peer.ID, data []byte) (any, federation.Verdict) {
-	c, err := assertion.OpenCosign(data)
-	if err != nil {
-		return nil, federation.Reject
-	}
-	if k, ok := federation.HostKeyOf(author); !ok || k != c.Witness {
-		return nil, federation.Reject
-	}
-	return c, federation.Accept
-}
-
-// deliverCosign hands cosignatures of this node's own rooms to the host,
-// which keeps those whose checkpoint matches its stored record (the newest
-// per witness); cosignatures of rooms this node mirrors stay here.
-func (m *Mirror) deliverCosign(v any, _ peer.ID) {
-	c := v.(*assertion.Cosignature)
-	if c.Checkpoint.Host != m.fed.HostKey() {
-		m.deliverMirroredCosign(c)
+// announceWitness gossips which host logs this mirror's tlog-witness
+// witnesses (the origins of the healthy hosts it mirrors) and where to
+// submit, so that those hosts submit their checkpoints to it.
+func (m *Mirror) announceWitness(ctx context.Context) {
+	if m.witness == nil || m.wTopic == nil {
 		return
 	}
-	if err := m.n.KeepCosign(c); err != nil {
-		// Not held: a witness of another chain. A storage error: the
-		// witness resends its cosignature, and it is stored then.
-		m.log.Warn("cosignature not kept", "witness", c.Witness, "room", c.Checkpoint.RoomID, "seq", c.Checkpoint.Seq, "err", err)
+	logs := m.witnessedLogs()
+	if len(logs) == 0 {
+		return
+	}
+	raw, err := m.fed.Signer().Sign(assertion.TypeWitness, assertion.Witness{Witness: m.fed.HostKey(),
+		VKey: m.witness.VerifierKey(), URL: m.n.Origin() + WitnessPath, Logs: logs}, m.now())
+	if err == nil {
+		err = m.wTopic.Publish(ctx, raw)
+	}
+	if err != nil && ctx.Err() == nil {
+		m.log.Warn("announce witness", "err", err)
 	}
 }
 
-// deliverMirroredCosign keeps another witness's cosignature of a room this
-// node mirrors when the checkpoint names a record of the verified chain
-// (same seq, same hash), for the mirror's archive of the room.
-func (m *Mirror) deliverMirroredCosign(c *assertion.Cosignature) {
-	if c.Witness == m.fed.HostKey() {
-		return
-	}
-	r, ok := m.Room(c.Checkpoint.RoomID, c.Checkpoint.Host)
-	if !ok {
-		return
-	}
-	h, ok := r.recordHash(c.Checkpoint.Seq)
-	if !ok || h != c.Checkpoint.Hash {
-		return
-	}
-	r.keepWitness(c.Witness, c.Checkpoint.Seq, c.Raw)
-}
-
-// keepWitness stores a cosignature of this mirrored room unless one of the
-// witness at a later or equal seq is already kept.
-func (r *Room) keepWitness(witness identity.AgentID, seq int64, raw []byte) {
-	k := []byte(pfxMirrorW + r.rk + "/" + string(witness))
-	err := r.m.db.Update(func(txn *badger.Txn) error {
-		if item, err := txn.Get(k); err == nil {
-			old, _ := item.ValueCopy(nil)
-			if prev, err := assertion.OpenCosign(old); err == nil && prev.Checkpoint.Seq >= seq {
-				return nil
-			}
+// witnessedLogs lists the log origins of the hosts this mirror mirrors
+// and does not hold faulty, sorted, at most assertion.MaxWitnessLogs.
+func (m *Mirror) witnessedLogs() []string {
+	seen := map[string]bool{}
+	for _, r := range m.Rooms() {
+		u, err := url.Parse(r.url)
+		if err != nil || u.Host == "" || m.Faulty(r.host) {
+			continue
 		}
-		return txn.Set(k, raw)
-	})
-	if err != nil {
-		r.m.log.Warn("mirror witness", "room", r.url, "err", err)
+		seen[tlogproof.Origin(u.Host)] = true
 	}
-}
-
-// witnesses lists the kept cosignatures of this mirrored room.
-func (r *Room) witnesses() []json.RawMessage {
-	out := []json.RawMessage{}
-	scan(r.m.db, []byte(pfxMirrorW+r.rk+"/"), func(_, v []byte) error {
-		out = append(out, append(json.RawMessage(nil), v...))
-		return nil
-	})
-	sort.Slice(out, func(i, j int) bool { return string(out[i]) < string(out[j]) })
+	out := make([]string, 0, len(seen))
+	for o := range seen {
+		out = append(out, o)
+	}
+	sort.Strings(out)
+	if len(out) > assertion.MaxWitnessLogs {
+		out = out[:assertion.MaxWitnessLogs]
+	}
 	return out
 }
 
-// recordHash returns the hash of the verified record at seq.
-func (r *Room) recordHash(seq int64) (string, bool) {
-	var hash string
-	err := r.m.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(seqKey(pfxRec, r.rk, seq))
-		if err != nil {
-			return err
-		}
-		return item.Value(func(v []byte) error {
-			rec, _, err := record.Parse(v)
-			if err == nil {
-				hash = rec.Hash
-			}
-			return err
-		})
-	})
-	return hash, err == nil && hash != ""
+// validateWitness accepts well-formed witness announcements by the peer
+// whose key signed them.
+func (m *Mirror) validateWitness(author peer.ID, data []byte) (any, federation.Verdict) {
+	w, err := assertion.OpenWitness(data)
+	if err != nil {
+		return nil, federation.Reject
+	}
+	if k, ok := federation.HostKeyOf(author); !ok || k != w.Witness {
+		return nil, federation.Reject
+	}
+	return w, federation.Accept
+}
+
+// deliverWitness hands announcements of witnesses that witness this
+// node's own host log to the listener (the host's witness submitter,
+// which checks the witness's origin before it submits there).
+func (m *Mirror) deliverWitness(v any, _ peer.ID) {
+	w := v.(assertion.Witness)
+	if w.Witness == m.fed.HostKey() {
+		return
+	}
+	own := tlogproof.Origin(m.n.Host())
+	if !slices.Contains(w.Logs, own) {
+		return
+	}
+	m.witnessMu.Lock()
+	fn := m.onWitness
+	m.witnessMu.Unlock()
+	if fn != nil {
+		fn(w)
+	}
+}
+
+// OnWitness registers fn to be told of the witnesses that announce they
+// witness this node's host log (from gossip; fn must not block).
+func (m *Mirror) OnWitness(fn func(assertion.Witness)) {
+	m.witnessMu.Lock()
+	m.onWitness = fn
+	m.witnessMu.Unlock()
 }

@@ -78,10 +78,10 @@ func (n *Node) Archive(roomID string, viewer identity.AgentID) (*archive.Archive
 func (n *Node) manifest(hr *hostedRoom, recs []*record.Record, at int64) archive.Manifest {
 	m := archive.NewManifest(n.host, n.RoomURL(hr.id), recs, at)
 	n.lisMu.RLock()
-	hostLog := n.archiveLog
+	hostLog, hostKey := n.archiveLog, n.archiveKey
 	n.lisMu.RUnlock()
-	for k, v := range n.witnessExtra(hr.id) {
-		m.Extra[k] = v
+	if hostKey != "" {
+		m.Extra["host_key"] = hostKey
 	}
 	if hostLog != nil && m.LastHash != "" {
 		if v := hostLog(m.LastHash); v != nil {

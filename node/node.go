@@ -49,7 +49,7 @@ type Node struct {
 	sched      *scheduler
 	lisMu      sync.RWMutex
 	listens    []func(hostport.Event)
-	witnessKey identity.AgentID          // set by AcceptCosignatures (witness.go)
+	archiveKey identity.AgentID          // SetArchiveHostLog
 	archiveLog func(lastHash string) any // SetArchiveHostLog
 
 	finishMu sync.Mutex  // serialises end-of-room work (scheduler and archive reads)
@@ -83,6 +83,9 @@ type hostedRoom struct {
 	// record (checkSnapshotHead, under checkMu).
 	unchecked atomic.Bool
 	checkMu   sync.Mutex
+	// seal is the folded state of a member-only room (seal.go), nil until
+	// its first sealed write after a start; guarded by seqMu.
+	seal *sealRoom
 }
 
 // actorStripes is how many locks serialise actors' writes; two agents
@@ -128,6 +131,7 @@ func Open(cfg Config) (*Node, error) {
 		db.Close()
 		return nil, err
 	}
+	n.dropRetired()
 	// Verifying new tables and decoding snapshots leave garbage far larger
 	// than what a node keeps; hand it back now rather than let an idle
 	// node hold it until the runtime's scavenger gets to it.
@@ -335,10 +339,12 @@ func (n *Node) HostsRoom(roomID string) bool {
 
 // SetArchiveHostLog registers what an archive manifest embeds as
 // extra.host_log: the host log's proof of the room's last record (nil:
-// none yet, e.g. no checkpoint covers it).
-func (n *Node) SetArchiveHostLog(fn func(lastHash string) any) {
+// none yet, e.g. no checkpoint covers it), with the witnesses'
+// cosignatures on its checkpoint; and extra.host_key, the key that signs
+// the log's checkpoints.
+func (n *Node) SetArchiveHostLog(hostKey identity.AgentID, fn func(lastHash string) any) {
 	n.lisMu.Lock()
-	n.archiveLog = fn
+	n.archiveKey, n.archiveLog = hostKey, fn
 	n.lisMu.Unlock()
 }
 

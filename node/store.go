@@ -19,7 +19,6 @@ const (
 	pfxSnapshot = storelayout.Snapshot
 	pfxRoom     = storelayout.Room
 	pfxTerminal = storelayout.Terminal
-	pfxWitness  = storelayout.HostCosignature
 	pfxMember   = storelayout.Member
 	keyLayout   = storelayout.Layout
 )

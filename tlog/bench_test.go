@@ -3,12 +3,15 @@ package tlog_test
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/hostport"
@@ -141,5 +144,76 @@ func benchWritePath(b *testing.B, with bool) {
 			time.Sleep(time.Millisecond)
 		}
 		b.ReportMetric(float64(time.Since(start).Milliseconds()), "covered_after_ms")
+	}
+}
+
+// BenchmarkIntegration: how fast tessera's POSIX driver integrates a
+// backlog (the bound on a sustained accept rate the log keeps up with),
+// with the daemon's settings and with the tessera options that could
+// change it: the batch age, the checkpoint interval (the time measured
+// ends at a published checkpoint, so a longer interval adds its wait),
+// and fewer leaves per round (journal transaction and tessera batch). Each iteration opens a
+// fresh log on a synced Badger, appends 32,768 leaves at once and waits
+// until a published checkpoint covers them all; run with -count to
+// interleave the variants.
+//
+//	go test ./tlog -run '^$' -bench Integration -benchtime 1x -count 3
+func BenchmarkIntegration(b *testing.B) {
+	const leaves = 32768
+	for _, v := range []struct {
+		name  string
+		age   time.Duration
+		cpInt time.Duration
+		chunk int
+	}{
+		{"default", 0, 0, 0},
+		{"age=5ms", 5 * time.Millisecond, 0, 0},
+		{"checkpoint=5s", 0, 5 * time.Second, 0},
+		{"round=1024", 0, 0, 1024},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			if v.chunk != 0 {
+				defer tlog.SetChunkForTest(v.chunk)()
+			}
+			var total time.Duration
+			for range b.N {
+				b.StopTimer()
+				dir := b.TempDir()
+				db, err := badger.Open(node.BadgerOptions(filepath.Join(dir, "db")))
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, key, _ := ed25519.GenerateKey(nil)
+				src := newRooms()
+				l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: db, Key: key, Origin: "127.0.0.1:1/adp-log",
+					Source: src, BatchMaxAge: v.age, CheckpointInterval: v.cpInt, Log: slog.New(slog.DiscardHandler)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				batch := make([]tlog.Leaf, leaves)
+				for i := range batch {
+					batch[i] = src.accept(fmt.Sprintf("r%d", i%64))
+				}
+				b.StartTimer()
+				start := time.Now()
+				for _, lf := range batch {
+					l.Append(lf)
+				}
+				for {
+					if _, cp, err := l.Checkpoint(context.Background()); err == nil && cp.Size == leaves {
+						break
+					}
+					if time.Since(start) > 5*time.Minute {
+						b.Fatal("log did not catch up")
+					}
+					time.Sleep(time.Millisecond)
+				}
+				total += time.Since(start)
+				b.StopTimer()
+				l.Close()
+				db.Close()
+			}
+			b.ReportMetric(float64(leaves*b.N)/total.Seconds(), "leaves/s")
+		})
 	}
 }

@@ -234,17 +234,46 @@ func (l *Log) Read(ctx context.Context, path string) (Resource, error) {
 	return Resource{Body: body, Immutable: p == 0}, nil
 }
 
+// Witnessed is what the log reads of its witnesses' cosignatures
+// (*witness.Submitter): the newest checkpoint they cosigned, with their
+// lines, its size and their verifier keys.
+type Witnessed interface {
+	Witnessed() (signed []byte, size uint64, vkeys []string)
+}
+
+// SetWitnessed makes proofs prefer the newest cosigned checkpoint.
+func (l *Log) SetWitnessed(w Witnessed) { l.witnessed.Store(&w) }
+
+// ProofFile returns the record proof file of a record: against the newest
+// checkpoint witnesses cosigned when it covers the record (the file then
+// carries their lines and keys), else against the latest checkpoint.
+func (l *Log) ProofFile(ctx context.Context, recordHash [32]byte) (tlogproof.File, error) {
+	f := tlogproof.File{Type: tlogproof.FileType, VerifierKey: l.vkey}
+	if w := l.witnessed.Load(); w != nil {
+		if signed, size, vkeys := (*w).Witnessed(); len(vkeys) > 0 && size > 0 { // size 0: Inclusion would take the latest
+			if rp, err := l.Inclusion(ctx, recordHash, size); err == nil {
+				rp.Checkpoint = string(signed)
+				f.RecordProof, f.Witnesses = rp, vkeys
+				return f, nil
+			}
+		}
+	}
+	rp, err := l.Inclusion(ctx, recordHash, 0)
+	f.RecordProof = rp
+	return f, err
+}
+
 // ArchiveProof returns the record proof file of a room's last record
-// against the latest checkpoint, for an archive's extra.host_log, or nil
-// when no checkpoint covers it yet.
+// (ProofFile), for an archive's extra.host_log, or nil when no checkpoint
+// covers it yet.
 func (l *Log) ArchiveProof(recordHash string) *tlogproof.File {
 	leaf, err := tlogproof.RecordLeaf(recordHash)
 	if err != nil {
 		return nil
 	}
-	rp, err := l.Inclusion(context.Background(), leaf, 0)
+	f, err := l.ProofFile(context.Background(), leaf)
 	if err != nil {
 		return nil
 	}
-	return &tlogproof.File{Type: tlogproof.FileType, RecordProof: rp, VerifierKey: l.vkey}
+	return &f
 }

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -91,11 +92,14 @@ const (
 )
 
 const (
-	chunk       = 4096    // leaves per journal transaction and tessera round
 	maxMarks    = 1 << 16 // watermarks cached in memory
 	readHashes  = 4096    // record hashes read per gap-fill step
 	defaultMaxQ = 1 << 20
 )
+
+// chunk is the leaves per journal transaction and tessera round (a
+// variable for the integration benchmark only).
+var chunk = 4096
 
 var klogOnce sync.Once
 
@@ -126,6 +130,8 @@ type Log struct {
 
 	nodeMu sync.Mutex
 	nodes  map[compact.NodeID][]byte // complete subtrees' hashes (proof.go)
+
+	witnessed atomic.Pointer[Witnessed] // SetWitnessed
 
 	cpMu     sync.Mutex
 	cpRaw    []byte
@@ -179,8 +185,8 @@ func Open(cfg Config) (*Log, error) {
 		// size flush could otherwise race and sequence two batches out
 		// of the order they were added in, and the journal would not
 		// match the log.
-		WithBatching(2*chunk, cfg.BatchMaxAge).
-		WithPushback(4 * chunk).
+		WithBatching(uint(2*chunk), cfg.BatchMaxAge).
+		WithPushback(uint(4 * chunk)).
 		WithCheckpointInterval(cfg.CheckpointInterval).
 		WithShutdownTimeout(10 * time.Second)
 	app, shutdown, reader, err := tessera.NewAppender(ctx, drv, opts)
@@ -596,6 +602,17 @@ func (l *Log) Checkpoint(ctx context.Context) ([]byte, tlogproof.Checkpoint, err
 	}
 	l.cpRaw, l.cpParsed = raw, c
 	return raw, c, nil
+}
+
+// CheckpointTime returns when the latest checkpoint was published: its
+// file's modification time (tessera writes the file only when the tree
+// grew), on the host's clock.
+func (l *Log) CheckpointTime() (time.Time, error) {
+	fi, err := os.Stat(filepath.Join(l.cfg.Dir, "checkpoint"))
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fi.ModTime(), nil
 }
 
 // IndexOf returns the leaf index of a record hash.

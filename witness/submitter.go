@@ -3,22 +3,27 @@ package witness
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
+	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
 // HostLog is what the submitter reads from the host log (*tlog.Log).
@@ -60,45 +65,102 @@ func ParseTarget(s string) (Target, error) {
 	return Target{URL: strings.TrimSuffix(u, "/"), Verifier: v}, nil
 }
 
+// Defaults of discovery.
+const (
+	// DefaultMaxDiscovered bounds the witnesses learnt from announcements.
+	DefaultMaxDiscovered = 16
+	// DefaultDiscoveredTTL is how long a discovered witness is kept
+	// without a fresh announcement.
+	DefaultDiscoveredTTL = 10 * time.Minute
+	// recheckEvery is how often one witness key's origin is checked at
+	// most (a refused or unreachable origin is not asked again sooner).
+	recheckEvery = 10 * time.Minute
+	// maxDiscoveryBody bounds a discovery document read.
+	maxDiscoveryBody = 64 << 10
+	// maxAnswerBody bounds a witness's answer read.
+	maxAnswerBody = 4 << 10
+)
+
 // SubmitterConfig configures a Submitter.
 type SubmitterConfig struct {
 	Log     HostLog
 	Targets []Target
+	// DB, when set, keeps the newest cosigned checkpoint (key
+	// storelayout.TlogCosigned), so its cosignatures survive a restart.
+	DB *badger.DB
+	// Discover, when set, is the client that checks a discovered
+	// witness's origin and submits to it (internal/safehttp rules: no
+	// private addresses outside tests); nil disables Offer.
+	Discover *http.Client
+	// MaxDiscovered and DiscoveredTTL bound discovered witnesses
+	// (defaults DefaultMaxDiscovered, DefaultDiscoveredTTL).
+	MaxDiscovered int
+	DiscoveredTTL time.Duration
 	// Poll is how often the log's checkpoint is read (default 500 ms).
 	Poll time.Duration
 	// MinBackoff and MaxBackoff bound the retry delay after a failed
 	// submission (defaults 1 s and 5 min), doubling in between.
 	MinBackoff, MaxBackoff time.Duration
-	// Timeout bounds one submission (default 10 s).
+	// Timeout bounds one submission or origin check (default 10 s).
 	Timeout time.Duration
 	Client  *http.Client
 	Logger  *slog.Logger
 }
 
 // Submitter sends each new host checkpoint, with its consistency proof
-// from the size each witness last cosigned, to every configured witness,
-// and keeps the cosignatures of the latest checkpoint. Each witness has a
-// goroutine of its own, so a slow or dead witness delays no other.
+// from the size each witness last cosigned, to every witness, and keeps
+// the cosignatures of the newest checkpoint any witness cosigned. The
+// witnesses are the configured ones and those discovered by Offer. Each
+// has a goroutine of its own, so a slow or dead witness delays no other.
 type Submitter struct {
-	cfg  SubmitterConfig
-	wake []chan struct{}
+	cfg SubmitterConfig
+	ctx context.Context
 
-	mu    sync.Mutex
-	note  []byte                  // latest checkpoint the workers saw
-	size  uint64                  // its size
-	lines map[int]string          // target index -> cosignature of note
-	state map[int]*SubmitterStats // per target
+	mu      sync.Mutex
+	targets []*target // configured first, then discovered
+	note    []byte    // latest checkpoint the workers saw
+	size    uint64    // its size
+	lines   map[string]string
+	best    cosigned             // newest checkpoint with at least one cosignature
+	checked map[string]time.Time // vkey -> last origin check (discovery)
+	checkQ  chan offer
+	closed  bool
+	cancel  context.CancelFunc
+	done    sync.WaitGroup
+}
 
-	cancel context.CancelFunc
-	done   sync.WaitGroup
+// target is one witness and its worker's state.
+type target struct {
+	Target
+	client     *http.Client
+	discovered bool
+	seen       time.Time // last announcement (discovered)
+	wake       chan struct{}
+	stop       context.CancelFunc
+	stats      SubmitterStats
+}
+
+// cosigned is a checkpoint with the cosignature lines collected for it,
+// by verifier key; it is what DB keeps.
+type cosigned struct {
+	Note  []byte            `json:"note"`
+	Size  uint64            `json:"size"`
+	Lines map[string]string `json:"lines"`
+}
+
+// offer is a discovered witness waiting for its origin check.
+type offer struct {
+	vkey, url string
+	verifier  *tlogwitness.CosignatureVerifier
 }
 
 // SubmitterStats describes one witness's state.
 type SubmitterStats struct {
-	URL       string
-	Size      uint64 // size the witness last cosigned (as far as the host knows)
-	Failures  int    // consecutive failures
-	LastError string
+	URL        string
+	Discovered bool
+	Size       uint64 // size the witness last cosigned (as far as the host knows)
+	Failures   int    // consecutive failures
+	LastError  string
 }
 
 // NewSubmitter starts a submitter; Close stops it.
@@ -121,34 +183,115 @@ func NewSubmitter(cfg SubmitterConfig) (*Submitter, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = 10 * time.Second
 	}
+	if cfg.MaxDiscovered == 0 {
+		cfg.MaxDiscovered = DefaultMaxDiscovered
+	}
+	if cfg.DiscoveredTTL == 0 {
+		cfg.DiscoveredTTL = DefaultDiscoveredTTL
+	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Submitter{cfg: cfg, lines: map[int]string{}, state: map[int]*SubmitterStats{}}
+	s := &Submitter{cfg: cfg, lines: map[string]string{}, checked: map[string]time.Time{}, checkQ: make(chan offer, 8)}
+	if err := s.load(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	for i, t := range cfg.Targets {
-		s.state[i] = &SubmitterStats{URL: t.URL}
-		s.wake = append(s.wake, make(chan struct{}, 1))
-	}
-	s.done.Add(1 + len(cfg.Targets))
+	s.ctx, s.cancel = ctx, cancel
+	s.done.Add(2)
 	go s.poll(ctx)
-	for i := range cfg.Targets {
-		go s.worker(ctx, i)
+	go s.checker(ctx)
+	s.mu.Lock()
+	for _, t := range cfg.Targets {
+		s.startLocked(&target{Target: t, client: cfg.Client})
 	}
+	s.mu.Unlock()
 	return s, nil
+}
+
+// startLocked adds t and starts its worker.
+func (s *Submitter) startLocked(t *target) {
+	ctx, stop := context.WithCancel(s.ctx)
+	t.stop, t.wake = stop, make(chan struct{}, 1)
+	t.stats.URL, t.stats.Discovered = t.URL, t.discovered
+	s.targets = append(s.targets, t)
+	if s.note != nil {
+		t.wake <- struct{}{}
+	}
+	s.done.Add(1)
+	go s.worker(ctx, t)
 }
 
 // Close stops the submitter and waits for its goroutines.
 func (s *Submitter) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.cancel()
 	s.done.Wait()
 }
 
-// poll reads the log's checkpoint and wakes the workers when it changed.
+// load reads the stored cosigned checkpoint.
+func (s *Submitter) load() error {
+	if s.cfg.DB == nil {
+		return nil
+	}
+	return s.cfg.DB.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(storelayout.TlogCosigned))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			var c cosigned
+			if json.Unmarshal(v, &c) != nil || len(c.Lines) == 0 {
+				s.cfg.Logger.Warn("stored cosigned checkpoint does not decode; ignored")
+				return nil
+			}
+			// Keep only lines that still verify (the key is in the line's
+			// map key): a damaged value must not be served as cosigned.
+			for vkey, line := range c.Lines {
+				if !s.verifies(c.Note, vkey, line) {
+					delete(c.Lines, vkey)
+				}
+			}
+			if len(c.Lines) > 0 {
+				s.best = c
+			}
+			return nil
+		})
+	})
+}
+
+// verifies reports whether line is a cosignature by vkey of raw.
+func (s *Submitter) verifies(raw []byte, vkey, line string) bool {
+	v, err := tlogwitness.NewCosignatureVerifier(vkey)
+	if err != nil {
+		return false
+	}
+	return cosignsWith(s.cfg.Log.Verifier(), v, raw, line)
+}
+
+func cosignsWith(logV note.Verifier, v *tlogwitness.CosignatureVerifier, raw []byte, line string) bool {
+	n, err := note.Open(append(append([]byte{}, raw...), line...), note.VerifierList(logV, v))
+	if err != nil {
+		return false
+	}
+	for _, sig := range n.Sigs {
+		if sig.Name == v.Name() && sig.Hash == v.KeyHash() {
+			return true
+		}
+	}
+	return false
+}
+
+// poll reads the log's checkpoint and wakes the workers when it changed;
+// it also drops discovered witnesses not announced for DiscoveredTTL.
 func (s *Submitter) poll(ctx context.Context) {
 	defer s.done.Done()
 	t := time.NewTicker(s.cfg.Poll)
@@ -157,19 +300,17 @@ func (s *Submitter) poll(ctx context.Context) {
 		raw, cp, err := s.cfg.Log.Checkpoint(ctx)
 		if err == nil {
 			s.mu.Lock()
-			changed := !bytes.Equal(raw, s.note)
-			if changed {
-				s.note, s.size, s.lines = raw, cp.Size, map[int]string{}
-			}
-			s.mu.Unlock()
-			if changed {
-				for _, w := range s.wake {
+			if !bytes.Equal(raw, s.note) {
+				s.note, s.size, s.lines = raw, cp.Size, map[string]string{}
+				for _, t := range s.targets {
 					select {
-					case w <- struct{}{}:
+					case t.wake <- struct{}{}:
 					default:
 					}
 				}
 			}
+			s.expireLocked(time.Now())
+			s.mu.Unlock()
 		}
 		select {
 		case <-ctx.Done():
@@ -179,18 +320,34 @@ func (s *Submitter) poll(ctx context.Context) {
 	}
 }
 
-// worker submits to target i whenever the checkpoint changes, with
-// exponential backoff after failures.
-func (s *Submitter) worker(ctx context.Context, i int) {
+// expireLocked stops discovered witnesses not announced since ttl.
+func (s *Submitter) expireLocked(now time.Time) {
+	kept := s.targets[:0]
+	for _, t := range s.targets {
+		if t.discovered && now.Sub(t.seen) > s.cfg.DiscoveredTTL {
+			t.stop()
+			s.cfg.Logger.Info("discovered witness expired", "witness", t.URL)
+			continue
+		}
+		kept = append(kept, t)
+	}
+	clear(s.targets[len(kept):])
+	s.targets = kept
+}
+
+// worker submits to t whenever the checkpoint changes, with exponential
+// backoff after failures.
+func (s *Submitter) worker(ctx context.Context, t *target) {
 	defer s.done.Done()
 	backoff := time.Duration(0)
 	var witnessSize uint64 // what the host believes the witness holds
+	vkey := t.Verifier.Key()
 	for {
 		if backoff == 0 {
 			select {
 			case <-ctx.Done():
 				return
-			case <-s.wake[i]:
+			case <-t.wake:
 			}
 		} else {
 			timer := time.NewTimer(backoff)
@@ -203,29 +360,28 @@ func (s *Submitter) worker(ctx context.Context, i int) {
 		}
 		s.mu.Lock()
 		raw, size := s.note, s.size
-		_, have := s.lines[i]
+		_, have := s.lines[vkey]
 		s.mu.Unlock()
 		if raw == nil || have {
 			backoff = 0
 			continue
 		}
-		line, newSize, err := s.submit(ctx, i, raw, size, witnessSize)
+		line, newSize, err := s.submit(ctx, t, raw, size, witnessSize)
 		if ctx.Err() != nil {
 			return
 		}
 		s.mu.Lock()
-		st := s.state[i]
+		st := &t.stats
 		if err == nil {
 			witnessSize = size
 			if bytes.Equal(raw, s.note) {
-				s.lines[i] = line
+				s.lines[vkey] = line
+				s.keepLocked()
 			}
 			st.Size, st.Failures, st.LastError = size, 0, ""
 			backoff = 0
 		} else {
-			if newSize != witnessSize {
-				witnessSize = newSize
-			}
+			witnessSize = newSize
 			st.Failures++
 			st.LastError = err.Error()
 			if backoff == 0 {
@@ -233,9 +389,23 @@ func (s *Submitter) worker(ctx context.Context, i int) {
 			} else if backoff *= 2; backoff > s.cfg.MaxBackoff {
 				backoff = s.cfg.MaxBackoff
 			}
-			s.cfg.Logger.Warn("witness submission failed", "witness", s.cfg.Targets[i].URL, "size", size, "failures", st.Failures, "retry_in", backoff.String(), "err", err)
+			s.cfg.Logger.Warn("witness submission failed", "witness", t.URL, "size", size, "failures", st.Failures, "retry_in", backoff.String(), "err", err)
 		}
 		s.mu.Unlock()
+	}
+}
+
+// keepLocked makes the current checkpoint, which just gained a
+// cosignature, the newest cosigned one, and stores it.
+func (s *Submitter) keepLocked() {
+	s.best = cosigned{Note: s.note, Size: s.size, Lines: maps.Clone(s.lines)}
+	if s.cfg.DB == nil {
+		return
+	}
+	b, _ := json.Marshal(s.best)
+	if err := s.cfg.DB.Update(func(txn *badger.Txn) error { return txn.Set([]byte(storelayout.TlogCosigned), b) }); err != nil {
+		// Served from memory still; stored again with the next cosignature.
+		s.cfg.Logger.Warn("store cosigned checkpoint", "err", err)
 	}
 }
 
@@ -246,9 +416,9 @@ func (e errStale) Error() string { return "witness holds size " + strconv.Format
 
 // submit sends raw to target i from old (retrying once at the size a 409
 // names) and returns the verified cosignature line.
-func (s *Submitter) submit(ctx context.Context, i int, raw []byte, size, old uint64) (string, uint64, error) {
+func (s *Submitter) submit(ctx context.Context, t *target, raw []byte, size, old uint64) (string, uint64, error) {
 	for attempt := 0; ; attempt++ {
-		line, err := s.post(ctx, i, raw, size, old)
+		line, err := s.post(ctx, t, raw, size, old)
 		var st errStale
 		if errors.As(err, &st) && attempt == 0 && st.size <= size && st.size != old {
 			old = st.size
@@ -261,8 +431,7 @@ func (s *Submitter) submit(ctx context.Context, i int, raw []byte, size, old uin
 	}
 }
 
-func (s *Submitter) post(ctx context.Context, i int, raw []byte, size, old uint64) (string, error) {
-	t := s.cfg.Targets[i]
+func (s *Submitter) post(ctx context.Context, t *target, raw []byte, size, old uint64) (string, error) {
 	var proof []tlog.Hash
 	if old > size {
 		return "", fmt.Errorf("the witness holds size %d, above this log's %d: the log lost leaves or the witness saw a fork", old, size)
@@ -287,12 +456,12 @@ func (s *Submitter) post(ctx context.Context, i int, raw []byte, size, old uint6
 		return "", err
 	}
 	req.Header.Set("Content-Type", "text/plain; charset=utf-8")
-	resp, err := s.cfg.Client.Do(req)
+	resp, err := t.client.Do(req)
 	if err != nil {
 		return "", err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswerBody))
 	if err != nil {
 		return "", err
 	}
@@ -313,14 +482,8 @@ func (s *Submitter) post(ctx context.Context, i int, raw []byte, size, old uint6
 		if !strings.HasPrefix(line, "— ") || !strings.HasSuffix(line, "\n") {
 			continue
 		}
-		n, err := note.Open(append(append([]byte{}, raw...), line...), note.VerifierList(s.cfg.Log.Verifier(), t.Verifier))
-		if err != nil {
-			continue
-		}
-		for _, sig := range n.Sigs {
-			if sig.Name == t.Verifier.Name() && sig.Hash == t.Verifier.KeyHash() {
-				return line, nil
-			}
+		if cosignsWith(s.cfg.Log.Verifier(), t.Verifier, raw, line) {
+			return line, nil
 		}
 	}
 	return "", fmt.Errorf("the witness's answer carries no cosignature its key verifies: %q", truncate(body))
@@ -333,41 +496,56 @@ func truncate(b []byte) string {
 	return string(b)
 }
 
-// Cosigned returns the latest checkpoint the submitter has seen with the
-// cosignature lines collected for it so far (in target order), and how
-// many witnesses cosigned it. Serve this at the log's checkpoint URL.
+// Cosigned returns the newest checkpoint a witness cosigned, with the
+// cosignature lines collected for it (in the order of their keys), and
+// how many there are; nil and 0 before any. Serve this at the log's
+// checkpoint URL when it is the latest.
 func (s *Submitter) Cosigned() ([]byte, int) {
+	raw, _, keys := s.Witnessed()
+	return raw, len(keys)
+}
+
+// Witnessed returns the newest cosigned checkpoint with its cosignature
+// lines, its tree size, and the verifier keys of the witnesses whose
+// lines it carries (sorted); nil before any witness cosigned.
+func (s *Submitter) Witnessed() (signed []byte, size uint64, vkeys []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := append([]byte{}, s.note...)
-	n := 0
-	for i := range s.cfg.Targets {
-		if l, ok := s.lines[i]; ok {
-			out = append(out, l...)
-			n++
-		}
+	if len(s.best.Lines) == 0 {
+		return nil, 0, nil
 	}
-	return out, n
+	vkeys = slices.Sorted(maps.Keys(s.best.Lines))
+	signed = append([]byte{}, s.best.Note...)
+	for _, k := range vkeys {
+		signed = append(signed, s.best.Lines[k]...)
+	}
+	return signed, s.best.Size, vkeys
 }
 
 // CosignedFor returns raw, the log's latest checkpoint, with the
-// cosignature lines collected for it, or raw unchanged when the
-// submitter has not seen it yet.
+// cosignature lines collected for it, or raw unchanged when no witness
+// has cosigned it yet.
 func (s *Submitter) CosignedFor(raw []byte) []byte {
 	s.mu.Lock()
-	same := bytes.Equal(raw, s.note)
+	same := bytes.Equal(raw, s.best.Note)
 	s.mu.Unlock()
 	if !same {
 		return raw
 	}
-	out, _ := s.Cosigned()
+	out, _, _ := s.Witnessed()
+	if !bytes.HasPrefix(out, raw) { // a newer checkpoint was cosigned meanwhile
+		return raw
+	}
 	return out
 }
 
-// VerifierKeys lists the configured witnesses' cosignature/v1 keys.
+// VerifierKeys lists the witnesses' cosignature/v1 keys (configured, then
+// discovered).
 func (s *Submitter) VerifierKeys() []string {
-	out := make([]string, len(s.cfg.Targets))
-	for i, t := range s.cfg.Targets {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.targets))
+	for i, t := range s.targets {
 		out[i] = t.Verifier.Key()
 	}
 	return out
@@ -377,9 +555,9 @@ func (s *Submitter) VerifierKeys() []string {
 func (s *Submitter) Stats() []SubmitterStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]SubmitterStats, len(s.cfg.Targets))
-	for i := range out {
-		out[i] = *s.state[i]
+	out := make([]SubmitterStats, len(s.targets))
+	for i, t := range s.targets {
+		out[i] = t.stats
 	}
 	return out
 }

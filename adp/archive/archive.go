@@ -12,12 +12,13 @@ import (
 	"fmt"
 
 	"github.com/adpnode/adpnode/adp"
-	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/adp/types"
+	"golang.org/x/mod/sumdb/note"
 )
 
 // Manifest is the §19 archive manifest. ArchiveRoot is the RFC 6962
@@ -147,8 +148,12 @@ type Report struct {
 	Types    int
 	Counts   map[string]int64
 	State    *room.State
-	// Witnesses are the verified cosignatures of extra.witnesses.
-	Witnesses []Witness
+	// Witnesses are the verified cosignature/v1 lines on the checkpoint
+	// of extra.host_log, one per key it lists.
+	Witnesses []tlogwitness.Cosigned
+	// LegacyWitnesses counts the entries of extra.witnesses (retired
+	// checkpoint.cosign assertions), which are not checked.
+	LegacyWitnesses int
 	// HostAsserted is what the archive says that no signature covers: it
 	// is consistent with the rest, but only the host vouches for it.
 	HostAsserted HostAsserted
@@ -250,7 +255,8 @@ func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*R
 	if m.ArchiveRoot != "" && m.ArchiveRoot != digest && m.ArchiveRoot != Root(recs) {
 		return nil, &Failure{Step: 5, Reason: "archive_root is neither the records' Merkle root nor events_sha3_256"}
 	}
-	if f := verifyHostLog(m); f != nil {
+	witnesses, f := verifyHostLog(m)
+	if f != nil {
 		return nil, f
 	}
 	if f := checkManifestOrigin(m); f != nil {
@@ -262,63 +268,26 @@ func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*R
 	if f := checkRoom(opt.room, m, st, last); f != nil {
 		return nil, f
 	}
-	witnesses, err := verifyWitnesses(m, recs)
-	if err != nil {
-		return nil, err
-	}
 	return &Report{HostAsserted: HostAsserted{Host: m.Host, URL: m.URL, GeneratedAt: m.GeneratedAt},
 		RoomID: last.RoomID, Records: int64(len(recs)), LastSeq: last.Seq, LastHash: last.Hash,
 		Status: st.StatusAt(max(m.GeneratedAt, last.ReceivedAt)), Members: len(st.AllMembers()), Types: st.Registry.Len(),
-		Counts: st.Counts(), State: st, Witnesses: witnesses}, nil
+		Counts: st.Counts(), State: st, Witnesses: witnesses, LegacyWitnesses: legacyWitnesses(m)}, nil
 }
 
-// Witness is a verified cosignature listed in the manifest.
-type Witness struct {
-	Key  identity.AgentID
-	Seq  int64
-	Hash string
-}
-
-// verifyWitnesses checks the manifest extension extra.witnesses (README,
-// "Witnessing"): each entry is a checkpoint.cosign assertion whose witness
-// signature and embedded host checkpoint verify, whose checkpoint is signed
-// by extra.host_key for this room, and whose seq and hash are those of the
-// archive's record at that seq.
-func verifyWitnesses(m *Manifest, recs []*record.Record) ([]Witness, error) {
+// legacyWitnesses counts the entries of extra.witnesses, the retired
+// checkpoint.cosign assertions of archives made before the witnesses
+// cosigned the host log (README, "Witnessing"). They are not checked.
+func legacyWitnesses(m *Manifest) int {
 	raw, ok := m.Extra["witnesses"]
 	if !ok || raw == nil {
-		return nil, nil
+		return 0
 	}
 	b, _ := json.Marshal(raw)
 	var list []json.RawMessage
-	if err := json.Unmarshal(b, &list); err != nil {
-		return nil, &Failure{Step: 0, Reason: "extra.witnesses is not a list"}
+	if json.Unmarshal(b, &list) != nil {
+		return 0
 	}
-	var hostKey string
-	switch v := m.Extra["host_key"].(type) {
-	case string:
-		hostKey = v
-	case fmt.Stringer: // an in-process manifest holds the typed key
-		hostKey = v.String()
-	}
-	var out []Witness
-	for i, w := range list {
-		c, err := assertion.OpenCosign(w)
-		if err != nil {
-			return nil, &Failure{Step: 0, Reason: fmt.Sprintf("witness %d: %v", i, err)}
-		}
-		cp := c.Checkpoint
-		switch {
-		case hostKey == "" || string(cp.Host) != hostKey:
-			return nil, &Failure{Step: 0, Reason: fmt.Sprintf("witness %d cosigned a checkpoint not signed by extra.host_key", i)}
-		case cp.RoomID != m.RoomID:
-			return nil, &Failure{Step: 0, Reason: fmt.Sprintf("witness %d cosigned another room", i)}
-		case cp.Seq < 1 || cp.Seq > int64(len(recs)) || recs[cp.Seq-1].Hash != cp.Hash:
-			return nil, &Failure{Seq: cp.Seq, Step: 4, Reason: fmt.Sprintf("witness %s cosigned a hash the archive does not have at seq %d", c.Witness, cp.Seq)}
-		}
-		out = append(out, Witness{Key: c.Witness, Seq: cp.Seq, Hash: cp.Hash})
-	}
-	return out, nil
+	return len(list)
 }
 
 // replayRecords runs steps 1–4 over n records in the order given (parse(i)
@@ -476,23 +445,24 @@ func ParseJSON(data []byte) (*Archive, error) {
 
 // verifyHostLog checks extra.host_log when present: a record proof file
 // (adp/tlogproof) proving the archive's last record in the host log,
-// signed by the host key the manifest names (extra.host_key) if any.
-func verifyHostLog(m *Manifest) *Failure {
+// signed by the host key the manifest names (extra.host_key) if any, and
+// the cosignature/v1 line of every witness key it lists.
+func verifyHostLog(m *Manifest) ([]tlogwitness.Cosigned, *Failure) {
 	raw, ok := m.Extra["host_log"]
 	if !ok || raw == nil {
-		return nil
+		return nil, nil
 	}
 	b, _ := json.Marshal(raw)
 	var f tlogproof.File
 	if err := json.Unmarshal(b, &f); err != nil || f.Type != tlogproof.FileType {
-		return &Failure{Step: 5, Reason: "extra.host_log is not a record proof"}
+		return nil, &Failure{Step: 5, Reason: "extra.host_log is not a record proof"}
 	}
 	if f.RecordHash != m.LastHash {
-		return &Failure{Step: 5, Reason: "extra.host_log proves another record than the last"}
+		return nil, &Failure{Step: 5, Reason: "extra.host_log proves another record than the last"}
 	}
 	_, pub, err := tlogproof.VerifyFile(f)
 	if err != nil {
-		return &Failure{Step: 5, Reason: "extra.host_log: " + err.Error()}
+		return nil, &Failure{Step: 5, Reason: "extra.host_log: " + err.Error()}
 	}
 	var hostKey string
 	switch v := m.Extra["host_key"].(type) {
@@ -502,7 +472,15 @@ func verifyHostLog(m *Manifest) *Failure {
 		hostKey = v.String()
 	}
 	if hostKey != "" && string(identity.AgentIDFromKey(pub)) != hostKey {
-		return &Failure{Step: 5, Reason: "extra.host_log is signed by another key than extra.host_key"}
+		return nil, &Failure{Step: 5, Reason: "extra.host_log is signed by another key than extra.host_key"}
 	}
-	return nil
+	if len(f.Witnesses) == 0 {
+		return nil, nil
+	}
+	v, _ := note.NewVerifier(f.VerifierKey) // VerifyFile parsed it
+	ws, err := tlogwitness.VerifyCosigned([]byte(f.Checkpoint), v, f.Witnesses)
+	if err != nil {
+		return nil, &Failure{Step: 5, Reason: "extra.host_log witnesses: " + err.Error()}
+	}
+	return ws, nil
 }

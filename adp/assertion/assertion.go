@@ -1,10 +1,11 @@
 // Package assertion signs and verifies host assertions: statements a node
 // makes as a host (index announcements, record checkpoints, witness
-// cosignatures). Each is an Agent Identity envelope signed with the node
+// announcements). Each is an Agent Identity envelope signed with the node
 // key, so one verifier checks agents and hosts alike (DECISIONS 13).
 package assertion
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"encoding/json"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/jsonobj"
+	"github.com/adpnode/adpnode/adp/tlogwitness"
 )
 
 // Protocol is event.protocol of host assertions.
@@ -76,9 +78,6 @@ func Open(b []byte, typ string) (*identity.Envelope, error) {
 	return env, nil
 }
 
-// TypeCosign is a witness's cosignature of a host checkpoint.
-const TypeCosign = "checkpoint.cosign"
-
 // Checkpoint is the payload of a record.checkpoint assertion: a host's
 // signed commitment that a room's record at seq has this hash.
 type Checkpoint struct {
@@ -106,37 +105,60 @@ func OpenCheckpoint(raw []byte) (Checkpoint, error) {
 	return cp, nil
 }
 
-// Cosign is the payload of a checkpoint.cosign assertion: a witness
-// declares it has verified the host's chain up to the checkpoint.
-type Cosign struct {
-	Witness    identity.AgentID `json:"witness"`
-	Checkpoint json.RawMessage  `json:"checkpoint"` // the host's assertion, as signed
+// TypeWitness is a mirror's announcement of its C2SP tlog-witness: which
+// host logs it witnesses and where hosts submit their checkpoints. The
+// cosignatures themselves are cosignature/v1 lines (adp/tlogwitness), not
+// assertions; this only lets a host find its mirrors' witnesses.
+const TypeWitness = "witness.announce"
+
+// Bounds of a witness announcement.
+const (
+	MaxWitnessLogs   = 64
+	maxWitnessString = 512
+)
+
+// Witness is the payload of a witness.announce assertion.
+type Witness struct {
+	// Witness is the announcing node's host key; the cosignature/v1 key
+	// VKey names must be the same Ed25519 key.
+	Witness identity.AgentID `json:"witness"`
+	VKey    string           `json:"vkey"` // cosignature/v1 verifier key
+	URL     string           `json:"url"`  // submission prefix: URL + "/add-checkpoint"
+	// Logs are the origins of the host logs it witnesses (at most
+	// MaxWitnessLogs).
+	Logs []string `json:"logs"`
 }
 
-// Cosignature is a verified cosignature.
-type Cosignature struct {
-	Witness    identity.AgentID
-	Checkpoint Checkpoint
-	Raw        []byte
-}
-
-// OpenCosign verifies a cosignature: the witness's signature and the
-// embedded host checkpoint's.
-func OpenCosign(raw []byte) (*Cosignature, error) {
-	env, err := Open(raw, TypeCosign)
+// OpenWitness verifies a witness announcement: signature, type, that its
+// signer is the witness it names and holds the vkey's key, and its bounds.
+// It says nothing of the URL beyond its length: a host checks that the
+// URL's origin serves the same witness before it submits there.
+func OpenWitness(raw []byte) (Witness, error) {
+	env, err := Open(raw, TypeWitness)
 	if err != nil {
-		return nil, err
+		return Witness{}, err
 	}
-	var c Cosign
-	if err := jsonobj.Unmarshal(env.Event.Payload, &c, "witness", "checkpoint"); err != nil {
-		return nil, adp.Reason(adp.CodeInvalidEvent, "cosign", "cosign payload "+err.Error())
+	var w Witness
+	if err := jsonobj.Unmarshal(env.Event.Payload, &w, "witness", "vkey", "url", "logs"); err != nil {
+		return Witness{}, adp.Reason(adp.CodeInvalidEvent, "witness", "witness payload "+err.Error())
 	}
-	if c.Witness != env.Event.Actor {
-		return nil, adp.Reason(adp.CodeInvalidEvent, "cosign_witness", "cosignature names a witness other than its signer")
+	if w.Witness != env.Event.Actor {
+		return Witness{}, adp.Reason(adp.CodeInvalidEvent, "witness_key", "announcement names a witness other than its signer")
 	}
-	cp, err := OpenCheckpoint(c.Checkpoint)
+	if len(w.VKey) > maxWitnessString || len(w.URL) > maxWitnessString || len(w.Logs) > MaxWitnessLogs {
+		return Witness{}, adp.Reason(adp.CodeInvalidEvent, "witness_bounds", "witness announcement is too large")
+	}
+	for _, l := range w.Logs {
+		if len(l) == 0 || len(l) > maxWitnessString {
+			return Witness{}, adp.Reason(adp.CodeInvalidEvent, "witness_bounds", "witness announcement names an empty or too long log origin")
+		}
+	}
+	v, err := tlogwitness.NewCosignatureVerifier(w.VKey)
 	if err != nil {
-		return nil, err
+		return Witness{}, adp.Reason(adp.CodeInvalidEvent, "witness_vkey", "witness vkey: "+err.Error())
 	}
-	return &Cosignature{Witness: c.Witness, Checkpoint: cp, Raw: raw}, nil
+	if !bytes.Equal(v.PublicKey(), w.Witness.PublicKey()) {
+		return Witness{}, adp.Reason(adp.CodeInvalidEvent, "witness_vkey", "witness vkey is not the signer's key")
+	}
+	return w, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/tlogwitness"
 )
 
 const (
@@ -43,12 +44,35 @@ func checkpoint(t testing.TB, s *assertion.Signer) []byte {
 	return sign(t, s, assertion.TypeCheckpoint, assertion.Checkpoint{Host: s.HostKey(), RoomID: roomID, Seq: 7, Hash: hash, ReceivedAt: t0})
 }
 
-func cosign(t testing.TB, w *assertion.Signer, cp []byte) []byte {
-	return sign(t, w, assertion.TypeCosign, assertion.Cosign{Witness: w.HostKey(), Checkpoint: cp})
+// witnessKey is the seed signer's cosignature/v1 verifier key.
+func witnessKey(t testing.TB, name string) string {
+	seed := make([]byte, 32)
+	copy(seed, name)
+	k, err := identity.KeyFromSeed(seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tlogwitness.CosignatureVerifierKey("m.example/adp-witness", k.Public().(ed25519.PublicKey))
 }
 
-func TestCheckpointAndCosign(t *testing.T) {
-	host, witness := signer(t, "host"), signer(t, "witness")
+func announce(t testing.TB, w *assertion.Signer, vkey string) []byte {
+	return sign(t, w, assertion.TypeWitness, assertion.Witness{Witness: w.HostKey(), VKey: vkey,
+		URL: "https://m.example/v1/witness", Logs: []string{"h.example/adp-log"}})
+}
+
+func TestWitnessAnnouncement(t *testing.T) {
+	w := signer(t, "witness")
+	got, err := assertion.OpenWitness(announce(t, w, witnessKey(t, "witness")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Witness != w.HostKey() || got.URL != "https://m.example/v1/witness" || len(got.Logs) != 1 || got.VKey != witnessKey(t, "witness") {
+		t.Fatalf("announcement %+v", got)
+	}
+}
+
+func TestCheckpoint(t *testing.T) {
+	host := signer(t, "host")
 	cpRaw := checkpoint(t, host)
 	cp, err := assertion.OpenCheckpoint(cpRaw)
 	if err != nil {
@@ -56,13 +80,6 @@ func TestCheckpointAndCosign(t *testing.T) {
 	}
 	if cp != (assertion.Checkpoint{Host: host.HostKey(), RoomID: roomID, Seq: 7, Hash: hash, ReceivedAt: t0}) {
 		t.Fatalf("checkpoint %+v", cp)
-	}
-	c, err := assertion.OpenCosign(cosign(t, witness, cpRaw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.Witness != witness.HostKey() || c.Checkpoint != cp {
-		t.Fatalf("cosignature %+v", c)
 	}
 	env, err := assertion.Open(cpRaw, assertion.TypeCheckpoint)
 	if err != nil || env.Event.Protocol != assertion.Protocol || env.Event.Actor != host.HostKey() {
@@ -90,11 +107,13 @@ func TestOpenRefuses(t *testing.T) {
 		"checkpoint seq a string":          {sign(t, host, assertion.TypeCheckpoint, map[string]any{"host": host.HostKey(), "room_id": roomID, "seq": "1", "hash": hash, "received_at": 0}), openCP},
 		"checkpoint payload not object":    {sign(t, host, assertion.TypeCheckpoint, []int{1}), openCP},
 		"tampered checkpoint":              {[]byte(strings.Replace(string(cpRaw), `"seq":7`, `"seq":8`, 1)), openCP},
-		"cosign naming another witness":    {sign(t, other, assertion.TypeCosign, assertion.Cosign{Witness: witness.HostKey(), Checkpoint: cpRaw}), openCosign},
-		"cosign of a tampered checkpoint":  {cosign(t, witness, []byte(strings.Replace(string(cpRaw), `"seq":7`, `"seq":8`, 1))), openCosign},
-		"cosign of a cosign":               {cosign(t, witness, cosign(t, witness, cpRaw)), openCosign},
-		"cosign without checkpoint":        {sign(t, witness, assertion.TypeCosign, map[string]any{"witness": witness.HostKey()}), openCosign},
-		"checkpoint passed as a cosign":    {cpRaw, openCosign},
+		"witness naming another witness":   {sign(t, other, assertion.TypeWitness, assertion.Witness{Witness: witness.HostKey(), VKey: witnessKey(t, "witness"), URL: "https://m.example/v1/witness", Logs: []string{}}), openWitness},
+		"witness with another's vkey":      {announce(t, witness, witnessKey(t, "other")), openWitness},
+		"witness with a note (log) vkey":   {announce(t, witness, "m.example+00000000+AQ"+strings.Repeat("A", 42)), openWitness},
+		"witness with an unknown member":   {sign(t, witness, assertion.TypeWitness, map[string]any{"witness": witness.HostKey(), "vkey": witnessKey(t, "witness"), "url": "https://m.example/v1/witness", "logs": []string{}, "extra": 1}), openWitness},
+		"witness with too many logs":       {sign(t, witness, assertion.TypeWitness, assertion.Witness{Witness: witness.HostKey(), VKey: witnessKey(t, "witness"), URL: "https://m.example/v1/witness", Logs: make([]string, assertion.MaxWitnessLogs+1)}), openWitness},
+		"witness with a huge URL":          {sign(t, witness, assertion.TypeWitness, assertion.Witness{Witness: witness.HostKey(), VKey: witnessKey(t, "witness"), URL: "https://m.example/" + strings.Repeat("x", 600), Logs: []string{}}), openWitness},
+		"checkpoint passed as a witness":   {cpRaw, openWitness},
 	} {
 		err := c.open(c.raw)
 		if err == nil {
@@ -107,8 +126,8 @@ func TestOpenRefuses(t *testing.T) {
 	}
 }
 
-func openCP(b []byte) error     { _, err := assertion.OpenCheckpoint(b); return err }
-func openCosign(b []byte) error { _, err := assertion.OpenCosign(b); return err }
+func openCP(b []byte) error      { _, err := assertion.OpenCheckpoint(b); return err }
+func openWitness(b []byte) error { _, err := assertion.OpenWitness(b); return err }
 
 // TestSignerNoncesIncrease: nonces never go backwards, even when the clock
 // does and when many goroutines sign at once (Identity §8).
@@ -152,34 +171,27 @@ func TestSignerNoncesIncrease(t *testing.T) {
 	}
 }
 
-// FuzzOpenCosign: accepted implies verifies — an accepted cosignature's
-// embedded checkpoint opens on its own to the same checkpoint, and both
-// signers are the members they name.
-func FuzzOpenCosign(f *testing.F) {
-	host, witness := signer(f, "host"), signer(f, "witness")
-	cp := checkpoint(f, host)
-	f.Add(cosign(f, witness, cp))
-	f.Add(cp)
-	f.Add(cosign(f, witness, cosign(f, witness, cp)))
+// FuzzOpenWitness: accepted implies signed by the witness it names, whose
+// key the vkey carries.
+func FuzzOpenWitness(f *testing.F) {
+	w := signer(f, "witness")
+	f.Add(announce(f, w, witnessKey(f, "witness")))
+	f.Add(checkpoint(f, signer(f, "host")))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		c, err := assertion.OpenCosign(b)
+		a, err := assertion.OpenWitness(b)
 		if err != nil {
 			if adp.CodeOf(err) == adp.CodeInternal {
 				t.Fatalf("error without an ADP code: %v", err)
 			}
 			return
 		}
-		env, err := assertion.Open(b, assertion.TypeCosign)
-		if err != nil || env.Event.Actor != c.Witness {
-			t.Fatalf("accepted cosign does not open as one by its witness: %v", err)
+		env, err := assertion.Open(b, assertion.TypeWitness)
+		if err != nil || env.Event.Actor != a.Witness {
+			t.Fatalf("accepted announcement does not open as one by its witness: %v", err)
 		}
-		var p assertion.Cosign
-		if err := json.Unmarshal(env.Event.Payload, &p); err != nil {
-			t.Fatal(err)
-		}
-		cp, err := assertion.OpenCheckpoint(p.Checkpoint)
-		if err != nil || cp != c.Checkpoint {
-			t.Fatalf("embedded checkpoint: %v, %+v vs %+v", err, cp, c.Checkpoint)
+		v, err := tlogwitness.NewCosignatureVerifier(a.VKey)
+		if err != nil || !v.PublicKey().Equal(a.Witness.PublicKey()) {
+			t.Fatalf("accepted announcement's vkey is not its signer's: %v", err)
 		}
 	})
 }

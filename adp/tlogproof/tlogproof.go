@@ -353,6 +353,11 @@ type File struct {
 	Type string `json:"type"`
 	RecordProof
 	VerifierKey string `json:"verifier_key"`
+	// Witnesses, when present, are the cosignature/v1 verifier keys of
+	// witnesses whose lines follow the log's signature on Checkpoint
+	// (adp/tlogwitness.VerifyCosigned checks them). They are listed by
+	// the host: which of them to trust is the reader's choice.
+	Witnesses []string `json:"witnesses,omitempty"`
 	// Record, when present, is the full record; its hash must be
 	// RecordHash.
 	Record json.RawMessage `json:"record,omitempty"`

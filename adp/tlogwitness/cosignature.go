@@ -121,6 +121,9 @@ func (v *CosignatureVerifier) Name() string { return v.name }
 // Key returns the verifier key in the C2SP vkey encoding.
 func (v *CosignatureVerifier) Key() string { return CosignatureVerifierKey(v.name, v.pub) }
 
+// PublicKey returns the witness's Ed25519 key.
+func (v *CosignatureVerifier) PublicKey() ed25519.PublicKey { return v.pub }
+
 // KeyHash implements note.Verifier.
 func (v *CosignatureVerifier) KeyHash() uint32 { return v.id }
 

@@ -28,19 +28,27 @@
 package main
 
 import (
+	"context"
+	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync/atomic"
 	"time"
 
-	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/tlog"
 )
 
 type options struct {
@@ -63,6 +71,9 @@ type options struct {
 	mutexprofile string
 	blockprofile string
 	timeout      time.Duration
+	hostLog      bool
+	logBatchAge  time.Duration
+	logCpEvery   time.Duration
 }
 
 func main() {
@@ -86,6 +97,9 @@ func main() {
 	flag.StringVar(&o.mutexprofile, "mutexprofile", "", "write a mutex contention profile of the load phase to this file")
 	flag.StringVar(&o.blockprofile, "blockprofile", "", "write a blocking profile (waits of 100 µs or more) of the load phase to this file")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request HTTP timeout")
+	flag.BoolVar(&o.hostLog, "hostlog", false, "in-process node: attach the host log (tessera POSIX in the data dir), as serve does")
+	flag.DurationVar(&o.logBatchAge, "log-batch-age", 0, "with -hostlog: tessera batch max age (0: the daemon's default)")
+	flag.DurationVar(&o.logCpEvery, "log-checkpoint-interval", 0, "with -hostlog: checkpoint interval (0: the daemon's default)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "adpload:", err)
@@ -102,6 +116,9 @@ func run(o options) error {
 	}
 	if hosts != 1 {
 		return errors.New("give exactly one of -url, -inproc or -spawn")
+	}
+	if o.hostLog && !o.inproc {
+		return errors.New("-hostlog needs -inproc")
 	}
 	if o.hostProfile != "" && o.spawn == "" {
 		return errors.New("-hostprofile needs -spawn")
@@ -211,14 +228,15 @@ func run(o options) error {
 	return nil
 }
 
-// inprocHost is a node served over HTTP on 127.0.0.1 in this process,
-// built by the composition root serve runs (internal/stack: attention,
-// metrics and the HTTP edge included).
+// inprocHost is a node served over HTTP on 127.0.0.1 in this process.
 type inprocHost struct {
-	url   string
-	st    *stack.Stack
-	dir   string
-	owned bool
+	url      string
+	n        *node.Node
+	srv      *http.Server
+	dir      string
+	owned    bool
+	log      *tlog.Log     // -hostlog
+	appended *atomic.Int64 // records handed to the log
 }
 
 func startInproc(o options) (*inprocHost, error) {
@@ -243,14 +261,38 @@ func startInproc(o options) (*inprocHost, error) {
 	if o.rates == "off" {
 		cfg.Rates = ratesOff()
 	}
-	st, err := stack.Open(stack.Config{Node: cfg, Log: cfg.Log})
+	n, err := node.Open(cfg)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	st.Serve(ln)
-	fmt.Printf("in-process node: %s, durable Badger (SyncWrites) in %s, rates %s\n", url, dir, o.rates)
-	return &inprocHost{url: url, st: st, dir: dir, owned: owned}, nil
+	h := &inprocHost{url: url, n: n, dir: dir, owned: owned, appended: new(atomic.Int64)}
+	opts := hostapi.Options{Log: cfg.Log}
+	if o.hostLog {
+		_, key, _ := ed25519.GenerateKey(nil)
+		h.log, err = tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: n.DB(), Key: key, Origin: tlogproof.Origin(n.Host()),
+			Source: n, Log: cfg.Log, BatchMaxAge: o.logBatchAge, CheckpointInterval: o.logCpEvery})
+		if err != nil {
+			n.Close()
+			ln.Close()
+			return nil, err
+		}
+		n.Listen(func(e hostport.Event) {
+			if e.Kind != hostport.EventRecord || e.Record == nil {
+				return
+			}
+			if lh, err := tlogproof.RecordLeaf(e.Record.Hash); err == nil {
+				h.appended.Add(1)
+				h.log.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: lh})
+			}
+		})
+		opts.HostLog = h.log
+	}
+	api := hostapi.New(n, opts)
+	h.srv = hostapi.NewHTTPServer(api.Handler(), hostapi.HTTPOptions{})
+	go h.srv.Serve(hostapi.LimitListener(ln, hostapi.DefaultMaxConnections))
+	fmt.Printf("in-process node: %s, durable Badger (SyncWrites) in %s, rates %s, host log %v\n", url, dir, o.rates, o.hostLog)
+	return h, nil
 }
 
 // ratesOff disables every write quota. node.Config.Defaults replaces an
@@ -262,12 +304,34 @@ func ratesOff() node.Rates {
 	return node.Rates{AgentStatus: node.DefaultRates().AgentStatus}
 }
 
-// close is stack.Close: drain live streams, shut the HTTP server down,
-// close the node.
-func (h *inprocHost) close() {
-	if err := h.st.Close(); err != nil {
-		fmt.Fprintf(os.Stderr, "adpload: close the in-process node: %v\n", err)
+// logReport prints how far the host log lags the accepted records when
+// the load stops, and how long it then takes to cover them all.
+func (h *inprocHost) logReport() {
+	if h.log == nil {
+		return
 	}
+	want := uint64(h.appended.Load())
+	_, cp, _ := h.log.Checkpoint(context.Background())
+	start := time.Now()
+	at := cp.Size
+	for cp.Size < want && time.Since(start) < 5*time.Minute {
+		time.Sleep(10 * time.Millisecond)
+		_, cp, _ = h.log.Checkpoint(context.Background())
+	}
+	fmt.Printf("host log:        %d records appended; the checkpoint covered %d when the load stopped, all %d after %s more\n",
+		want, at, cp.Size, time.Since(start).Round(time.Millisecond))
+}
+
+func (h *inprocHost) close() {
+	h.logReport()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	h.n.DrainStreams()
+	h.srv.Shutdown(ctx)
+	if h.log != nil {
+		h.log.Close()
+	}
+	h.n.Close()
 	if h.owned {
 		os.RemoveAll(h.dir)
 	}

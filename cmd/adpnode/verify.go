@@ -15,8 +15,15 @@ func verifyCmd() *cobra.Command {
 		Long: `verify runs the five ADP §19 steps on an archive file with nothing but the
 protocol kernel: every envelope hash and signature, a full replay of the room
 with the type definitions in force at each seq, the pre_hash chain, last_hash
-and events_sha3_256, and the witness cosignatures the manifest lists. It
-prints OK with counts, or the first failing seq and why.
+and events_sha3_256, and extra.host_log: the host log's inclusion proof of the
+last record, its checkpoint signed by the host key and the cosignature/v1
+line of every witness key it lists (each printed with its key: which
+witnesses to trust is yours to decide). It prints OK with counts, or the
+first failing seq and why. extra.witnesses, the checkpoint.cosign entries of
+archives made before the host log was witnessed, is counted, not checked.
+
+A JSON file whose "type" is "adp.record-proof" (GET /v1/log/inclusion) is
+checked as one record's proof: the same checks as extra.host_log.
 
 A JSON file whose "type" is "adp.evidence" (as a mirror stores and gossips
 it, GET /v1/mirrors/evidence) is checked instead as proof that a host
@@ -26,7 +33,7 @@ Every field the archive shows a reader must follow from the verified chain:
 the room resource and the pack documents must equal what the replay
 produces, and the manifest's url and format links must be this room's on
 manifest.host. The host and URL themselves are printed as host-asserted:
-no signature in the archive covers them (the witnesses bind extra.host_key).
+no signature in the archive covers them (extra.host_log binds extra.host_key).
 
 A JSON file whose "type" is "adpnode.deal.receipt/1" is checked as a
 co-signed deal receipt (pack adpnode:deal/1.0): its shape and both

@@ -2,9 +2,12 @@ package main
 
 import (
 	"crypto/ed25519"
+	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,11 +16,13 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"golang.org/x/mod/sumdb/note"
 
+	"github.com/adpnode/adpnode/adp/archive"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/witness"
 )
@@ -94,5 +99,134 @@ func TestServeWitness(t *testing.T) {
 	}
 	if st, _ := w.State(origin); st == nil || st.Size != 4 {
 		t.Fatalf("witness state %+v", st)
+	}
+}
+
+// Mirrors witness the hosts they mirror over the open protocol: B mirrors
+// A and announces its witness on federation; A checks B's discovery
+// document, submits its checkpoints, and serves B's cosignature/v1 line on
+// GET /tlog/checkpoint; A's archive of an ended room carries the line in
+// extra.host_log (with B's key in witnesses), which archive.Verify and
+// `adpnode verify` check offline. The cosignature survives A's restart on
+// the same data dir even with federation off (nothing re-submits then),
+// and a doctored line fails verification.
+func TestMirrorsWitnessTheHostLog(t *testing.T) {
+	root := t.TempDir()
+	log := slog.New(slog.DiscardHandler)
+	start := func(name, listen string, fs fedSettings) *stack {
+		cfg := node.Config{PublicURL: "http://" + listen, DataDir: filepath.Join(root, name), Log: log, Rates: node.NoRates()}
+		s, err := startStack(cfg, listen, fs, log)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return s
+	}
+	fed := func(peers ...string) fedSettings {
+		return fedSettings{enabled: true, interval: time.Second, allowPrivatePeers: true, witnessAnnounce: 100 * time.Millisecond,
+			listen: []string{"/ip4/127.0.0.1/tcp/0"}, peers: peers}
+	}
+	aAddr := freeAddr(t)
+	a := start("a", aAddr, fed())
+	aOpen := true
+	defer func() {
+		if aOpen {
+			a.close()
+		}
+	}()
+	b := start("b", freeAddr(t), fed(a.fed.Addrs()[0]))
+	defer b.close()
+	if _, err := b.mir.AddTarget(mirror.TargetAll, ""); err != nil {
+		t.Fatal(err)
+	}
+	bWitness := b.mir.Witness()
+	bv, err := tlogwitness.NewCosignatureVerifier(bWitness.VerifierKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	h := &adptest.Host{URL: "http://" + aAddr, Clock: adptest.NewClock()}
+	alice := adptest.NewAgent("alice")
+	id := h.CreateRoom(t, alice, h.RoomPayload(room.Public))
+	for i := 0; i < 3; i++ {
+		h.MustPost(t, alice, id, "message.create", map[string]any{"content_type": "text/plain", "content": "hi"})
+	}
+	h.MustPost(t, alice, id, "room.close", map[string]any{"reason": "done"})
+	hv := a.tl.Verifier()
+
+	var arch *archive.Archive
+	var doc []byte
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		doc = adptest.Do(t, http.MethodGet, h.URL+"/v1/rooms/"+id+"/archive", "", nil).Body
+		var err error
+		if arch, err = archive.ParseJSON(doc); err != nil {
+			t.Fatalf("archive: %v\n%s", err, doc)
+		}
+		rep, err := archive.Verify(arch, archive.Options{})
+		if err != nil {
+			t.Fatalf("A's archive does not verify: %v", err)
+		}
+		if len(rep.Witnesses) == 1 && rep.Witnesses[0].VKey == bv.Key() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("A's archive never carried B's cosignature; submitter %+v", a.sub.Stats())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	resp := adptest.Do(t, http.MethodGet, h.URL+"/tlog/checkpoint", "", nil)
+	if n, err := note.Open(resp.Body, note.VerifierList(hv, bv)); err != nil || len(n.Sigs) != 2 {
+		t.Fatalf("GET /tlog/checkpoint does not carry B's cosignature: %v\n%s", err, resp.Body)
+	}
+	if st := a.sub.Stats(); len(st) != 1 || !st[0].Discovered || st[0].URL != b.n.Origin()+"/v1/witness" {
+		t.Fatalf("A's witnesses: %+v", st)
+	}
+	disc := adptest.Do(t, http.MethodGet, h.URL+"/.well-known/agent-discourse", "", nil)
+	if !strings.Contains(string(disc.Body), bv.Key()) {
+		t.Fatalf("A's discovery does not list B's witness key: %s", disc.Body)
+	}
+	file := filepath.Join(root, "archive.json")
+	os.WriteFile(file, doc, 0o600)
+	if out := mustCLI(t, "verify", file); !strings.Contains(out, ", 1 witness") || !strings.Contains(out, "witness "+bv.Name()+" cosigned") {
+		t.Fatalf("adpnode verify: %s", out)
+	}
+
+	// A doctored cosignature line fails.
+	var hl tlogproof.File
+	raw, _ := json.Marshal(arch.Manifest.Extra["host_log"])
+	if err := json.Unmarshal(raw, &hl); err != nil || len(hl.Witnesses) != 1 {
+		t.Fatalf("extra.host_log: %v %s", err, raw)
+	}
+	lines := strings.SplitAfter(hl.Checkpoint, "\n")
+	last := lines[len(lines)-2]
+	sig := []byte(last[strings.LastIndexByte(last, ' ')+1 : len(last)-1])
+	sig[len(sig)-5] ^= 'A' ^ 'B'
+	bad := hl
+	bad.Checkpoint = strings.Join(lines[:len(lines)-2], "") + last[:strings.LastIndexByte(last, ' ')+1] + string(sig) + "\n"
+	arch.Manifest.Extra["host_log"] = bad
+	if _, err := archive.Verify(arch, archive.Options{}); err == nil {
+		t.Fatal("an archive with a doctored cosignature verifies")
+	}
+	// A witness key listed without its line fails too.
+	_, other, _ := ed25519.GenerateKey(nil)
+	ocs, _ := tlogwitness.NewCosigner("other.test/w", other)
+	bad = hl
+	bad.Witnesses = append(bad.Witnesses, ocs.VerifierKey())
+	arch.Manifest.Extra["host_log"] = bad
+	if _, err := archive.Verify(arch, archive.Options{}); err == nil {
+		t.Fatal("an archive listing a witness without its cosignature verifies")
+	}
+
+	// Restart A without federation: no witness submits, the stored
+	// cosignature is still served.
+	a.close()
+	noFed := fedSettings{}
+	a = start("a", aAddr, noFed)
+	doc = adptest.Do(t, http.MethodGet, h.URL+"/v1/rooms/"+id+"/archive", "", nil).Body
+	if arch, err = archive.ParseJSON(doc); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := archive.Verify(arch, archive.Options{}); err != nil || len(rep.Witnesses) != 1 || rep.Witnesses[0].VKey != bv.Key() {
+		t.Fatalf("after A's restart: %v %+v", err, rep)
 	}
 }

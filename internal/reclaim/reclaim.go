@@ -45,3 +45,21 @@ func DropPrefixes(db *badger.DB, log *slog.Logger, prefixes ...[]byte) error {
 	ValueLogGC(context.Background(), db, log)
 	return nil
 }
+
+// DropRetired deletes the keys under prefix, a key space no code writes
+// any more, if any are there (checked first: DropPrefix blocks writes).
+// It reports whether it dropped anything.
+func DropRetired(db *badger.DB, prefix []byte) (bool, error) {
+	found := false
+	err := db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		it.Rewind()
+		found = it.Valid()
+		return nil
+	})
+	if err != nil || !found {
+		return false, err
+	}
+	return true, db.DropPrefix(prefix)
+}

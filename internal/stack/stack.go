@@ -1,12 +1,11 @@
 // Package stack is the composition root: it builds one running adpnode —
-// node, gossiped index, federation peer, mirror, attention, metrics, the
-// host log with its witness submitter, and the HTTP API server with the
-// production wiring (timeouts, connection cap, stream draining) — from one
-// Config, and closes it in order. serve, the devnet command and every
-// multi-node test run it, so tests exercise the wiring production runs. It
-// is the only package besides the commands that knows the concrete types;
-// the layers it wires take interfaces (hostapi.Host, federation.Host,
-// mirror.Host, attention.Host, metrics.Source).
+// node, gossiped index, federation peer, mirror, attention, metrics and the
+// HTTP API server with the production wiring (timeouts, connection cap,
+// stream draining) — from one Config, and closes it in order. serve, the
+// devnet command and every multi-node test run it, so tests exercise the
+// wiring production runs. It is the only package besides the commands that
+// knows the concrete types; the layers it wires take interfaces
+// (federation.Host, mirror.Host, attention.Host, metrics.Source).
 package stack
 
 import (
@@ -17,24 +16,19 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
-	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/tlog"
-	"github.com/adpnode/adpnode/witness"
 )
 
 // NodeConfig is the host's configuration (package node's Config) and
@@ -70,14 +64,11 @@ type Config struct {
 	API hostapi.Options
 	// HTTP are the HTTP edge's timeouts and caps.
 	HTTP hostapi.HTTPOptions
-	// HostLog, if set, opens the host log (Node.DataDir/tlog, signed with
-	// the federation key from KeyDir) and feeds it every record the node
-	// accepts; the API serves it and archives embed its proofs. It needs
-	// a data dir.
-	HostLog bool
-	// Witnesses, if any, receive the host log's checkpoints and their
-	// cosignatures join the served checkpoint (--witness; needs HostLog).
-	Witnesses []witness.Target
+	// Extend, if set, adds what a command wires in itself (serve's host
+	// log and witness submitter) once the node, federation and mirror are
+	// open and before the HTTP API is built; the func it returns runs in
+	// Close after attention stops and before the node closes.
+	Extend func(s *Stack, opts *hostapi.Options) (func(), error)
 	// ShutdownTimeout bounds Close's wait for requests in flight (zero:
 	// 10 s).
 	ShutdownTimeout time.Duration
@@ -92,11 +83,7 @@ type Stack struct {
 	Mir   *mirror.Mirror
 	Att   *attention.Attention
 	Met   *metrics.Metrics
-	// HostLog is the host log (nil without Config.HostLog), Witnessed its
-	// submitter to witnesses (nil without Config.Witnesses).
-	HostLog   *tlog.Log
-	Witnessed *witness.Submitter
-	API       *hostapi.Server
+	API   *hostapi.Server
 	// Server is the HTTP server of the API (hostapi.NewHTTPServer); Serve
 	// runs it, or a caller runs it on a listener of its own.
 	Server *http.Server
@@ -108,6 +95,7 @@ type Stack struct {
 
 	cfg     Config
 	log     *slog.Logger
+	extra   func()
 	fedKey  ed25519.PrivateKey
 	errc    chan error
 	serving bool
@@ -138,12 +126,6 @@ func Open(cfg Config) (_ *Stack, err error) {
 	}
 	if cfg.Mirror != nil && cfg.Federation == nil {
 		return nil, errors.New("stack: a mirror needs federation")
-	}
-	if cfg.HostLog && cfg.Node.DataDir == "" {
-		return nil, errors.New("stack: the host log needs a data dir")
-	}
-	if len(cfg.Witnesses) > 0 && !cfg.HostLog {
-		return nil, errors.New("stack: witnesses need the host log")
 	}
 	n, err := node.Open(cfg.Node)
 	if err != nil {
@@ -225,11 +207,10 @@ func Open(cfg Config) (_ *Stack, err error) {
 	}
 	opts.Attention, opts.Metrics = s.Att, s.Met
 	opts.OperatorToken, opts.HTTP = s.OperatorToken, cfg.HTTP
-	if cfg.HostLog {
-		if err = s.openHostLog(); err != nil {
+	if cfg.Extend != nil {
+		if s.extra, err = cfg.Extend(s, &opts); err != nil {
 			return nil, err
 		}
-		opts.HostLog, opts.Witnessed = s.HostLog, s.Witnessed
 	}
 	if opts.Log == nil {
 		opts.Log = cfg.Log
@@ -237,47 +218,6 @@ func Open(cfg Config) (_ *Stack, err error) {
 	s.API = hostapi.New(n, opts)
 	s.Server = hostapi.NewHTTPServer(s.API.Handler(), cfg.HTTP)
 	return s, nil
-}
-
-// openHostLog opens the host log in DATA/tlog, signed with the node's
-// federation key, feeds it every record the node accepts (after it is
-// durable), makes archives embed its proofs, and starts the witness
-// submitter.
-func (s *Stack) openHostLog() error {
-	key := s.fedKey
-	if key == nil {
-		var err error
-		if key, err = federation.LoadOrCreateKey(s.cfg.KeyDir); err != nil {
-			return err
-		}
-	}
-	n := s.Node
-	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(s.cfg.Node.DataDir, tlog.Dir), DB: n.DB(), Key: key,
-		Origin: tlogproof.Origin(n.Host()), Source: n, Log: s.log})
-	if err != nil {
-		return fmt.Errorf("host log: %w", err)
-	}
-	s.HostLog = l
-	n.Listen(func(e hostport.Event) {
-		if e.Kind != hostport.EventRecord || e.Record == nil {
-			return
-		}
-		if h, err := tlogproof.RecordLeaf(e.Record.Hash); err == nil {
-			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
-		}
-	})
-	n.SetArchiveHostLog(func(lastHash string) any {
-		if p := l.ArchiveProof(lastHash); p != nil {
-			return p
-		}
-		return nil // a typed nil would embed null
-	})
-	if len(s.cfg.Witnesses) > 0 {
-		if s.Witnessed, err = witness.NewSubmitter(witness.SubmitterConfig{Log: l, Targets: s.cfg.Witnesses, Logger: s.log}); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // Serve serves the API on ln (with the connection cap; TLS when
@@ -337,13 +277,8 @@ func (s *Stack) Close() error {
 		if s.Att != nil {
 			s.Att.Close()
 		}
-		if s.Witnessed != nil {
-			s.Witnessed.Close()
-		}
-		if s.HostLog != nil {
-			if err := s.HostLog.Close(); err != nil {
-				s.log.Warn("host log close", "err", err)
-			}
+		if s.extra != nil {
+			s.extra()
 		}
 		s.err = s.Node.Close()
 	})

@@ -9,14 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/federation"
-	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/witness"
 )
 
 // open runs a full stack (federation and mirror) on dir, serving on a
@@ -32,7 +29,6 @@ func open(t *testing.T, dir string, clock *adptest.Clock) (*stack.Stack, string)
 		Node:       node.Config{PublicURL: url, DataDir: filepath.Join(dir, "db"), Now: clock.Now, Rates: node.NoRates()},
 		Federation: &federation.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, AllowPrivateOrigins: true},
 		Mirror:     &mirror.Config{},
-		HostLog:    true,
 		KeyDir:     dir, TokenDir: dir, ShutdownTimeout: time.Second,
 	})
 	if err != nil {
@@ -40,7 +36,6 @@ func open(t *testing.T, dir string, clock *adptest.Clock) (*stack.Stack, string)
 		t.Fatal(err)
 	}
 	s.Serve(ln)
-	t.Cleanup(func() { s.Close() }) // idempotent: a test that fails early still stops it
 	return s, url
 }
 
@@ -58,7 +53,7 @@ func TestStackServesRestartsAndCloses(t *testing.T) {
 	if s.Server.ReadHeaderTimeout <= 0 || s.Server.IdleTimeout <= 0 {
 		t.Fatalf("HTTP server without the edge's timeouts: %+v", s.Server)
 	}
-	if s.Fed == nil || s.Mir == nil || s.Att == nil || s.Met == nil || s.Index == nil || s.HostLog == nil || s.OperatorToken == "" {
+	if s.Fed == nil || s.Mir == nil || s.Att == nil || s.Met == nil || s.Index == nil || s.OperatorToken == "" {
 		t.Fatalf("stack missing parts: %+v", s)
 	}
 	r := adptest.Do(t, http.MethodPost, url+"/v1/rooms", "", []byte(`{"event":`+strings.Repeat("[", 1000)))
@@ -73,14 +68,6 @@ func TestStackServesRestartsAndCloses(t *testing.T) {
 		t.Fatalf("room.create: %s", r)
 	}
 	ids := s.Node.Summaries()
-	// The host log journals the accepted record (after it is durable, off
-	// the write path) and the API serves its checkpoint, named after the
-	// host and signed with the federation key.
-	head := logged(t, s, ids[0].ID)
-	if r := adptest.Do(t, http.MethodGet, url+hostapi.LogPrefix+"checkpoint", "", nil); r.Status != http.StatusOK ||
-		!strings.HasPrefix(string(r.Body), tlogproof.Origin(s.Node.Host())+"\n") {
-		t.Fatalf("host log checkpoint: %s", r)
-	}
 	key, tok := s.Fed.HostKey(), s.OperatorToken
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -99,9 +86,6 @@ func TestStackServesRestartsAndCloses(t *testing.T) {
 	if r := adptest.Do(t, http.MethodGet, url2+"/v1/rooms/"+ids[0].ID, "", nil); r.Status != http.StatusOK {
 		t.Fatalf("room after restart: %s", r)
 	}
-	if _, found, err := s2.HostLog.IndexOf(head); err != nil || !found {
-		t.Fatalf("after restart the host log lost the record (found %v, err %v)", found, err)
-	}
 	s2.Close()
 
 	deadline := time.Now().Add(10 * time.Second)
@@ -111,47 +95,6 @@ func TestStackServesRestartsAndCloses(t *testing.T) {
 	if n := runtime.NumGoroutine(); n > before+5 {
 		buf := make([]byte, 1<<20)
 		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-	}
-}
-
-// logged waits until the host log of s journals the head record of roomID
-// and returns its leaf hash.
-func logged(t *testing.T, s *stack.Stack, roomID string) [32]byte {
-	t.Helper()
-	r, err := s.Node.Room(roomID, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := tlogproof.RecordLeaf(r.Head.Hash)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		_, found, err := s.HostLog.IndexOf(leaf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if found {
-			return leaf
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the host log did not journal the record within 10 s")
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition, not synchronising
-	}
-}
-
-// The host log needs a data dir, and witnesses need the host log: the
-// stack refuses either configuration before it opens anything.
-func TestStackRefusesHostLogWithoutItsNeeds(t *testing.T) {
-	_, err := stack.Open(stack.Config{Node: node.Config{PublicURL: "http://127.0.0.1:1", InMemory: true}, HostLog: true})
-	if err == nil || !strings.Contains(err.Error(), "data dir") {
-		t.Fatalf("host log in memory: Open = %v", err)
-	}
-	_, err = stack.Open(stack.Config{Node: node.Config{PublicURL: "http://127.0.0.1:1", DataDir: t.TempDir()}, Witnesses: []witness.Target{{}}})
-	if err == nil || !strings.Contains(err.Error(), "host log") {
-		t.Fatalf("witnesses without the host log: Open = %v", err)
 	}
 }
 

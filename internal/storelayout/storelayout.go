@@ -28,7 +28,9 @@ const (
 	Terminal = "t/"       // t/<room>
 	Member   = "a/"       // a/<agent id>/<room>
 	Layout   = "v/layout" // the single key holding Version
-	// HostCosignature holds witnesses' cosignatures of this host's rooms.
+	// HostCosignature held witnesses' checkpoint.cosign assertions of
+	// this host's rooms; retired (the host log's witnesses replace them),
+	// dropped at start.
 	HostCosignature = "w/" // w/<room>/<witness key>
 )
 
@@ -58,6 +60,8 @@ const (
 	TlogMark  = "l/w/"    // l/w/<room>
 	TlogNext  = "l/n"     // the journal length
 	TlogClean = "l/clean" // the clean-stop mark
+	// TlogCosigned is the newest checkpoint witnesses cosigned (package witness).
+	TlogCosigned = "l/cosigned"
 )
 
 // Attention (package attention).
@@ -107,11 +111,11 @@ var Table = []Space{
 	{"MirrorRecord", MirrorRecord, false, "mirror", "m/r/<host key>/<room>/<seq:8 BE>", "record JSON", 1},
 	{"MirrorCheckpoint", MirrorCheckpoint, false, "mirror", "m/c/<host key>/<room>/<seq:8 BE>", "checkpoint assertion", 1},
 	{"MirrorEvidence", MirrorEvidence, false, "mirror", "m/e/<host key>/<room>/<seq:8 BE>", "Evidence JSON", 1},
-	{"MirrorWitness", MirrorWitness, false, "mirror", "m/w/<host key>/<room>/<witness key>", "cosignature of a mirrored room (newest per witness)", 2},
+	{"MirrorWitness", MirrorWitness, false, "mirror", "m/w/<host key>/<room>/<witness key>", "retired: checkpoint.cosign of a mirrored room; dropped at start", 2},
 	{"MirrorHash", MirrorHash, false, "mirror", "m/x/<host key>/<room>/<hash:32>", "seq:8 BE (envelope and record hashes; written with the record)", 2},
 	{"MirrorSnapshot", MirrorSnapshot, false, "mirror", "m/s/<host key>/<room>", "roomSnapshot JSON (room.State at some seq)", 2},
 	{"MirrorTlogWitness", MirrorTlogWitness, false, "mirror", "m/l/<log origin>", "the tlog-witness's last cosigned checkpoint of a mirrored host's log", 3},
-	{"HostCosignature", HostCosignature, false, "node", "w/<room>/<witness key>", "witness cosignature of this host's room", 1},
+	{"HostCosignature", HostCosignature, false, "node", "w/<room>/<witness key>", "retired: checkpoint.cosign of this host's room; dropped at start", 1},
 	{"IndexEntry", IndexEntry, false, "index", "i/<host key>/<room>", "signed announcement (as gossiped)", 1},
 	{"IndexConflict", IndexConflict, false, "index", "ic/<first 16 bytes of SHA-256, hex>", "signed announcement claiming another host's room ID (evidence)", 1},
 	{"IndexOwn", IndexOwn, false, "index", "io/<room>", "this host's latest signed announcement", 3},
@@ -121,6 +125,7 @@ var Table = []Space{
 	{"TlogMark", TlogMark, false, "tlog", "l/w/<room>", "highest logged seq:8 BE", 3},
 	{"TlogNext", TlogNext, true, "tlog", "l/n", "journal length:8 BE (the next leaf index)", 3},
 	{"TlogClean", TlogClean, true, "tlog", "l/clean", "empty: the log stopped cleanly (deleted at start)", 3},
+	{"TlogCosigned", TlogCosigned, true, "witness", "l/cosigned", "JSON {note, size, lines: {witness vkey: cosignature/v1 line}}: the newest checkpoint witnesses cosigned", 3},
 	{"AttentionInstance", AttentionInstance, true, "attention", "at/id", "random instance ID (stream IDs)", 3},
 	{"AttentionSub", AttentionSub, false, "attention", "at/s/<subscription>", "subscription JSON", 3},
 	{"AttentionFeed", AttentionFeed, false, "attention", "at/f/<subscription>/<seq:8 BE>", "FeedItem JSON", 3},

@@ -11,12 +11,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/adpnode/adpnode/adp/archive"
 	"github.com/adpnode/adpnode/adp/evidence"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"golang.org/x/mod/sumdb/note"
 )
 
@@ -74,6 +76,10 @@ func File(w io.Writer, name string, b []byte) (ok bool, err error) {
 	}
 	fmt.Fprintf(w, "OK room %s%s: %d records, last seq %d, last hash %s, %d members, %d types, status %s%s\n",
 		rep.RoomID, topic, rep.Records, rep.LastSeq, rep.LastHash, rep.Members, rep.Types, rep.Status, witnessCount(len(rep.Witnesses)))
+	printWitnesses(w, rep.Witnesses)
+	if rep.LegacyWitnesses > 0 {
+		fmt.Fprintf(w, "   not checked: %d checkpoint.cosign entries in extra.witnesses (a retired format; the host log's witnesses replace it)\n", rep.LegacyWitnesses)
+	}
 	fmt.Fprintf(w, "   host-asserted (not signed): host %s, url %s\n", rep.HostAsserted.Host, rep.HostAsserted.URL)
 	return verifyArchiveReceipts(w, raws), nil
 }
@@ -86,6 +92,15 @@ func isMarkdown(name string, b []byte) bool {
 	}
 	t := bytes.TrimSpace(b)
 	return len(t) > 0 && t[0] != '{'
+}
+
+// printWitnesses lists verified cosignatures: which keys to trust is the
+// reader's choice, so each is printed with its key.
+func printWitnesses(w io.Writer, ws []tlogwitness.Cosigned) {
+	for _, c := range ws {
+		fmt.Fprintf(w, "   witness %s cosigned the log checkpoint at %s (key %s)\n",
+			c.Name, time.Unix(int64(c.Time), 0).UTC().Format(time.RFC3339), c.VKey)
+	}
 }
 
 func witnessCount(n int) string {
@@ -172,7 +187,14 @@ func verifyRecordProof(w io.Writer, b []byte) bool {
 	if err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(w, "OK %s is leaf %d of log %s at size %d, checkpoint signed by host key %s\n",
-		what, f.Inclusion.LeafIndex, cp.Origin, cp.Size, identity.AgentIDFromKey(pub))
+	var ws []tlogwitness.Cosigned
+	if len(f.Witnesses) > 0 {
+		if ws, err = tlogwitness.VerifyCosigned([]byte(f.Checkpoint), v, f.Witnesses); err != nil {
+			return fail(err)
+		}
+	}
+	fmt.Fprintf(w, "OK %s is leaf %d of log %s at size %d, checkpoint signed by host key %s%s\n",
+		what, f.Inclusion.LeafIndex, cp.Origin, cp.Size, identity.AgentIDFromKey(pub), witnessCount(len(ws)))
+	printWitnesses(w, ws)
 	return true
 }
