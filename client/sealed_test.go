@@ -380,7 +380,7 @@ func TestSealedRestrictedRoom(t *testing.T) {
 // Bound on cost: an epoch grows by under 200 bytes per member with a key;
 // seal.epoch's max_payload_hint (256 KiB) lets an epoch for a room larger
 // than the 64 KiB payload default through (336 members here, about
-// 67 KiB), while a message.create stays under the 64 KiB default.
+// 65 KiB), while a message.create stays under the 64 KiB default.
 func TestSealedEpochForALargeRoom(t *testing.T) {
 	h := adptest.StartHost(t, node.Config{})
 	ctx := context.Background()
