@@ -125,9 +125,9 @@ func (a *Attention) Create(agent identity.AgentID, r *CreateRequest) (*Subscript
 		ms := matchState{V: 1, F: fingerprint(rs)}
 		a.appendFeed(s, FeedItem{RoomID: rs.ID, Version: 1, Kind: KindAppeared, Room: rs, At: now}, &w)
 		a.setMatched(s, rs.ID, ms)
-		w.sets = append(w.sets, kv{[]byte(pfxMatch + s.ID + "/" + rs.ID), mustJSON(ms)})
+		w.set([]byte(pfxMatch+s.ID+"/"+rs.ID), mustJSON(ms))
 	}
-	w.sets = append(w.sets, kv{[]byte(pfxSub + s.ID), mustJSON(s.subMeta)})
+	w.set([]byte(pfxSub+s.ID), mustJSON(s.subMeta))
 	out := s.Subscription
 	a.mu.Unlock()
 	w.live = nil // the creator reads its feed; nothing to push yet

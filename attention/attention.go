@@ -30,6 +30,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/hostport"
+	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
@@ -87,11 +88,19 @@ type Config struct {
 	// Chain is where the start-up catch-up reads this node's committed
 	// records (nil: no catch-up). See catchup.go.
 	Chain *Chain
+	// Commit queues writes into the node's group commit; done runs once
+	// they are durable (Node.CommitWith). nil: each pass commits a
+	// transaction of its own. See store.go.
+	Commit func(ops []groupcommit.KV, done func(error)) error
 
 	onPass func() // tests and benchmarks: after each owner pass
 	// drop: tests: events the listener drops, as if the process died
 	// between a commit and its derivation.
 	drop func(roomID string, seq int64) bool
+	// Tests: the commit size (0: maxChunkOps, maxChunkBytes), and a hook
+	// called before each commit i of n of one batch is queued.
+	chunkOps, chunkBytes int
+	beforeCommit         func(i, n int)
 }
 
 func (c *Config) defaults() {
@@ -257,7 +266,9 @@ type known struct {
 }
 
 type pendingRecord struct {
-	rec   *record.Record
+	rec *record.Record
+	// env: rec's envelope as the node parsed it (nil: parse it here).
+	env   *identity.Envelope
 	local bool
 	// inbox: set by a catch-up: what the inboxes already hold, so a
 	// record derived before the crash is not derived twice.
@@ -290,6 +301,12 @@ func (a *Attention) load() error {
 			rand.Read(b[:])
 			a.instance = hex.EncodeToString(b[:])
 			if err := txn.Set([]byte(keyInstance), []byte(a.instance)); err != nil {
+				return err
+			}
+			// A new store: everything from now on is derived with
+			// watermarks, so even a crash before the first stored pass
+			// is caught up at the next start.
+			if err := txn.Set([]byte(keyPass), u64(a.cfg.Now())); err != nil {
 				return err
 			}
 		case err != nil:
@@ -388,8 +405,14 @@ func (a *Attention) NodeEvent(e hostport.Event) {
 	if look {
 		a.pendLook[e.RoomID] = true
 	}
-	if seq > 0 && interesting(e.Record.Envelope) {
-		a.queueLocked(pendingRecord{rec: e.Record, local: true})
+	if seq > 0 {
+		if env := e.Envelope; env != nil {
+			if len(env.Event.Mentions) > 0 || env.Event.Type == "room.join.review" {
+				a.queueLocked(pendingRecord{rec: e.Record, env: env, local: true})
+			}
+		} else if interesting(e.Record.Envelope) {
+			a.queueLocked(pendingRecord{rec: e.Record, local: true})
+		}
 	}
 	a.pmu.Unlock()
 	a.poke()
@@ -566,7 +589,7 @@ func (a *Attention) pass(last *time.Time, force bool) (time.Duration, int) {
 	}
 	a.waterLocked(rooms, mir, now, &w)
 	a.mu.Unlock()
-	if len(w.sets)+len(w.dels) > 0 {
+	if len(w.ops) > 0 {
 		if err := a.write(&w); err != nil {
 			a.cfg.Log.Error("attention: store feed items", "err", err)
 		}
@@ -578,8 +601,6 @@ func (a *Attention) pass(last *time.Time, force bool) (time.Duration, int) {
 	return wait, events
 }
 
-type kv struct{ k, v []byte }
-
 // liveEvent is encoded only when its agent has a live stream.
 type liveEvent struct {
 	agent identity.AgentID
@@ -588,8 +609,8 @@ type liveEvent struct {
 }
 
 type writes struct {
-	sets []kv
-	dels [][]byte
+	ops  []groupcommit.KV // sets and deletes, applied in order (store.go)
+	cuts []int            // indices of ops where a commit may end
 	live []liveEvent
 	sums map[string]*directory.Entry // Lookup, once per room and pass (nil: not hosted)
 }
@@ -611,22 +632,6 @@ func (w *writes) summary(a *Attention, roomID string) (directory.Entry, bool) {
 	}
 	w.sums[roomID] = &s
 	return s, true
-}
-
-func (a *Attention) write(w *writes) error {
-	wb := a.cfg.DB.NewWriteBatch()
-	defer wb.Cancel()
-	for _, d := range w.dels {
-		if err := wb.Delete(d); err != nil {
-			return err
-		}
-	}
-	for _, s := range w.sets {
-		if err := wb.Set(s.k, s.v); err != nil {
-			return err
-		}
-	}
-	return wb.Flush()
 }
 
 func seqKey(pfx, owner string, seq int64) []byte {
@@ -693,12 +698,12 @@ func (a *Attention) observe(id string, s *directory.Entry, local bool, now int64
 			ms := matchState{V: 1, F: fp}
 			a.appendFeed(sb, FeedItem{RoomID: id, Version: ms.V, Kind: KindAppeared, Room: s, At: now}, w)
 			a.setMatched(sb, id, ms)
-			w.sets = append(w.sets, kv{[]byte(pfxMatch + sb.ID + "/" + id), mustJSON(ms)})
+			w.set([]byte(pfxMatch+sb.ID+"/"+id), mustJSON(ms))
 		case had && hit && was.F != fp:
 			ms := matchState{V: was.V + 1, F: fp}
 			a.appendFeed(sb, FeedItem{RoomID: id, Version: ms.V, Kind: KindChanged, Room: s, At: now}, w)
 			a.setMatched(sb, id, ms)
-			w.sets = append(w.sets, kv{[]byte(pfxMatch + sb.ID + "/" + id), mustJSON(ms)})
+			w.set([]byte(pfxMatch+sb.ID+"/"+id), mustJSON(ms))
 		case had && !hit:
 			reason := ReasonNoLongerHit
 			switch {
@@ -713,8 +718,9 @@ func (a *Attention) observe(id string, s *directory.Entry, local bool, now int64
 			}
 			a.appendFeed(sb, FeedItem{RoomID: id, Version: was.V + 1, Kind: KindUnavailable, Unavailable: true, Reason: reason, At: now}, w)
 			a.unsetMatched(sb, id)
-			w.dels = append(w.dels, []byte(pfxMatch+sb.ID+"/"+id))
+			w.del([]byte(pfxMatch + sb.ID + "/" + id))
 		}
+		w.unit()
 	}
 	seen := map[*sub]bool{}
 	for _, sb := range a.byRoom[id] {
@@ -745,12 +751,12 @@ func (a *Attention) observe(id string, s *directory.Entry, local bool, now int64
 func (a *Attention) appendFeed(sb *sub, it FeedItem, w *writes) {
 	sb.Head++
 	it.Seq = sb.Head
-	w.sets = append(w.sets, kv{seqKey(pfxFeed, sb.ID, it.Seq), mustJSON(it)})
+	w.set(seqKey(pfxFeed, sb.ID, it.Seq), mustJSON(it))
 	for sb.Head-sb.Floor > int64(a.cfg.Retention) {
 		sb.Floor++
-		w.dels = append(w.dels, seqKey(pfxFeed, sb.ID, sb.Floor))
+		w.del(seqKey(pfxFeed, sb.ID, sb.Floor))
 	}
-	w.sets = append(w.sets, kv{[]byte(pfxSub + sb.ID), mustJSON(sb.subMeta)})
+	w.set([]byte(pfxSub+sb.ID), mustJSON(sb.subMeta))
 	w.live = append(w.live, liveEvent{sb.Agent, "subscription", map[string]any{"subscription_id": sb.ID, "item": it}})
 }
 
@@ -819,21 +825,25 @@ func (a *Attention) removeSub(s *sub) {
 // dropSubLocked removes a subscription and queues the deletion of its keys.
 func (a *Attention) dropSubLocked(s *sub, w *writes) {
 	for id := range s.matched {
-		w.dels = append(w.dels, []byte(pfxMatch+s.ID+"/"+id))
+		w.del([]byte(pfxMatch + s.ID + "/" + id))
 	}
 	for q := s.Floor + 1; q <= s.Head; q++ {
-		w.dels = append(w.dels, seqKey(pfxFeed, s.ID, q))
+		w.del(seqKey(pfxFeed, s.ID, q))
 	}
-	w.dels = append(w.dels, []byte(pfxSub+s.ID))
+	w.del([]byte(pfxSub + s.ID))
+	w.unit()
 	a.removeSub(s)
 }
 
 // recordLocked turns one accepted or mirrored record into mention items
 // and join-request outcomes.
 func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
-	env, err := identity.ParseEnvelope(p.rec.Envelope)
-	if err != nil {
-		return
+	env := p.env
+	if env == nil {
+		var err error
+		if env, err = identity.ParseEnvelope(p.rec.Envelope); err != nil {
+			return
+		}
 	}
 	ev := &env.Event
 	if p.local && ev.Type == "room.join.review" {
@@ -876,13 +886,14 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 		}
 		ib.head++
 		it.Seq = ib.head
-		w.sets = append(w.sets, kv{seqKey(pfxMention, m, it.Seq), mustJSON(it)})
+		w.set(seqKey(pfxMention, m, it.Seq), appendMention(nil, &it))
 		for ib.head-ib.floor > int64(a.cfg.Retention) {
 			ib.floor++
-			w.dels = append(w.dels, seqKey(pfxMention, m, ib.floor))
+			w.del(seqKey(pfxMention, m, ib.floor))
 		}
 		hf := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(ib.head)), uint64(ib.floor))
-		w.sets = append(w.sets, kv{[]byte(pfxInbox + m), hf})
+		w.set([]byte(pfxInbox+m), hf)
+		w.unit()
 		if it.Readable {
 			w.live = append(w.live, liveEvent{agent, "mention", it.MentionItem})
 		}

@@ -112,19 +112,19 @@ func (a *Attention) waterLocked(rooms, mir map[string]int64, now int64, w *write
 	n := 0
 	for id, seq := range rooms {
 		if seq > 0 {
-			w.sets = append(w.sets, kv{waterKey(false, id), u64(seq)})
+			w.set(waterKey(false, id), u64(seq))
 			n++
 		}
 	}
 	for id, seq := range mir {
 		if seq > a.mirWM[id] {
 			a.mirWM[id] = seq
-			w.sets = append(w.sets, kv{waterKey(true, id), u64(seq)})
+			w.set(waterKey(true, id), u64(seq))
 			n++
 		}
 	}
 	if n > 0 {
-		w.sets = append(w.sets, kv{[]byte(keyPass), u64(now)})
+		w.set([]byte(keyPass), u64(now))
 	}
 }
 
@@ -181,7 +181,7 @@ func (a *Attention) catchUp(c *Chain) {
 	var w writes
 	rooms, derived := 0, 0
 	flush := func() {
-		if len(w.sets)+len(w.dels) > 0 {
+		if len(w.ops) > 0 {
 			if err := a.write(&w); err != nil {
 				a.cfg.Log.Error("attention: store caught-up items", "err", err)
 			}
@@ -225,19 +225,20 @@ func (a *Attention) catchUp(c *Chain) {
 				a.recordLocked(pendingRecord{rec: r, local: !c.Mirror, inbox: idx}, now, &w)
 			}
 			a.mu.Unlock()
-			if len(w.sets) > 4096 {
+			if len(w.ops) > 4096 {
 				flush()
 			}
 		}
 		key := waterKey(c.Mirror, h.ID)
 		a.caught[string(key)] = after
-		w.sets = append(w.sets, kv{key, u64(after)})
+		w.set(key, u64(after))
+		w.unit()
 		if c.Mirror && after > a.mirWM[h.ID] {
 			a.mirWM[h.ID] = after
 		}
 	}
 	if rooms > 0 {
-		w.sets = append(w.sets, kv{[]byte(keyPass), u64(now)})
+		w.set([]byte(keyPass), u64(now))
 	}
 	flush()
 	if rooms > 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -28,6 +29,9 @@ type Host interface {
 	// after, with no read rule (the catch-up's own derivations).
 	ActiveSince(ms int64) []hostport.RoomHead
 	ChainRecords(roomID string, after int64, limit int) ([][]byte, error)
+	// CommitWith queues writes into the host's group commit (done runs
+	// once they are durable).
+	CommitWith(ops []groupcommit.KV, done func(error)) error
 }
 
 // ForNode returns the Config for a process around n: dir is the federated
@@ -38,7 +42,8 @@ func ForNode(n Host, dir func() []directory.Entry, idx *index.Index) Config {
 		dir = n.Summaries
 	}
 	cfg := Config{DB: n.DB(), Now: n.NowMs, Directory: dir, Lookup: n.Summary, Log: n.Logger(),
-		CanRead: func(roomID string, a identity.AgentID) bool { return n.CanReadEvents(roomID, a) }}
+		CanRead: func(roomID string, a identity.AgentID) bool { return n.CanReadEvents(roomID, a) },
+		Commit:  n.CommitWith}
 	cfg.Chain = &Chain{
 		Heads: func(since int64) []Head {
 			hs := n.ActiveSince(since)

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/adpnode/adpnode/adp"
@@ -30,6 +31,15 @@ type Client struct {
 	// Log, when set, makes Events and History verify every record's
 	// inclusion in the host log (logcheck.go).
 	Log *LogCheck
+	// Seal holds the agent's X25519 keys for member-only rooms
+	// (sealed.go). When nil it is loaded from SealPath when first needed
+	// (a first key is made and saved there, 0600), or made in memory when
+	// SealPath is "" too.
+	Seal     *SealKeys
+	SealPath string
+
+	sealMu    sync.Mutex
+	sealRooms map[string]*sealedView
 }
 
 // New returns a client for the host at origin.

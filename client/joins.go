@@ -80,14 +80,6 @@ func (c *Client) Join(ctx context.Context, roomID, role, perspective, requestID 
 	return c.Post(ctx, roomID, 5, func(*Room, []*record.Record) (string, any, error) { return "room.join", payload, nil })
 }
 
-// Message posts a message.create, re-deciding nothing on head races (the
-// same content is re-signed on the new head).
-func (c *Client) Message(ctx context.Context, roomID, contentType, content string) (*record.Record, error) {
-	return c.Post(ctx, roomID, 10, func(*Room, []*record.Record) (string, any, error) {
-		return "message.create", map[string]any{"content_type": contentType, "content": content}, nil
-	})
-}
-
 // PublicRooms lists the directory (federated by default).
 func (c *Client) PublicRooms(ctx context.Context, query string) (json.RawMessage, error) {
 	var raw json.RawMessage

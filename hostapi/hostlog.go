@@ -1,6 +1,8 @@
 package hostapi
 
 import (
+	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -29,6 +31,7 @@ func (s *Server) logRoutes(e *gin.Engine, v1 *gin.RouterGroup) {
 	e.GET(LogPrefix+"checkpoint", s.logResource)
 	e.GET(LogPrefix+"tile/*path", s.logResource)
 	v1.GET("/log/inclusion", s.logInclusion)
+	v1.POST("/log/inclusions", s.logInclusions)
 	v1.GET("/log/consistency", s.logConsistency)
 }
 
@@ -117,6 +120,105 @@ func (s *Server) logInclusion(c *gin.Context) {
 		return
 	}
 	writeJSON(c, http.StatusOK, f)
+}
+
+// MaxInclusionBatch bounds the record hashes of one POST /v1/log/inclusions.
+const MaxInclusionBatch = 256
+
+// InclusionBatch is the answer of POST /v1/log/inclusions: one signed
+// checkpoint (with the witnesses' cosignature lines the host holds for
+// it) and, per record hash asked for, in order, its inclusion proof
+// against that checkpoint or why there is none.
+type InclusionBatch struct {
+	Type        string `json:"type"`
+	Checkpoint  string `json:"checkpoint"`
+	VerifierKey string `json:"verifier_key"`
+	TreeSize    uint64 `json:"tree_size"`
+	// PublishedAt is when the host published the checkpoint (Unix ms, the
+	// host's clock; 0 when unknown). A claim, not signed.
+	PublishedAt int64        `json:"published_at"`
+	Proofs      []BatchProof `json:"proofs"`
+}
+
+// BatchProof is one record's entry in an InclusionBatch: Inclusion, or
+// Error "not_in_log" when the checkpoint does not cover the record (yet).
+type BatchProof struct {
+	RecordHash string                    `json:"record_hash"`
+	Inclusion  *tlogproof.InclusionProof `json:"inclusion,omitempty"`
+	Error      string                    `json:"error,omitempty"`
+}
+
+// InclusionBatchType is the "type" of an InclusionBatch.
+const InclusionBatchType = "adp.record-proofs"
+
+// logInclusions serves POST /v1/log/inclusions {"record_hashes": [...]}:
+// the inclusion proofs of up to MaxInclusionBatch records against the
+// latest checkpoint, in one answer (the web viewer's one request per page).
+func (s *Server) logInclusions(c *gin.Context) {
+	l := s.hostLog(c)
+	if l == nil {
+		return
+	}
+	b, err := s.body(c)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	var in struct {
+		RecordHashes []string `json:"record_hashes"`
+	}
+	if json.Unmarshal(b, &in) != nil || len(in.RecordHashes) == 0 {
+		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "record_hashes", `body must be {"record_hashes": ["<record hash>", ...]}`))
+		return
+	}
+	if len(in.RecordHashes) > MaxInclusionBatch {
+		s.fail(c, adp.Reason(adp.CodeInvalidRequest, "too_many_record_hashes", "at most 256 record hashes per request").
+			WithData("limit", MaxInclusionBatch))
+		return
+	}
+	leaves := make([][32]byte, len(in.RecordHashes))
+	for i, h := range in.RecordHashes {
+		if leaves[i], err = tlogproof.RecordLeaf(h); err != nil {
+			s.fail(c, adp.Reason(adp.CodeInvalidRequest, "record_hash_invalid", "record_hashes["+strconv.Itoa(i)+"] is not 32 bytes of base64url").
+				WithData("index", i))
+			return
+		}
+	}
+	ctx := c.Request.Context()
+	raw, cp, err := l.Checkpoint(ctx)
+	if err != nil {
+		s.fail(c, err)
+		return
+	}
+	out := InclusionBatch{Type: InclusionBatchType, Checkpoint: string(raw), VerifierKey: l.VerifierKey(), TreeSize: cp.Size,
+		Proofs: make([]BatchProof, len(leaves))}
+	if w := s.opts.Witnessed; w != nil {
+		out.Checkpoint = string(w.CosignedFor(raw))
+	}
+	if at, err := l.CheckpointTime(); err == nil {
+		out.PublishedAt = at.UnixMilli()
+	}
+	for i, leaf := range leaves {
+		out.Proofs[i].RecordHash = in.RecordHashes[i]
+		if cp.Size == 0 {
+			out.Proofs[i].Error = "not_in_log"
+			continue
+		}
+		rp, err := l.Inclusion(ctx, leaf, cp.Size)
+		var ae *adp.Error
+		switch {
+		case err == nil:
+			out.Proofs[i].Inclusion = &rp.Inclusion
+		case errors.As(err, &ae) && (ae.Code == adp.CodeNotFound || ae.Code == adp.CodeInvalidRequest):
+			// Not journalled, or beyond this checkpoint: not covered yet.
+			out.Proofs[i].Error = "not_in_log"
+		default:
+			s.fail(c, err)
+			return
+		}
+	}
+	c.Header("Cache-Control", "no-store")
+	writeJSON(c, http.StatusOK, out)
 }
 
 // logConsistency serves GET /v1/log/consistency?size1=M[&size2=N]

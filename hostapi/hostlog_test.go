@@ -19,6 +19,7 @@ import (
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/tlog"
+	"github.com/adpnode/adpnode/witness"
 )
 
 // logHost is a node with a host log and a second server that serves it.
@@ -144,4 +145,116 @@ func TestHostLogEndToEnd(t *testing.T) {
 	// Without a log the routes answer not_found.
 	plain := adptest.Do(t, http.MethodGet, h.URL+"/tlog/checkpoint", "", nil)
 	expectCode(t, plain, adp.CodeNotFound)
+}
+
+// TestHostLogInclusionBatch: POST /v1/log/inclusions answers, in order,
+// the proof of every record asked for against one checkpoint, which
+// verifies offline with the published key, and not_in_log for a hash the
+// log does not hold; hostile bodies get the spec's error shape; a batch
+// is capped; after a restart on the same data dir the same records prove
+// against the reopened log.
+func TestHostLogInclusionBatch(t *testing.T) {
+	spec := loadSpec(t)
+	dir := t.TempDir()
+	h := adptest.StartHostAt(t, node.Config{DataDir: dir, Rates: highRates()}, adptest.NewClock())
+	pub, key, _ := ed25519.GenerateKey(nil)
+	lv := startLogViewer(t, h, key, witness.Target{})
+	a := adptest.NewAgent("alice")
+	var hashes []string
+	for r := range 2 {
+		id := lv.h.CreateRoom(t, a, lv.h.RoomPayload([]string{"public", "private"}[r]))
+		for i := range 6 {
+			lv.h.MustPost(t, a, id, "message.create", msg("m"+fmtSeq(int64(i))))
+		}
+		hs, err := lv.h.Node.RecordHashes(id, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rh := range hs {
+			hashes = append(hashes, tlogproof.EncodeRecordHash(rh))
+		}
+	}
+	lv.covered(t, uint64(len(hashes)))
+	v, err := tlogproof.Verifier(tlogproof.Origin(lv.h.Node.Host()), pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unknown := tlogproof.EncodeRecordHash([32]byte{7})
+	post := func(url string, body any) *adptest.Response {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		return adptest.Do(t, http.MethodPost, url+"/v1/log/inclusions", "", b)
+	}
+	check := func(url string) tlogproof.Checkpoint {
+		t.Helper()
+		asked := append([]string{hashes[3], unknown}, hashes...)
+		r := post(url, map[string]any{"record_hashes": asked})
+		if r.Status != http.StatusOK || r.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("batch: %s", r)
+		}
+		spec.check(t, "postLogInclusions", r)
+		var ans hostapi.InclusionBatch
+		if err := r.JSON(&ans); err != nil {
+			t.Fatal(err)
+		}
+		cp, _, err := tlogproof.Open([]byte(ans.Checkpoint), v)
+		if err != nil || ans.Type != hostapi.InclusionBatchType || ans.TreeSize != cp.Size || cp.Size != uint64(len(hashes)) || len(ans.Proofs) != len(asked) {
+			t.Fatalf("batch: %+v, checkpoint %+v, %v", ans, cp, err)
+		}
+		if age := time.Since(time.UnixMilli(ans.PublishedAt)); age < 0 || age > time.Hour {
+			t.Fatalf("published_at %d", ans.PublishedAt)
+		}
+		for i, p := range ans.Proofs {
+			if p.RecordHash != asked[i] {
+				t.Fatalf("proof %d is for %s, asked %s", i, p.RecordHash, asked[i])
+			}
+			if asked[i] == unknown {
+				if p.Error != "not_in_log" || p.Inclusion != nil {
+					t.Fatalf("unknown record: %+v", p)
+				}
+				continue
+			}
+			leaf, _ := tlogproof.RecordLeaf(p.RecordHash)
+			if p.Inclusion == nil || tlogproof.VerifyInclusion(*p.Inclusion, leaf, cp.Hash) != nil {
+				t.Fatalf("proof %d does not verify: %+v", i, p)
+			}
+		}
+		return cp
+	}
+	before := check(lv.srv.URL)
+
+	tooMany := make([]string, hostapi.MaxInclusionBatch+1)
+	for i := range tooMany {
+		tooMany[i] = hashes[0]
+	}
+	for name, body := range map[string]any{
+		"not JSON":   "record_hashes",
+		"empty":      map[string]any{},
+		"none":       map[string]any{"record_hashes": []string{}},
+		"not a list": map[string]any{"record_hashes": hashes[0]},
+		"malformed":  map[string]any{"record_hashes": []string{hashes[0], "abc"}},
+		"too many":   map[string]any{"record_hashes": tooMany},
+	} {
+		r := post(lv.srv.URL, body)
+		expectCode(t, r, adp.CodeInvalidRequest)
+		spec.check(t, "postLogInclusions", r)
+		if name == "too many" && r.ErrorData()["limit"] != float64(hostapi.MaxInclusionBatch) {
+			t.Fatalf("too many: %s", r)
+		}
+	}
+	// Exactly the cap is answered.
+	full := post(lv.srv.URL, map[string]any{"record_hashes": tooMany[1:]})
+	var fa hostapi.InclusionBatch
+	full.JSON(&fa)
+	if full.Status != http.StatusOK || len(fa.Proofs) != hostapi.MaxInclusionBatch {
+		t.Fatalf("a full batch: %d, %d proofs", full.Status, len(fa.Proofs))
+	}
+	// Without a host log: not_found.
+	expectCode(t, post(lv.h.URL, map[string]any{"record_hashes": hashes[:1]}), adp.CodeNotFound)
+
+	lv = lv.restart(t)
+	lv.covered(t, uint64(len(hashes)))
+	if after := check(lv.srv.URL); after.Hash != before.Hash {
+		t.Fatalf("after the restart the same tree has another root: %x, %x", after.Hash, before.Hash)
+	}
 }

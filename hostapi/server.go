@@ -369,6 +369,8 @@ func (s *Server) discovery(c *gin.Context) {
 			"events_page":                    gin.H{"default": 100, "max": 1000},
 		},
 	}
+	// Member-only rooms: policy.extra.confidentiality (docs/sealed-rooms.md).
+	doc["features"] = append(doc["features"].([]string), "x-sealed-rooms")
 	if f := s.opts.Federation; f != nil {
 		b := f.Binding()
 		doc["host_key"] = b.Key

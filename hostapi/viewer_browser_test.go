@@ -27,6 +27,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/mirror"
@@ -313,6 +314,7 @@ func TestViewerBrowser(t *testing.T) {
 	t.Run("tampered", func(t *testing.T) { browserTampered(t, b) })
 	t.Run("outcome", func(t *testing.T) { browserOutcome(t, b) })
 	t.Run("mirror", func(t *testing.T) { browserMirror(t, b) })
+	t.Run("sealed", func(t *testing.T) { browserSealed(t, b) })
 }
 
 // browserCrypto checks the page's SHA3-256, JCS and Ed25519 against known
@@ -1051,5 +1053,56 @@ func browserMirror(t *testing.T, b *browser) {
 	tb.run(chromedp.Navigate(pa.URL + "/#/rooms/" + id + "/outcome"))
 	tb.waitJS(10*time.Second, "verified archive", `document.querySelector('.outcome .badge[data-state="ok"]')`)
 	tb.shot("viewer-outcome-witness")
+	tb.assertInert()
+}
+
+// browserSealed: a member-only room's messages show as "sealed (epoch N)"
+// (the viewer never tries to decrypt), its key and epoch records say what
+// they are, and the chain still verifies in the browser on ciphertext.
+func browserSealed(t *testing.T, b *browser) {
+	h := adptest.StartHost(t, node.Config{Rates: highRates()})
+	ctx := context.Background()
+	mk := func(name string) *client.Client {
+		seed := make([]byte, 32)
+		copy(seed, "viewer sealed "+name)
+		priv, err := identity.KeyFromSeed(seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := client.New(h.URL, client.KeyFromPrivate(priv))
+		c.Now = h.Clock.Now
+		return c
+	}
+	alice, bob := mk("alice"), mk("bob")
+	cr, err := alice.CreateSealedRoom(ctx, h.RoomPayload("public"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.Join(ctx, cr.ID, "speaker", "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bob.PublishSealKey(ctx, cr.ID); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "viewer-secret-4711"
+	rec, err := alice.Message(ctx, cr.ID, "text/markdown", secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	tb := b.tab(t)
+	tb.run(chromedp.Navigate(h.URL + "/#/rooms/" + cr.ID))
+	row := `#transcript > li[data-seq="` + fmt.Sprint(rec.Seq) + `"]`
+	tb.waitJS(10*time.Second, "verified sealed room", `document.querySelector('.badge[data-state="ok"]') && document.querySelector('`+row+`')`)
+	if got := tb.text(row + " .sealed"); !strings.Contains(got, "sealed (epoch 1)") {
+		t.Fatalf("sealed row: %q", got)
+	}
+	var page string
+	tb.eval(`document.body.innerText`, &page)
+	if strings.Contains(page, secret) || !strings.Contains(page, "started sealed epoch 1 for 2 members") || !strings.Contains(page, "published a sealing key") {
+		t.Fatalf("sealed room page:\n%s", page)
+	}
+	tb.shot("viewer-sealed")
+	tb.clean()
 	tb.assertInert()
 }

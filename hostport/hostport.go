@@ -8,6 +8,7 @@
 package hostport
 
 import (
+	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 )
@@ -39,7 +40,12 @@ type Event struct {
 	// for EventRecord; "" for EventStatus.
 	Type   string
 	Record *record.Record // for EventRecord
-	Status room.Status    // the room's lifecycle status after the event
+	// Envelope is Record's envelope as the host parsed it (for
+	// EventRecord; nil when the host has none at hand). Read-only: a
+	// listener that needs the actor or the mentions reads them here
+	// instead of parsing Record.Envelope again.
+	Envelope *identity.Envelope
+	Status   room.Status // the room's lifecycle status after the event
 }
 
 // EventKind says what happened.

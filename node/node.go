@@ -83,6 +83,9 @@ type hostedRoom struct {
 	// record (checkSnapshotHead, under checkMu).
 	unchecked atomic.Bool
 	checkMu   sync.Mutex
+	// seal is the folded state of a member-only room (seal.go), nil until
+	// its first sealed write after a start; guarded by seqMu.
+	seal *sealRoom
 }
 
 // actorStripes is how many locks serialise actors' writes; two agents

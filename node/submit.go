@@ -240,6 +240,9 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	if err != nil {
 		return nil, n.withRecovery(hr, err)
 	}
+	if err := n.sealCheck(hr, st, env, a); err != nil { // member-only rooms (seal.go)
+		return nil, err
+	}
 	// Quotas (§21) after admission, which knows the kind and type.
 	qkey, limit := n.cfg.Rates.rateFor(a.Type, a.Kind, a.Def)
 	qkey = qkey + "|" + string(env.Event.Actor) + "|" + hr.id
@@ -301,6 +304,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	hr.mu.Lock()
 	st.Commit(a, rec)
 	hr.mu.Unlock()
+	n.sealCommitted(hr, env, rec.Seq)
 	if a.Type == "room.create" {
 		n.mu.Lock()
 		n.rooms[hr.id] = hr
@@ -325,7 +329,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 		n.hub.refresh(hr.id, st)
 		hr.mu.RUnlock()
 	}
-	n.emit(hostport.Event{Kind: hostport.EventRecord, RoomID: hr.id, Type: a.Type, Record: rec, Status: st.StatusAt(now)})
+	n.emit(hostport.Event{Kind: hostport.EventRecord, RoomID: hr.id, Type: a.Type, Record: rec, Envelope: env, Status: st.StatusAt(now)})
 	switch a.Type {
 	case "room.create", "room.update", "room.close", "room.cancel":
 		n.sched.touch(hr)

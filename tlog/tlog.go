@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -601,6 +602,17 @@ func (l *Log) Checkpoint(ctx context.Context) ([]byte, tlogproof.Checkpoint, err
 	}
 	l.cpRaw, l.cpParsed = raw, c
 	return raw, c, nil
+}
+
+// CheckpointTime returns when the latest checkpoint was published: its
+// file's modification time (tessera writes the file only when the tree
+// grew), on the host's clock.
+func (l *Log) CheckpointTime() (time.Time, error) {
+	fi, err := os.Stat(filepath.Join(l.cfg.Dir, "checkpoint"))
+	if err != nil {
+		return time.Time{}, err
+	}
+	return fi.ModTime(), nil
 }
 
 // IndexOf returns the leaf index of a record hash.

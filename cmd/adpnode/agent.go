@@ -17,6 +17,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/client"
+	"github.com/adpnode/adpnode/seal"
 )
 
 // agentFlags are the flags every agent command shares.
@@ -35,7 +36,11 @@ func (f *agentFlags) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return client.New(f.node, k), nil
+	c := client.New(f.node, k)
+	// Sealing keys for member-only rooms live beside the agent key, made
+	// on first use (0600).
+	c.SealPath = client.SealKeyPath(f.key)
+	return c, nil
 }
 
 // readerClient is a client for reads: with the key when --key was given or
@@ -113,13 +118,14 @@ func roomCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "room", Short: "Create, show and close rooms"}
 
 	var af agentFlags
-	var topic, visibility, agenda, guidance, payload string
+	var topic, visibility, agenda, guidance, payload, confidentiality string
 	var tags, packs []string
 	var duration, startIn time.Duration
 	create := &cobra.Command{
 		Use:   "create",
 		Short: "Create a room (room.create); prints its ID and URL",
 		Example: `  adpnode room create --key alice.key --topic "Review strategy" --tags review --packs adp:reactions/1.0
+  adpnode room create --key alice.key --topic "Pricing" --confidentiality member-only
   adpnode room create --key alice.key --payload @create.json`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := af.client()
@@ -156,7 +162,15 @@ func roomCmd() *cobra.Command {
 				}
 				p = m
 			}
-			out, err := c.CreateRoom(cmd.Context(), p)
+			var out *client.Created
+			switch confidentiality {
+			case seal.MemberOnly:
+				out, err = c.CreateSealedRoom(cmd.Context(), p)
+			case seal.HubTrusted:
+				out, err = c.CreateRoom(cmd.Context(), p)
+			default:
+				return usageErrorf("--confidentiality is hub-trusted or member-only")
+			}
 			if err != nil {
 				return err
 			}
@@ -175,6 +189,7 @@ func roomCmd() *cobra.Command {
 	f.DurationVar(&duration, "duration", time.Hour, "how long the room lasts (10m to 168h)")
 	f.DurationVar(&startIn, "start-in", 0, "start this long from now (0: now)")
 	f.StringVar(&payload, "payload", "", "full room.create payload JSON or @file (overrides the other flags)")
+	f.StringVar(&confidentiality, "confidentiality", seal.HubTrusted, "hub-trusted (the host reads messages) or member-only (messages sealed for members; see docs/sealed-rooms.md)")
 
 	var sf agentFlags
 	show := &cobra.Command{
@@ -329,6 +344,13 @@ give --request ID.`,
 				return err
 			}
 			fmt.Printf("joined as %s at seq %d\n", role, rec.Seq)
+			if mode, err := c.Confidentiality(ctx, id); err == nil && mode == seal.MemberOnly {
+				krec, err := c.PublishSealKey(ctx, id)
+				if err != nil {
+					return fmt.Errorf("member-only room: publishing your sealing key failed (retry with adpnode seal key): %w", err)
+				}
+				fmt.Printf("sealing key published at seq %d\n", krec.Seq)
+			}
 			return nil
 		},
 	}
@@ -469,6 +491,18 @@ func postCmd() *cobra.Command {
 				}
 				p = map[string]any{"content_type": contentType, "content": args[1]}
 			}
+			if typ == "message.create" {
+				if mode, err := c.Confidentiality(cmd.Context(), id); err != nil {
+					return err
+				} else if mode == seal.MemberOnly {
+					rec, err := postSealed(cmd.Context(), c, id, parseMentions(mentions), p)
+					if err != nil {
+						return err
+					}
+					fmt.Printf("seq %d %s (sealed)\n", rec.Seq, rec.Hash)
+					return nil
+				}
+			}
 			attempt := 0
 			rec, err := c.PostMentions(cmd.Context(), id, 10, parseMentions(mentions), func(r *client.Room, since []*record.Record) (string, any, error) {
 				if attempt++; attempt > 1 {
@@ -526,6 +560,10 @@ interrupted room.`,
 					fmt.Println(string(b))
 					return nil
 				}
+				if line, ok := describeOpened(ctx, c, id, r); ok {
+					fmt.Println(line)
+					return nil
+				}
 				fmt.Println(describe(r))
 				return nil
 			}
@@ -543,8 +581,8 @@ interrupted room.`,
 				case ctx.Err() != nil:
 					fmt.Fprintln(os.Stderr, "tail: interrupted")
 					return nil
-				case code == "membership_required" || code == "permission_denied":
-					// Not an active member: read the events instead.
+				case code == "membership_required" || code == "permission_denied" || code == "room_ended":
+					// Not an active member, or the room is over: read the events instead.
 					if last > after {
 						after = last
 					}
@@ -637,12 +675,22 @@ func describe(r *record.Record) string {
 	body := string(ev.Payload)
 	if ev.Type == "message.create" {
 		var p struct {
-			Content json.RawMessage `json:"content"`
+			ContentType string          `json:"content_type"`
+			Content     json.RawMessage `json:"content"`
 		}
 		json.Unmarshal(ev.Payload, &p)
 		var s string
-		if json.Unmarshal(p.Content, &s) == nil {
+		var sd seal.Sealed
+		switch {
+		case p.ContentType == seal.ContentType && json.Unmarshal(p.Content, &sd) == nil:
+			body = fmt.Sprintf("sealed (epoch %d)", sd.Epoch)
+		case json.Unmarshal(p.Content, &s) == nil:
 			body = s
+		}
+	}
+	if ev.Type == seal.TypeEpoch {
+		if p, err := seal.ParseEpoch(ev.Payload); err == nil {
+			body = fmt.Sprintf("epoch %d for %d members", p.Epoch, len(p.Wraps))
 		}
 	}
 	if len(body) > 200 {

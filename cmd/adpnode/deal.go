@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -268,6 +269,18 @@ func roundTurnCmd(typ string) *cobra.Command {
 
 var errAlreadyDone = errors.New("already done")
 
+// termSafe replaces control characters in agent-written text (goals,
+// titles, reasons quoting a turn type) so that printing it cannot drive
+// the terminal (escape sequences).
+func termSafe(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+}
+
 func roundShowCmd() *cobra.Command {
 	var af agentFlags
 	var asJSON bool
@@ -294,16 +307,16 @@ func roundShowCmd() *cobra.Command {
 				return nil
 			}
 			for _, r := range res.Rounds {
-				fmt.Printf("round %s: %s — %s\n", r.ID, r.State, r.Goal)
+				fmt.Printf("round %s: %s — %s\n", r.ID, r.State, termSafe(r.Goal))
 				for _, o := range r.Options {
 					mark := " "
 					if o.ID == r.Choice {
 						mark = "*"
 					}
-					fmt.Printf("  %s option %s: %s\n", mark, o.ID, o.Title)
+					fmt.Printf("  %s option %s: %s\n", mark, termSafe(o.ID), termSafe(o.Title))
 				}
 				for _, o := range r.Delivered {
-					fmt.Printf("    delivered %s: %s %s\n", o.ID, o.Title, strings.Join(o.Refs, " "))
+					fmt.Printf("    delivered %s: %s %s\n", termSafe(o.ID), termSafe(o.Title), termSafe(strings.Join(o.Refs, " ")))
 				}
 				if r.Due > 0 {
 					fmt.Printf("    due %s (on_timeout %s)\n", time.Unix(r.Due, 0).UTC().Format(time.RFC3339), r.OnTimeout)
@@ -313,12 +326,12 @@ func roundShowCmd() *cobra.Command {
 				}
 				for _, s := range r.Steps {
 					if s.Ignored {
-						fmt.Printf("    ignored seq %d %s by %s: %s\n", s.Seq, s.Payload.Type, s.Actor, s.Reason)
+						fmt.Printf("    ignored seq %d %s by %s: %s\n", s.Seq, termSafe(s.Payload.Type), s.Actor, termSafe(s.Reason))
 					}
 				}
 			}
 			for _, s := range res.Orphans {
-				fmt.Printf("ignored seq %d: %s\n", s.Seq, s.Reason)
+				fmt.Printf("ignored seq %d: %s\n", s.Seq, termSafe(s.Reason))
 			}
 			bad := printReceipts(recs)
 			if bad > 0 {
@@ -338,7 +351,7 @@ func printReceipts(recs []*record.Record) int {
 	for _, rc := range client.Receipts(recs) {
 		if rc.Err != nil {
 			bad++
-			fmt.Printf("BAD deal receipt seq %d: %v\n", rc.Seq, rc.Err)
+			fmt.Printf("BAD deal receipt seq %d: %s\n", rc.Seq, termSafe(rc.Err.Error()))
 			continue
 		}
 		fmt.Printf("deal receipt seq %d: co-signed by %s and %s, terms hash %s\n", rc.Seq, rc.Receipt.PartyA, rc.Receipt.PartyB, rc.Receipt.TermsHash)

@@ -126,6 +126,12 @@ func TestREADMEDealExample(t *testing.T) {
 		t.Fatalf("re-run post: %s", out)
 	}
 
+	// Hostile text cannot drive the terminal: control characters are replaced.
+	cli(0, "round", "propose", roomID, "evil", "--goal", "\x1b[2Jwiped", "--option", "a=\x1b]0;title\x07A", "--node", node, "--key", "bob.key")
+	if out := cli(0, "round", "show", roomID, "--node", node); strings.ContainsAny(out, "\x1b\x07") || !strings.Contains(out, "\uFFFD[2Jwiped") {
+		t.Fatalf("round show printed control characters: %q", out)
+	}
+
 	// One bad signature: Bob's sigB over other content.
 	raw, _ := os.ReadFile(filepath.Join(work, "receipt.json"))
 	good, err := receipt.Check([]byte(strings.TrimSpace(string(raw))))

@@ -136,6 +136,9 @@ func TestServeStaticTLS(t *testing.T) {
 		}
 
 		// Bound: the connection cap counts TLS connections like plain ones.
+		// The plain and TLS 1.1 connections above close on the server's side
+		// after their answer: wait until the cap counts none of them.
+		waitFor(t, func() bool { return openConns(s) == 0 })
 		var held []*tls.Conn
 		for i := 0; i < 3; i++ {
 			c, err := tls.Dial("tcp", s.addr, &tls.Config{RootCAs: pool})

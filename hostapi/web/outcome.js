@@ -3,9 +3,42 @@
 (function (V) {
   'use strict';
 
-  const { h, kv, fmtTime, fmtDur, pill, api, errorBox, routeOf, download, RoomModel, makeBadge, agentChip, pollView, witnessList } = V;
+  const { h, replace, getDiscovery, kv, fmtTime, fmtDur, pill, api, errorBox, routeOf, download, RoomModel, makeBadge, agentChip, pollView, witnessList } = V;
 
   // ---------------------------------------------------------------- outcome page
+
+  // MAX_ROOT_RECORDS bounds the archive_root recomputation (two SHA-256
+  // per record).
+  const MAX_ROOT_RECORDS = 50000;
+
+  // archiveLogProof checks the archive's embedded proof file of its last
+  // record (extra.host_log): its verifier key is discovery's, its
+  // checkpoint is signed by it, its record hash is the last record's and
+  // its inclusion proof leads to the checkpoint's root.
+  function archiveLogProof(file, last) {
+    const el = h('span', { class: 'archive-log', data: { state: 'pending' }, text: 'checking…' });
+    const done = (state, ...c) => {
+      el.dataset.state = state;
+      replace(el, c);
+    };
+    if (!file) {
+      done('none', h('span', { class: 'muted', text: 'none (no checkpoint covered the last record when the archive was served)' }));
+      return el;
+    }
+    (async () => {
+      const d = await getDiscovery();
+      const log = d && d.log;
+      if (!log || !log.verifier_key) return done('unchecked', h('span', { class: 'muted', text: 'not checked: this host names no log key' }));
+      if (file.verifier_key !== log.verifier_key) return done('bad', h('span', { class: 'bad', text: '✗ signed by another log key than discovery\'s' }));
+      if (!last || file.record_hash !== last.hash) return done('bad', h('span', { class: 'bad', text: '✗ the proof is not for the archive\'s last record' }));
+      const c = await V.verifyCheckpointNote(file.checkpoint, log.verifier_key, log.witnesses);
+      if (!c.ok) return done('bad', h('span', { class: 'bad', text: '✗ checkpoint: ' + c.reason }));
+      const why = await V.verifyInclusion(file.record_hash, file.inclusion, c.cp);
+      if (why) return done('bad', h('span', { class: 'bad', text: '✗ ' + why }));
+      done('ok', h('span', { class: 'ok', text: '✓ ' }), 'record #' + last.seq + ' is leaf ' + file.inclusion.leaf_index + ' of the host-signed checkpoint of size ' + c.cp.sizeText);
+    })();
+    return el;
+  }
 
   function outcomePage(src) {
     const page = h('section', { class: 'page outcome', data: { room: src.id, source: src.kind } });
@@ -15,6 +48,7 @@
     page.append(head, body);
     V.app.append(page);
     let destroyed = false;
+    let logCheck = null;
 
     (async () => {
       let res, arch;
@@ -61,10 +95,29 @@
       } catch (e) {
         manifestFail = 'records cannot be canonicalized';
       }
-      verifier.add(records).then(() => {
+      // The host log: every record of the archive proved against the
+      // latest checkpoint (bounded per page), and the archive's own
+      // embedded proof of its last record (extra.host_log).
+      const hashAtSeq = (seq) => verifier.hashes.get(seq);
+      let logEl = null;
+      if (src.kind === 'local') {
+        logCheck = new V.LogCheck(() => { if (logEl) logEl.refresh(); });
+        logEl = V.logCard(logCheck, hashAtSeq, 'records of the archive');
+        logCheck.add(records);
+      }
+      verifier.add(records).then(async () => {
+        if (logEl) logEl.refresh();
+        // archive_root is the RFC 6962 root over the record hashes (or,
+        // in archives made before the host log, events_sha3_256).
+        let rootNote = '';
+        if (!manifestFail && man.archive_root && man.archive_root !== man.events_sha3_256) {
+          if (records.length > MAX_ROOT_RECORDS) rootNote = ' · archive_root not recomputed (over ' + MAX_ROOT_RECORDS + ' records)';
+          else if ((await V.merkleRoot(records.map((r) => r.hash))) !== man.archive_root) manifestFail = 'archive_root is not the RFC 6962 root of the records';
+          else rootNote = ' · archive_root matches';
+        }
         extra.pending = false;
         if (manifestFail) extra.fail = { seq: last ? last.seq : 0, reason: manifestFail };
-        else extra.okNote = 'events_sha3_256 matches';
+        else extra.okNote = 'events_sha3_256 matches' + rootNote;
         badge.update(verifier, records.length, extra);
       });
 
@@ -124,6 +177,7 @@
       // Manifest and witnesses.
       const ex = man.extra || {};
       const hashAt = (seq) => (model.bySeq.get(seq) ? verifier.hashes.get(seq) || model.bySeq.get(seq).hash : undefined);
+      if (logEl) grid.append(logEl);
       grid.append(h('section', { class: 'card manifest-card wide' }, h('h3', { text: 'Archive' }),
         h('dl', { class: 'kv' },
           kv('Generated', fmtTime(man.generated_at)),
@@ -131,12 +185,13 @@
           kv('Last hash', h('code', { text: String(man.last_hash) })),
           kv('events_sha3_256', h('code', { text: String(man.events_sha3_256) })),
           kv('archive_root', h('code', { text: String(man.archive_root) })),
-          ex.host_key ? kv('Host key', h('code', { class: 'did', text: String(ex.host_key) })) : null),
+          ex.host_key ? kv('Host key', h('code', { class: 'did', text: String(ex.host_key) })) : null,
+          kv('extra.host_log', archiveLogProof(ex.host_log, last))),
         h('h4', { text: 'Witnesses' }),
         Array.isArray(ex.witnesses) ? witnessList(ex.witnesses, hashAt, ctx) : h('p', { class: 'muted small', text: 'This archive lists no witnesses.' })));
     })();
 
-    return { destroy() { destroyed = true; } };
+    return { destroy() { destroyed = true; if (logCheck) logCheck.destroy(); } };
   }
 
   Object.assign(V, { outcomePage });

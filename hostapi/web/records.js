@@ -56,6 +56,7 @@
 
   // ---------------------------------------------------------------- records
 
+  const SEALED_TYPE = 'application/vnd.adpnode.sealed+json';
   const REACTION_SIGN = { agree: '+', disagree: '−', neutral: '·', important: '!', confusing: '?' };
   const reactionLabel = (r) => (REACTION_SIGN[r] ? REACTION_SIGN[r] + ' ' + r : r);
 
@@ -86,6 +87,14 @@
     switch (type) {
       case 'message.create': {
         art.append(h('header', { class: 'rec-head' }, headBits, time));
+        if (p.content_type === SEALED_TYPE) {
+          // Member-only room: the viewer never tries to decrypt.
+          const epoch = p.content && typeof p.content === 'object' && Number.isInteger(p.content.epoch) ? p.content.epoch : '?';
+          body.append(h('p', { class: 'sealed muted', title: 'Sealed for the room\'s members (XChaCha20-Poly1305 under the epoch key); the host and this viewer cannot read it.',
+            text: `🔒 sealed (epoch ${epoch})` }));
+          refList('↪ refers to', p.references);
+          break;
+        }
         body.append(renderContent(p.content_type, p.content, md));
         refList('↪ refers to', p.references);
         break;
@@ -119,6 +128,14 @@
       case 'room.create':
         body.append(line(ctx.agent(ev.actor), ' created the room'), details('Contract as created', p));
         break;
+      case 'seal.key':
+        body.append(line(ctx.agent(ev.actor), ' published a sealing key'));
+        break;
+      case 'seal.epoch': {
+        const n = Array.isArray(p.wraps) ? p.wraps.length : 0;
+        body.append(line(ctx.agent(ev.actor), ` started sealed epoch ${Number.isInteger(p.epoch) ? p.epoch : '?'} for ${n} member${n === 1 ? '' : 's'}`));
+        break;
+      }
       case 'room.update':
         body.append(line(ctx.agent(ev.actor), ' updated the contract: ', Object.keys(p).join(', ')), details('Changes', p));
         break;

@@ -27,7 +27,7 @@
   // roomSide is the side column: the mirror card (mirrors), the contract,
   // the members panel and the type registry, redrawn from each fresh room
   // resource.
-  function roomSide(rp, members) {
+  function roomSide(rp, members, logEl) {
     const el = h('aside', { class: 'side' });
     let contractEl = null;
     let typesEl = null;
@@ -41,7 +41,7 @@
         mirrorCard = mirrorInfoCard(res, rp.ctx, rp.verifier);
         el.append(mirrorCard);
       }
-      el.append(contractEl, rounds, members.el, typesEl);
+      el.append(contractEl, logEl || mirrorLogNote(), rounds, members.el, typesEl);
     }
 
     function update(res) {
@@ -65,6 +65,11 @@
     return { el, show, update, refreshMirror, refreshRounds: () => rounds.refresh() };
   }
 
+  function mirrorLogNote() {
+    return h('section', { class: 'card log-card', data: { state: 'mirror' } }, h('h3', { text: 'Host log' }),
+      h('p', { class: 'muted small', text: 'Not checked here: a mirrored room\'s records are in its host\'s log; open the room on its host to check them there.' }));
+  }
+
   function roomPage(src, r) {
     const state = { destroyed: false, timers: new Set(), focus: null };
     const timer = (fn, ms) => {
@@ -74,6 +79,11 @@
     const model = new RoomModel();
     const badge = makeBadge();
     const verifier = new V.ChainVerifier(src.id, () => refreshBadge());
+    // The host log proves the records of rooms hosted here; a mirror's
+    // records are in their host's log, which this page cannot reach.
+    const logCheck = src.kind === 'local' ? new V.LogCheck(() => logChanged()) : null;
+    const hashAt = (seq) => verifier.hashes.get(seq);
+    const logEl = logCheck ? V.logCard(logCheck, hashAt, 'records') : null;
     const notice = h('div', { class: 'notices' });
     // rp is the page the parts share.
     const rp = { src, model, verifier, badge, notice, state, timer, ctx: roomContext(src, model), resource: null };
@@ -82,7 +92,7 @@
     const transcript = transcriptView(rp, { onRecord, onBatch: refreshBadge, onRestricted: () => members.hide() });
     const live = liveStream(rp, { onRecord: transcript.ingest, onOpen: transcript.loadHistory, onEnded: roomFinished });
 
-    const side = roomSide(rp, members);
+    const side = roomSide(rp, members, logEl);
     const head = h('header', { class: 'room-head' }, h('h1', { class: 'room-topic', text: 'Loading room…' }));
     V.app.append(h('section', { class: 'page room', data: { room: src.id, source: src.kind } }, head,
       h('div', { class: 'room-grid' },
@@ -94,10 +104,25 @@
       badge.update(verifier, model.lastSeq);
       if (verifier.state === 'fail') transcript.markBad(verifier.failSeq);
       side.refreshMirror();
+      logChanged();
+    }
+
+    // logChanged redraws the host log card and the records' log marks
+    // (at most every 100 ms).
+    let logTimer = false;
+    function logChanged() {
+      if (!logCheck || logTimer || state.destroyed) return;
+      logTimer = true;
+      timer(() => {
+        logTimer = false;
+        for (const seq of logCheck.entries.keys()) V.setMark(transcript.rowAt(seq), logCheck.mark(seq, hashAt));
+        logEl.refresh();
+      }, 100);
     }
 
     // onRecord runs after each record is rendered.
     function onRecord(rec, fx) {
+      if (logCheck) logCheck.add([rec]);
       if (fx.membership) members.changed();
       if (fx.round) side.refreshRounds();
       if (rp.resource) resourceChanged();
@@ -220,6 +245,7 @@
       destroy() {
         state.destroyed = true;
         live.stop();
+        if (logCheck) logCheck.destroy();
         for (const t of state.timers) clearTimeout(t);
       },
     };

@@ -162,7 +162,7 @@
       if (a) a.classList.add('rec-bad');
     }
 
-    return { el, toggle, ingest, loadHistory, articleAt, markBad };
+    return { el, toggle, ingest, loadHistory, articleAt, markBad, rowAt: (seq) => articles.get(seq) };
   }
 
   Object.assign(V, { transcriptView });

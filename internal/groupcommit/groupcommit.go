@@ -10,8 +10,11 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// KV is one key/value to set.
-type KV struct{ K, V []byte }
+// KV is one key/value to set, or with Del one key to delete (V unused).
+type KV struct {
+	K, V []byte
+	Del  bool
+}
 
 type request struct {
 	sets []KV
@@ -46,7 +49,8 @@ func New(db *badger.DB, queue int) *Committer {
 	return c
 }
 
-// Commit writes sets durably and returns when they are on disk.
+// Commit writes sets (and deletes) durably and returns when they are on
+// disk.
 func (c *Committer) Commit(sets []KV) error {
 	done := make(chan error, 1)
 	if err := c.Enqueue(sets, func(err error) { done <- err }); err != nil {
@@ -145,7 +149,7 @@ func (c *Committer) writeSome(batch []request) (int, error) {
 	for _, r := range batch {
 		var err error
 		for _, e := range r.sets {
-			if err = txn.Set(e.K, e.V); err != nil {
+			if err = apply(txn, e); err != nil {
 				break
 			}
 		}
@@ -163,11 +167,18 @@ func (c *Committer) writeSome(batch []request) (int, error) {
 		txn = c.db.NewTransaction(true)
 		for _, r := range batch[:n] {
 			for _, e := range r.sets {
-				if err := txn.Set(e.K, e.V); err != nil {
+				if err := apply(txn, e); err != nil {
 					return n, err
 				}
 			}
 		}
 	}
 	return n, txn.Commit()
+}
+
+func apply(txn *badger.Txn, e KV) error {
+	if e.Del {
+		return txn.Delete(e.K)
+	}
+	return txn.Set(e.K, e.V)
 }

@@ -94,3 +94,40 @@ func TestCommitterOnError(t *testing.T) {
 		t.Fatalf("hook saw %d errors, want 1: %v", len(seen), seen)
 	}
 }
+
+// A request may delete keys; within one request its entries apply in
+// order (a set then a delete of the same key leaves it deleted), and a
+// delete shares the transaction of the sets beside it.
+func TestCommitterDeletes(t *testing.T) {
+	dir := t.TempDir()
+	db, err := badger.Open(badger.DefaultOptions(dir).WithSyncWrites(true).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := New(db, 4)
+	if err := c.Commit([]KV{{K: []byte("a"), V: []byte("1")}, {K: []byte("b"), V: []byte("1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Commit([]KV{{K: []byte("a"), Del: true}, {K: []byte("c"), V: []byte("1")}, {K: []byte("c"), Del: true}, {K: []byte("d"), V: []byte("2")}}); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	db.Close()
+	// Restart on the same directory: what was acknowledged is there.
+	if db, err = badger.Open(badger.DefaultOptions(dir).WithLogger(nil)); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	want := map[string]bool{"a": false, "b": true, "c": false, "d": true}
+	if err := db.View(func(txn *badger.Txn) error {
+		for k, present := range want {
+			_, err := txn.Get([]byte(k))
+			if got := err == nil; got != present {
+				t.Errorf("key %s present %v, want %v (err %v)", k, got, present, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
