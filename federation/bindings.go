@@ -41,7 +41,16 @@ type bindingCheck struct {
 // it is now, failed more than an interval ago, or verified more than ten
 // intervals ago.
 func (c bindingCheck) due(b index.Binding, interval time.Duration) bool {
-	if c.peerID != b.PeerID || c.origin != b.Origin || c.wall.IsZero() {
+	if c.peerID != b.PeerID || c.origin != b.Origin {
+		return true
+	}
+	return c.dueAt(interval)
+}
+
+// dueAt reports whether the check is old enough to be made again: a
+// verified binding after ten intervals, another after one.
+func (c bindingCheck) dueAt(interval time.Duration) bool {
+	if c.wall.IsZero() {
 		return true
 	}
 	if c.verified {
@@ -164,7 +173,8 @@ func (f *Federation) bindingLoop(ctx context.Context) {
 
 // checkNewBindings queues a cross-check of every host binding not
 // checked in the last ten intervals (runs on the announce ticker), and
-// forgets the checks of hosts the index no longer holds.
+// forgets the checks of hosts the index no longer holds once they are
+// due.
 func (f *Federation) checkNewBindings(ctx context.Context) {
 	now := f.n.NowMs()
 	hosts := f.idx.Bindings(now)
@@ -181,8 +191,12 @@ func (f *Federation) checkNewBindings(ctx context.Context) {
 	}
 	var gone []identity.AgentID
 	f.checkMu.Lock()
-	for k := range f.checks {
-		if !live[k] {
+	for k, c := range f.checks {
+		// A check is kept until it is due again even when the index
+		// does not hold the host (yet): an entry in flight, or one
+		// ignored while its host was checked, would otherwise meet a
+		// forgotten check, be ignored and not forwarded.
+		if !live[k] && c.dueAt(f.cfg.AnnounceInterval) {
 			delete(f.checks, k)
 			gone = append(gone, k)
 		}

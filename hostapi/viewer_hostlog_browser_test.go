@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"github.com/adpnode/adpnode/adp/identity"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -600,4 +601,14 @@ func TestViewerHostLog(t *testing.T) {
 	}
 	tb.shot("viewer-hostlog-outcome")
 	tb.assertInert()
+
+	// The same node served without its log (adptest's own server): the
+	// card says so and no record carries a mark.
+	tb.run(chromedp.Navigate(lv.h.URL + "/#/rooms/" + id))
+	tb.waitJS(20*time.Second, "no host log", `document.querySelector('.badge[data-state="ok"]') && document.querySelector('.log-card[data-state="none"]') && document.querySelectorAll('#transcript > li.rec').length > 200`)
+	var marks int
+	tb.eval(`document.querySelectorAll('#transcript .log-mark').length`, &marks)
+	if c := tb.text(".log-card"); marks != 0 || !strings.Contains(c, "this host keeps no host log") {
+		t.Fatalf("a host without a log: %d marks, card %q", marks, c)
+	}
 }
