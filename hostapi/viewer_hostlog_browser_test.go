@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/adpnode/adpnode/adp/identity"
 	"io"
 	"net/http"
 	"net/http/httptest"
