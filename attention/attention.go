@@ -75,14 +75,13 @@ type Config struct {
 	WatchBuffer      int           // items buffered per live stream (default 256)
 	MaxPending       int           // records queued for the owner (default 65,536)
 	// Batch is the least time between two owner passes (default 25 ms):
-	// what arrives meanwhile is stored in one batch, so the owner's
-	// synced writes do not compete with every write of the node.
+	// what arrives meanwhile is stored in one batch.
 	Batch time.Duration
 	// BusyBatch is the least time between two passes while the node is
 	// busy writing: after a pass that took at least BusyEvents records,
-	// hosted or mirrored (default 250 ms and 8). Every pass that stores is one more synced Badger
-	// write beside the node's group commits; under load fewer, larger
-	// batches keep the inbox off the write path's throughput.
+	// hosted or mirrored (default 250 ms and 8). A pass's batch rides the
+	// node's group commit (Commit); under load fewer, larger batches keep
+	// the owner's fixed cost per pass (watermarks, pass time) small.
 	BusyBatch  time.Duration
 	BusyEvents int
 	// Chain is where the start-up catch-up reads this node's committed
@@ -457,8 +456,9 @@ var (
 	reviewMark   = []byte(`"type":"room.join.review"`)
 )
 
-// interesting is the write path's whole cost for a record without
-// mentions: two substring scans of its canonical envelope.
+// interesting picks the records that may mention anyone or review a join
+// request, by two substring scans of the canonical envelope, where no
+// parsed envelope is at hand (mirrored records, the catch-up).
 func interesting(env []byte) bool {
 	return bytes.Contains(env, mentionsMark) || bytes.Contains(env, reviewMark)
 }

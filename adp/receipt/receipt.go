@@ -67,10 +67,9 @@ func TermsHash(terms, salt []byte) (string, error) {
 }
 
 // Parse decodes a receipt strictly: I-JSON (no duplicate names, no lone
-// surrogates, integers in range), a closed object with every member, and
-// well-formed members. It does not check signatures (see Verify). The
-// receipt may be unsigned (sigA and sigB absent) only when unsigned is
-// true.
+// surrogates, integers in range), at most MaxBytes, a closed object with
+// every member, and well-formed members. It does not check signatures (see
+// Verify).
 func Parse(raw []byte) (*Receipt, error) { return parse(raw, false) }
 
 // ParseUnsigned is Parse for a receipt that may still lack one or both

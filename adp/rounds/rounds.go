@@ -98,7 +98,7 @@ type Turn struct {
 	Actor     string
 	CreatedAt int64 // ms
 	Payload   Payload
-	Err       error // the payload did not decode: the turn is ignored
+	Err       error `json:"-"` // the payload did not decode: the turn is ignored (Step.Reason says why)
 }
 
 // FromRecords returns the round.turn events of recs, in order. Records whose

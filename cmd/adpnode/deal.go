@@ -395,7 +395,8 @@ func dealDraftCmd() *cobra.Command {
 partyB, hashes the terms file with a fresh 32-byte salt (written to --salt,
 kept if it exists: give it to partyB with the terms, never to the room), and
 writes the receipt with your signature to --out. The round must be agreed
-or later, and not cancelled. Re-running it keeps the salt and re-signs.`,
+or later, and not cancelled. Re-running it keeps the salt, and keeps a
+draft in --out that you already signed for the same round and terms.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, roomID, err := af.roomRef(args[0])
@@ -439,6 +440,15 @@ or later, and not cancelled. Re-running it keeps the salt and re-signs.`,
 				return withCode(exitDenied, fmt.Errorf("you (%s) are not a party of round %s", me, r.ID))
 			}
 			th, _ := receipt.TermsHash(tb, s)
+			// Resumable: a draft already signed by this agent for the same
+			// round, parties and terms is kept (its ts and any sigB too).
+			if b, err := os.ReadFile(out); err == nil {
+				if have, err := receipt.ParseUnsigned(bytes.TrimSpace(b)); err == nil && have.PartyA == me && have.PartyB == other &&
+					have.TermsHash == th && have.Ref == r.ID && have.Context == roomID && have.Verify().A == nil {
+					fmt.Printf("%s: already drafted and signed by partyA %s\n", out, me)
+					return nil
+				}
+			}
 			rc := &receipt.Receipt{Type: receipt.Type, PartyA: me, PartyB: other, TermsHash: th, Context: roomID, Ref: r.ID, TS: time.Now().Unix()}
 			if err := rc.Sign(c.Key.Private()); err != nil {
 				return err

@@ -122,6 +122,18 @@ func TestREADMEDealExample(t *testing.T) {
 	if t.Failed() {
 		t.Fatalf("output:\n%s", out)
 	}
+	if out := cli(0, "deal", "draft", roomID, roundID, "--terms", "terms.txt", "--node", node, "--key", "alice.key", "-o", "receipt.json"); !strings.Contains(out, "already drafted") {
+		t.Fatalf("re-run draft: %s", out)
+	}
+	if out := cli(0, "deal", "sign", "receipt.json", "--terms", "terms.txt", "--key", "bob.key"); !strings.Contains(out, "already co-signed") {
+		t.Fatalf("re-run sign: %s", out)
+	}
+	// Bob's copy of the terms must match the hash he signs.
+	os.WriteFile(filepath.Join(work, "other-terms.txt"), []byte("11 widgets\n"), 0o644)
+	os.WriteFile(filepath.Join(work, "other-terms.txt.salt"), mustRead(t, filepath.Join(work, "terms.txt.salt")), 0o600)
+	if out := cli(exitVerifyFailed, "deal", "sign", "receipt.json", "--terms", "other-terms.txt", "--key", "bob.key"); !strings.Contains(out, "do not hash to the receipt's termsHash") {
+		t.Fatalf("sign with other terms: %s", out)
+	}
 	if out := cli(0, "deal", "post", roomID, "receipt.json", "--node", node, "--key", "bob.key"); !strings.Contains(out, "already posted") {
 		t.Fatalf("re-run post: %s", out)
 	}
@@ -177,4 +189,13 @@ func TestREADMEDealExample(t *testing.T) {
 			t.Fatalf("verify %s: %s", f, out)
 		}
 	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
