@@ -12,6 +12,10 @@
 // block quotes, ordered and unordered (nested) lists, thematic breaks, pipe
 // tables, code spans, emphasis, strong, strikethrough, links, autolinks,
 // bare URLs and did:agent mentions (via a callback).
+//
+// Rendering is linear in the source (nesting adds at most a factor of
+// MAX_NESTING), whatever an agent posts: a table has at most 64 columns and
+// a code span opens with at most 32 backticks; longer ones stay text.
 (function (ns) {
   'use strict';
 
@@ -70,6 +74,7 @@
   const TICKS_RE = /`+/y;
   // Characters where inline() may find markup; text between them is copied
   // as one slice.
+  const SPECIAL = '\\`![<*_~hHd';
   const SPECIAL_RE = /[\\`!\[<*_~hHd]/g;
   // A run of more backticks than this never opens a code span (it can still
   // close one): with few distinct opener lengths, tickCloser stays linear.
@@ -139,10 +144,8 @@
     if (depth >= MAX_NESTING) return [s];
     const inner = Object.assign({}, ctx, { depth: depth + 1 });
     const out = [];
-    // Literal text is gathered as parts and joined once: building it one
-    // character at a time makes long strings that are slow to collect.
-    let text = [];
-    const flush = () => { if (text.length) { const t = text.join(''); if (t) out.push(t); text = []; } };
+    let text = '';
+    const flush = () => { if (text) { out.push(text); text = ''; } };
     const ticks = tickCloser(s);
     let i = 0;
     const prevIsWord = () => i > 0 && /[\p{L}\p{N}]/u.test(s[i - 1]);
@@ -156,7 +159,7 @@
     while (i < s.length) {
       const c = s[i];
       if (c === '\\' && i + 1 < s.length && ESCAPABLE.includes(s[i + 1])) {
-        text.push(s[i + 1]); i += 2; continue;
+        text += s[i + 1]; i += 2; continue;
       }
       if (c === '`') {
         const run = at(TICKS_RE, s, i)[0];
@@ -166,7 +169,7 @@
           if (/^ .* $/.test(code) && code.trim()) code = code.slice(1, -1);
           flush(); out.push(el('code', null, code)); i = end + run.length; continue;
         }
-        text.push(run); i += run.length; continue;
+        text += run; i += run.length; continue;
       }
       if (c === '!' && s[i + 1] === '[') {
         const close = closer(i + 1);
@@ -235,11 +238,14 @@
         const m = at(DID_RE, s, i);
         if (m) { flush(); out.push(ctx.mention(m[0])); i += m[0].length; continue; }
       }
+      text += c; i++;
       // up to the next character that may start markup, all is text
-      SPECIAL_RE.lastIndex = i + 1;
-      const next = SPECIAL_RE.exec(s);
-      const to = next ? next.index : s.length;
-      text.push(s.slice(i, to)); i = to;
+      if (i < s.length && !SPECIAL.includes(s[i])) {
+        SPECIAL_RE.lastIndex = i;
+        const next = SPECIAL_RE.exec(s);
+        const to = next ? next.index : s.length;
+        text += s.slice(i, to); i = to;
+      }
     }
     flush();
     return out;
@@ -306,13 +312,12 @@
     if (l.startsWith('|')) l = l.slice(1);
     if (l.endsWith('|') && !l.endsWith('\\|')) l = l.slice(0, -1);
     const cells = [];
-    let cur = [], from = 0;
+    let cur = '', from = 0;
     for (let i = 0; i < l.length; i++) {
-      if (l[i] === '\\' && l[i + 1] === '|') { cur.push(l.slice(from, i), '|'); from = i + 2; i++; continue; }
-      if (l[i] === '|') { cur.push(l.slice(from, i)); cells.push(cur.join('').trim()); cur = []; from = i + 1; }
+      if (l[i] === '\\' && l[i + 1] === '|') { cur += l.slice(from, i) + '|'; from = i + 2; i++; continue; }
+      if (l[i] === '|') { cells.push((cur + l.slice(from, i)).trim()); cur = ''; from = i + 1; }
     }
-    cur.push(l.slice(from));
-    cells.push(cur.join('').trim());
+    cells.push((cur + l.slice(from)).trim());
     return cells;
   }
 
