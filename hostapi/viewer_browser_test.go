@@ -417,11 +417,7 @@ func browserCrypto(t *testing.T, b *browser) {
   const V = window.ADPViewer;
   const html = (src) => { const d = V.renderMarkdown(src); return d; };
   const shape = (d) => Array.from(d.querySelectorAll('*'), (e) => e.tagName.toLowerCase()).join(' ');
-  const t0 = performance.now();
-  const big = [ '['.repeat(60000), '*'.repeat(60000), '_a'.repeat(30000), String.fromCharCode(96).repeat(1000) + 'x', '> '.repeat(5000) + 'deep', '- '.repeat(3000) + 'deep',
-    '*a '.repeat(20000), '~~a '.repeat(15000), '[a]('.repeat(15000), '['.repeat(30000) + 'x' + ']'.repeat(30000) + '(https://e.org)' ];
-  for (const b of big) V.renderMarkdown(b);
-  const ms = performance.now() - t0;
+  const bt = String.fromCharCode(96);
   return {
     nested: shape(html('- a\n  - b\n  - c\n- d')),
     quote: shape(html('> quoted **bold**\n> more')),
@@ -431,7 +427,12 @@ func browserCrypto(t *testing.T, b *browser) {
     ordered: html('3. three\n4. four').querySelector('ol').start,
     autolink: html('see <https://example.org/a_b> and https://example.org/x.').querySelectorAll('a').length,
     hardbreak: shape(html('line one  \nline two')),
-    ms,
+    breaks: shape(html('one\\\ntwo three \nfour')) + '|' + html('one\\\ntwo three \nfour').textContent,
+    headings: ['## Title ##', '# a # b', '# #', '#  ## ', '# foo#', '####### x', '#abc'].map((src) => { const d = html(src); return shape(d) + ':' + d.textContent; }).join('|'),
+    text: html('a *b* \\* c ' + bt + 'd' + bt + ' e h_i').textContent,
+    table: Array.from(html('| a | b |\n|---|:-:|\n| 1 | x \\| y |\n| 2 |').querySelectorAll('td'), (e) => e.className + '=' + e.textContent).join(','),
+    wide: [64, 65].map((n) => html('|a'.repeat(n) + '|\n' + '|-'.repeat(n) + '|\n|b|').querySelectorAll('th').length).join(','),
+    ticks: [2, 32, 33].map((n) => html('x ' + bt.repeat(n) + 'a' + bt.repeat(n) + ' y').querySelectorAll('code').length).join(','),
   };
 })()`, &mdOut)
 	wantMD := map[string]any{
@@ -443,16 +444,88 @@ func browserCrypto(t *testing.T, b *browser) {
 		"ordered":   float64(3),
 		"autolink":  float64(2),
 		"hardbreak": "p br",
+		"breaks":    "p br|onetwo three four",
+		"headings":  "h4:Title|h3:a # b|h3:#|h3:##|h3:foo#|p:####### x|p:#abc",
+		"text":      "a b * c d e h_i",
+		"table":     "=1,al-center=x | y,=2,al-center=",
+		"wide":      "64,0",  // a header over 64 columns is no table
+		"ticks":     "1,1,0", // a run of over 32 backticks opens no code span
 	}
 	for k, w := range wantMD {
 		if mdOut[k] != w {
 			t.Errorf("markdown %s: got %v, want %v", k, mdOut[k], w)
 		}
 	}
-	if ms, _ := mdOut["ms"].(float64); ms > 1000 { // linear: well under 100 ms on a laptop
-		t.Errorf("hostile Markdown took %.0f ms", ms)
+
+	// Linear, not quadratic: each hostile input is rendered once at 8× its
+	// size and 8 times at 1×, the same work if rendering is linear. Both
+	// runs last about as long, so the load of a busy machine slows both
+	// alike (a ratio of 1), where quadratic work gives 8. The runs are
+	// interleaved, the fastest of three kept, and an input that looks
+	// superlinear is measured twice more and keeps its lowest ratio: a
+	// stall shows once, quadratic work every time. One evaluation per
+	// input keeps each well inside the browser call's deadline.
+	var nHostile int
+	tb.eval(`(() => {
+  const bt = String.fromCharCode(96);
+  window.__mdHostile = [ (k) => '['.repeat(7500 * k), (k) => '*'.repeat(7500 * k), (k) => '_a'.repeat(3750 * k),
+    (k) => bt.repeat(125 * k) + 'x', (k) => '> '.repeat(625 * k) + 'deep', (k) => '- '.repeat(375 * k) + 'deep',
+    (k) => '*a '.repeat(2500 * k), (k) => '~~a '.repeat(1875 * k), (k) => '[a]('.repeat(1875 * k),
+    (k) => '['.repeat(3750 * k) + 'x' + ']'.repeat(3750 * k) + '(https://e.org)',
+    (k) => '*_'.repeat(3750 * k), (k) => '**a'.repeat(2500 * k), (k) => '**a '.repeat(1875 * k), (k) => 'a**'.repeat(2500 * k),
+    (k) => '!['.repeat(3750 * k), (k) => '[]('.repeat(2500 * k), (k) => '[*'.repeat(1875 * k) + '*]'.repeat(1875 * k),
+    (k) => '['.repeat(500 * k) + 'x' + '](https://e.org)'.repeat(500 * k),
+    (k) => '|a'.repeat(80 * k) + '\n' + '|-'.repeat(80 * k) + '\n' + '|\n'.repeat(50 * k),
+    (k) => '|a|b|c|\n|-|-|-|\n' + '|*x*|[y](https://e.org)|z|\n'.repeat(125 * k),
+    (k) => 'a|b\n-|-\n' + '|'.repeat(7500 * k), (k) => 'a|b\n' + '|-'.repeat(3750 * k) + 'x',
+    (k) => '<a:'.repeat(2500 * k), (k) => '<'.repeat(7500 * k), (k) => '<ab:' + 'x'.repeat(7500 * k),
+    (k) => '\\'.repeat(7500 * k), (k) => '\\*'.repeat(3750 * k),
+    (k) => 'https://e.org/' + 'a'.repeat(7500 * k), (k) => '[x](https://e.org/' + 'a'.repeat(7500 * k) + ')',
+    (k) => ('http://' + '.'.repeat(100) + ' ').repeat(75 * k), (k) => '[a](x' + ' '.repeat(7500 * k) + 'y)',
+    (k) => '# a' + ' '.repeat(7500 * k) + 'b', (k) => 'a' + ' '.repeat(7500 * k) + 'b\nc',
+    (k) => { let s = 'x'; for (let l = 30; l > 0; l--) s += (bt.repeat(l) + 'a').repeat(10 * k); return s; },
+    (k) => ('*a* [b](https://e.org) ' + bt + 'c' + bt + '\n').repeat(250 * k), (k) => '- a\n  - b\n'.repeat(250 * k) ];
+  window.__mdGrowth = (h) => {
+    const V = window.ADPViewer, src1 = h(1), src8 = h(8);
+    const once = (src, times) => { const t = performance.now(); for (let i = 0; i < times; i++) V.renderMarkdown(src); return performance.now() - t; };
+    let a = Infinity, b = Infinity;
+    // (A clearly quadratic render that takes seconds is not repeated here.)
+    for (let i = 0; i < 3 && !(b > 1000 && b > 3 * a); i++) { a = Math.min(a, once(src1, 8)); b = Math.min(b, once(src8, 1)); }
+    // under 1 ms of work (timer resolution) counts as 1 ms
+    return { a, b, g: b / Math.max(a, 1), src: JSON.stringify(src1.slice(0, 24)) };
+  };
+  return window.__mdHostile.length;
+})()`, &nHostile)
+	var ms, growth float64
+	per := make([]string, 0, nHostile)
+	for i := 0; i < nHostile; i++ {
+		var m struct {
+			A, B, G float64
+			Src     string
+		}
+		for try := 0; try < 3; try++ {
+			var m2 struct {
+				A, B, G float64
+				Src     string
+			}
+			tb.eval(fmt.Sprintf(`window.__mdGrowth(window.__mdHostile[%d])`, i), &m2)
+			if try == 0 || m2.G < m.G {
+				m = m2
+			}
+			if m.G <= 3 {
+				break
+			}
+		}
+		per = append(per, fmt.Sprintf("%.1f/%.1f", m.A, m.B))
+		ms += m.B
+		if m.G > growth {
+			growth = m.G
+		}
+		if m.G > 3 { // linear: 1; quadratic: 8
+			t.Errorf("hostile Markdown input %d (%s…): one render at 8× size took %.1f× as long as 8 at 1× (%.1f / %.1f ms; quadratic work?)", i, m.Src, m.G, m.B, m.A)
+		}
 	}
-	t.Logf("hostile Markdown inputs rendered in %.0f ms", mdOut["ms"])
+	t.Logf("hostile Markdown: %d inputs at 8× size rendered in %.0f ms; the worst took %.2f× as long as 8 renders at 1× (8×1× / 1×8× ms: %s)", nHostile, ms, growth, strings.Join(per, " "))
 
 	// The chain verifier over this host's real chain, then altered copies.
 	var verdicts map[string]string

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/adpnode/adpnode/adp/identity"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +23,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	sumdb "golang.org/x/mod/sumdb/tlog"
 
+	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/hostapi"
@@ -77,6 +77,7 @@ func startLogViewer(t *testing.T, h *adptest.Host, key ed25519.PrivateKey, targe
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.SetWitnessed(lv.sub) // as serve does: archives prove against the cosigned checkpoint
 	lv.srv = httptest.NewServer(hostapi.New(h.Node, hostapi.Options{HostLog: l, Witnessed: lv.sub}).Handler())
 	t.Cleanup(lv.close)
 	return lv
@@ -597,6 +598,12 @@ func TestViewerHostLog(t *testing.T) {
 	if !strings.Contains(out.Badge, "archive_root matches") || !strings.Contains(out.Archive, fmt.Sprintf("record #%d is leaf %d", n+3, n+2)) ||
 		!strings.Contains(out.Summary, fmt.Sprintf("%d of %d records of the archive proved", n+3, n+3)) {
 		t.Fatalf("outcome page: %+v", out)
+	}
+	// The archive's proof uses the cosigned checkpoint: its witness line
+	// verifies against the key the proof file lists.
+	tb.waitJS(20*time.Second, "outcome witness", `document.querySelector('.manifest-card li.witness')`)
+	if w := tb.text(".manifest-card .witnesses"); !strings.Contains(w, "✓") || !strings.Contains(w, "cosigned") {
+		t.Fatalf("outcome witnesses: %q", w)
 	}
 	tb.shot("viewer-hostlog-outcome")
 	tb.assertInert()

@@ -999,11 +999,21 @@ func TestWitnessAnnouncements(t *testing.T) {
 		t.Fatalf("announcement %+v (A's log %s)", w, own)
 	}
 
-	// Hostile announcements from a raw peer (own key: X; another: Y).
-	x := newRawPeer(t, seedKey(t, "announcer-x"), true)
-	x.connect(t, a)
-	x.awaitSubscriber(t, mirror.WitnessTopic, a)
-	yKey := seedKey(t, "announcer-y")
+	// Hostile announcements, through the topic's validator as published
+	// by X (key xKey): one signed by another key Y, one whose vkey is Y's,
+	// one that is not an announcement; each is refused.
+	xKey, yKey := seedKey(t, "announcer-x"), seedKey(t, "announcer-y")
+	peerOf := func(k ed25519.PrivateKey) peer.ID {
+		sk, err := crypto.UnmarshalEd25519PrivateKey(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := peer.IDFromPrivateKey(sk)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
 	vkeyOf := func(k ed25519.PrivateKey) string {
 		return tlogwitness.CosignatureVerifierKey("x.test/adp-witness", k.Public().(ed25519.PublicKey))
 	}
@@ -1014,33 +1024,41 @@ func TestWitnessAnnouncements(t *testing.T) {
 		}
 		return raw
 	}
-	yID := identity.AgentIDFromKey(yKey.Public().(ed25519.PublicKey))
-	before := a.Fed.Stats().Rejected.Load()
-	for _, m := range [][]byte{
-		sign(yKey, assertion.Witness{Witness: yID, VKey: vkeyOf(yKey), URL: "http://127.0.0.1:1/v1/witness", Logs: []string{own}}),
-		sign(x.key, assertion.Witness{Witness: x.signer.HostKey(), VKey: vkeyOf(yKey), URL: "http://127.0.0.1:1/v1/witness", Logs: []string{own}}),
-		x.checkpoint(t, &record.Record{RoomID: id, Seq: 1, Hash: "AAAA"}, a.Clock.Ms()),
+	xID, yID := identity.AgentIDFromKey(xKey.Public().(ed25519.PublicKey)), identity.AgentIDFromKey(yKey.Public().(ed25519.PublicKey))
+	cp, _ := assertion.NewSigner(xKey).Sign(assertion.TypeCheckpoint, assertion.Checkpoint{Host: xID, RoomID: id, Seq: 1, Hash: "AAAA"}, a.Clock.Ms())
+	for name, m := range map[string][]byte{
+		"signed by another key":  sign(yKey, assertion.Witness{Witness: yID, VKey: vkeyOf(yKey), URL: "http://127.0.0.1:1/v1/witness", Logs: []string{own}}),
+		"another key's vkey":     sign(xKey, assertion.Witness{Witness: xID, VKey: vkeyOf(yKey), URL: "http://127.0.0.1:1/v1/witness", Logs: []string{own}}),
+		"not an announcement":    cp,
+		"a tampered signed body": bytes.Replace(sign(xKey, assertion.Witness{Witness: xID, VKey: vkeyOf(xKey), URL: "http://127.0.0.1:1/v1/witness", Logs: []string{own}}), []byte("127.0.0.1:1"), []byte("127.0.0.1:2"), 1),
 	} {
-		x.publish(t, mirror.WitnessTopic, m)
-	}
-	fedtest.Eventually(t, 10*time.Second, "A rejects the three forgeries", func() bool { return a.Fed.Stats().Rejected.Load() >= before+3 })
-	// A well-formed announcement by X that names only other logs is
-	// accepted on the topic but not handed on; one naming A's log is.
-	x.publish(t, mirror.WitnessTopic, sign(x.key, assertion.Witness{Witness: x.signer.HostKey(), VKey: vkeyOf(x.key), URL: "http://127.0.0.1:1/v1/witness", Logs: []string{"elsewhere.test/adp-log"}}))
-	x.publish(t, mirror.WitnessTopic, sign(x.key, assertion.Witness{Witness: x.signer.HostKey(), VKey: vkeyOf(x.key), URL: "http://127.0.0.1:2/v1/witness", Logs: []string{own}}))
-	deadline := time.After(20 * time.Second)
-	for {
-		select {
-		case w := <-got:
-			if w.Witness != x.signer.HostKey() {
-				continue // B's, again
-			}
-			if w.URL != "http://127.0.0.1:2/v1/witness" {
-				t.Fatalf("handed on an announcement that does not name A's log: %+v", w)
-			}
-			return
-		case <-deadline:
-			t.Fatal("X's announcement naming A's log was not handed on")
+		if a.Mir.ValidateWitnessForTest(peerOf(xKey), m) {
+			t.Errorf("%s: accepted", name)
 		}
+	}
+	good := sign(xKey, assertion.Witness{Witness: xID, VKey: vkeyOf(xKey), URL: "http://127.0.0.1:2/v1/witness", Logs: []string{own}})
+	if !a.Mir.ValidateWitnessForTest(peerOf(xKey), good) {
+		t.Fatal("a well-formed announcement by its own peer is refused")
+	}
+	// Well-formed: one naming only other logs is not handed on; one
+	// naming A's log is.
+	for len(got) > 0 {
+		<-got
+	}
+	if err := a.Mir.DeliverWitnessForTest(sign(xKey, assertion.Witness{Witness: xID, VKey: vkeyOf(xKey), URL: "http://127.0.0.1:1/v1/witness", Logs: []string{"elsewhere.test/adp-log"}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Mir.DeliverWitnessForTest(good); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		w := <-got // delivery is synchronous
+		if w.Witness != xID {
+			continue // B's, again
+		}
+		if w.URL != "http://127.0.0.1:2/v1/witness" {
+			t.Fatalf("handed on an announcement that does not name A's log: %+v", w)
+		}
+		return
 	}
 }

@@ -4,6 +4,10 @@ import (
 	"encoding/json"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/adpnode/adpnode/adp/assertion"
+	"github.com/adpnode/adpnode/federation"
 
 	"github.com/adpnode/adpnode/adp/identity"
 )
@@ -51,4 +55,22 @@ func WriteLegacyRoomForTest(db *badger.DB, host identity.AgentID, hostPeer, room
 		}
 	}
 	return wb.Flush()
+}
+
+// ValidateWitnessForTest runs the witness topic's validator on data as if
+// author had published it.
+func (m *Mirror) ValidateWitnessForTest(author peer.ID, data []byte) bool {
+	_, v := m.validateWitness(author, data)
+	return v == federation.Accept
+}
+
+// DeliverWitnessForTest hands a valid announcement to the topic's
+// delivery, as after validation.
+func (m *Mirror) DeliverWitnessForTest(data []byte) error {
+	w, err := assertion.OpenWitness(data)
+	if err != nil {
+		return err
+	}
+	m.deliverWitness(w, "")
+	return nil
 }

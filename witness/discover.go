@@ -26,7 +26,8 @@ const DiscoveredPath = "/v1/witness"
 // the origin's discovery document (/.well-known/agent-discourse) names the
 // same witness, vkey and URL, fetched with SubmitterConfig.Discover: an
 // announcement alone never makes the host post anywhere. Checks are
-// queued (8 at most, the rest dropped), one origin per key every 10
+// queued (8 at most, the rest dropped) and made one at a time, at most
+// one every CheckEvery, each key and each origin at most once every 10
 // minutes; at most MaxDiscovered such witnesses are kept, each until no
 // announcement refreshed it for DiscoveredTTL. Offer never blocks.
 func (s *Submitter) Offer(pub ed25519.PublicKey, vkey, submitURL string) error {
@@ -40,7 +41,8 @@ func (s *Submitter) Offer(pub ed25519.PublicKey, vkey, submitURL string) error {
 	if !v.PublicKey().Equal(pub) {
 		return errors.New("the witness key is not the announcer's key")
 	}
-	if _, err := discoveredOrigin(submitURL); err != nil {
+	origin, err := discoveredOrigin(submitURL)
+	if err != nil {
 		return err
 	}
 	vkey = v.Key()
@@ -58,18 +60,21 @@ func (s *Submitter) Offer(pub ed25519.PublicKey, vkey, submitURL string) error {
 			return nil
 		}
 	}
-	if at, ok := s.checked[vkey]; ok && now.Sub(at) < recheckEvery {
-		return nil
+	// One check per key and per origin every recheckEvery: many keys
+	// cannot make the host fetch one origin's document again and again.
+	for _, k := range []string{"k " + vkey, "o " + origin} {
+		if at, ok := s.checked[k]; ok && now.Sub(at) < recheckEvery {
+			return nil
+		}
 	}
 	if len(s.checked) >= 1024 {
 		clear(s.checked) // bounded: at worst some origins are checked again early
 	}
-	s.checked[vkey] = now
 	select {
 	case s.checkQ <- offer{vkey: vkey, url: submitURL, verifier: v}:
+		s.checked["k "+vkey], s.checked["o "+origin] = now, now
 		return nil
 	default:
-		delete(s.checked, vkey)
 		return errors.New("too many witness checks queued")
 	}
 }
@@ -85,7 +90,9 @@ func discoveredOrigin(submitURL string) (string, error) {
 	return u.Scheme + "://" + u.Host, nil
 }
 
-// checker checks queued offers one at a time.
+// checker checks queued offers one at a time, at most one every
+// CheckEvery: announcements, which anyone may make under fresh keys,
+// cannot make the host fetch documents faster than that.
 func (s *Submitter) checker(ctx context.Context) {
 	defer s.done.Done()
 	for {
@@ -97,9 +104,16 @@ func (s *Submitter) checker(ctx context.Context) {
 				if ctx.Err() == nil {
 					s.cfg.Logger.Info("announced witness not added", "witness", o.url, "err", err)
 				}
-				continue
+			} else {
+				s.addDiscovered(o)
 			}
-			s.addDiscovered(o)
+			t := time.NewTimer(s.cfg.CheckEvery)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
 		}
 	}
 }

@@ -64,8 +64,8 @@ func pubOf(k ed25519.PrivateKey) ed25519.PublicKey { return k.Public().(ed25519.
 // Discovery: an announced witness is submitted to only once its origin's
 // discovery document names it; hostile offers (another path, another key,
 // a document naming another witness or too large) add nothing, repeated
-// offers of one key fetch the document once, and discovered witnesses are
-// capped. The goroutines end with Close.
+// offers of one key, or of many keys naming one origin, fetch the
+// document once, and discovered witnesses are capped. The goroutines end with Close.
 func TestSubmitterDiscovery(t *testing.T) {
 	noLeaks(t)
 	h := &hostLog{l: newLog("host.test/adp-log", nil), t: t}
@@ -76,7 +76,7 @@ func TestSubmitterDiscovery(t *testing.T) {
 	t.Cleanup(good.f.close)
 
 	s, err := witness.NewSubmitter(witness.SubmitterConfig{Log: h, Discover: &http.Client{Timeout: 2 * time.Second},
-		MaxDiscovered: 2, Poll: 10 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
+		MaxDiscovered: 2, CheckEvery: 10 * time.Millisecond, Poll: 10 * time.Millisecond, MinBackoff: 20 * time.Millisecond, MaxBackoff: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,6 +143,19 @@ func TestSubmitterDiscovery(t *testing.T) {
 	}
 	if lying.docHits.Load() != 1 || huge.docHits.Load() != 1 {
 		t.Fatalf("document fetches: lying %d, huge %d", lying.docHits.Load(), huge.docHits.Load())
+	}
+
+	// Many keys naming one origin: its document is fetched once.
+	crowded := newMirrorSite(t, good.f)
+	for i := 0; i < 20; i++ {
+		k := mustKey(t)
+		vk := tlogwitness.CosignatureVerifierKey("crowd.test/w", pubOf(k))
+		s.Offer(pubOf(k), vk, crowded.url())
+	}
+	waitFor(t, "the crowded origin checked", func() bool { return crowded.docHits.Load() >= 1 })
+	time.Sleep(100 * time.Millisecond)
+	if n := crowded.docHits.Load(); n != 1 {
+		t.Errorf("20 keys naming one origin fetched its document %d times, want 1", n)
 	}
 
 	// The cap: MaxDiscovered (2) witnesses; a third is not added while

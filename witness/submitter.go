@@ -93,9 +93,11 @@ type SubmitterConfig struct {
 	// private addresses outside tests); nil disables Offer.
 	Discover *http.Client
 	// MaxDiscovered and DiscoveredTTL bound discovered witnesses
-	// (defaults DefaultMaxDiscovered, DefaultDiscoveredTTL).
+	// (defaults DefaultMaxDiscovered, DefaultDiscoveredTTL); CheckEvery
+	// is the least time between two origin checks (default 1 s).
 	MaxDiscovered int
 	DiscoveredTTL time.Duration
+	CheckEvery    time.Duration
 	// Poll is how often the log's checkpoint is read (default 500 ms).
 	Poll time.Duration
 	// MinBackoff and MaxBackoff bound the retry delay after a failed
@@ -188,6 +190,9 @@ func NewSubmitter(cfg SubmitterConfig) (*Submitter, error) {
 	}
 	if cfg.DiscoveredTTL == 0 {
 		cfg.DiscoveredTTL = DefaultDiscoveredTTL
+	}
+	if cfg.CheckEvery == 0 {
+		cfg.CheckEvery = time.Second
 	}
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{}

@@ -3,10 +3,12 @@ package archive
 import (
 	"crypto/ed25519"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/adp/tlogwitness"
 )
 
 // TestArchiveRootIsMerkleRoot: archive_root is the RFC 6962 root over the
@@ -61,8 +63,33 @@ func TestArchiveRootIsMerkleRoot(t *testing.T) {
 	if _, err := Verify(good, Options{}); err != nil {
 		t.Fatalf("host_log: %v", err)
 	}
+	// A witness's cosignature/v1 line on the checkpoint, its key listed.
+	_, wk, _ := ed25519.GenerateKey(nil)
+	w, _ := tlogwitness.NewCosigner("w.test/adp-witness", wk)
+	body, _, _ := strings.Cut(string(signed), "\n\n")
+	cosigned := file(n-1, hs)
+	cosigned.Checkpoint += w.Cosign([]byte(body+"\n"), 1_780_000_000)
+	cosigned.Witnesses = []string{w.VerifierKey()}
+	withW := h.archive(t)
+	withW.Manifest.Extra["host_log"] = cosigned
+	// Old archives' checkpoint.cosign list is counted, not checked.
+	withW.Manifest.Extra["witnesses"] = []any{map[string]any{"anything": 1}, "x"}
+	rep, err := Verify(withW, Options{})
+	if err != nil || len(rep.Witnesses) != 1 || rep.Witnesses[0].VKey != w.VerifierKey() || rep.Witnesses[0].Time != 1_780_000_000 || rep.LegacyWitnesses != 2 {
+		t.Fatalf("cosigned host_log: %v %+v", err, rep)
+	}
 	_, other, _ := ed25519.GenerateKey(nil)
 	for name, mut := range map[string]func(a *Archive){
+		"a listed witness without its line": func(a *Archive) {
+			f := file(n-1, hs)
+			f.Witnesses = []string{w.VerifierKey()}
+			a.Manifest.Extra["host_log"] = f
+		},
+		"a doctored cosignature": func(a *Archive) {
+			f := *cosigned
+			f.Checkpoint = f.Checkpoint[:len(f.Checkpoint)-6] + "AAAA=\n"
+			a.Manifest.Extra["host_log"] = &f
+		},
 		"wrong index": func(a *Archive) { a.Manifest.Extra["host_log"] = file(n-2, hs) },
 		"another host key": func(a *Archive) {
 			a.Manifest.Extra["host_key"] = string(identity.AgentIDFromKey(other.Public().(ed25519.PublicKey)))

@@ -185,6 +185,15 @@ func TestMirrorsWitnessTheHostLog(t *testing.T) {
 	if !strings.Contains(string(disc.Body), bv.Key()) {
 		t.Fatalf("A's discovery does not list B's witness key: %s", disc.Body)
 	}
+	// One record's proof from the API carries the cosigned checkpoint too.
+	incl := adptest.Do(t, http.MethodGet, h.URL+"/v1/log/inclusion?record_hash="+arch.Manifest.LastHash, "", nil)
+	var pf tlogproof.File
+	if err := json.Unmarshal(incl.Body, &pf); err != nil || len(pf.Witnesses) != 1 || pf.Witnesses[0] != bv.Key() {
+		t.Fatalf("GET /v1/log/inclusion: %v %s", err, incl.Body)
+	}
+	if _, err := tlogwitness.VerifyCosigned([]byte(pf.Checkpoint), hv, pf.Witnesses); err != nil {
+		t.Fatalf("the inclusion answer's cosignature: %v", err)
+	}
 	file := filepath.Join(root, "archive.json")
 	os.WriteFile(file, doc, 0o600)
 	if out := mustCLI(t, "verify", file); !strings.Contains(out, ", 1 witness") || !strings.Contains(out, "witness "+bv.Name()+" cosigned") {

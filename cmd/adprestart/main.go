@@ -35,6 +35,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -149,16 +150,20 @@ func countFile(dir string) int {
 	return n
 }
 
-// fill writes records through node.Submit: rooms created by their own
-// agents, then messages, each anchored on the head the last answer gave.
+// fill writes records through node.Submit of a host built as serve builds
+// it (internal/stack, without federation and HTTP serving): rooms created
+// by their own agents, then messages, each anchored on the head the last
+// answer gave. What serve keeps beside the records (attention's mentions)
+// is in the data dir too.
 func fill(data string, records, rooms int) error {
-	n, err := node.Open(node.Config{DataDir: data, PublicURL: "http://127.0.0.1:8080",
+	st, err := stack.Open(stack.Config{Node: node.Config{DataDir: data, PublicURL: "http://127.0.0.1:8080",
 		Rates: node.Rates{Message: 1 << 30, Signal: 1 << 30, Control: 1 << 30, MessageCeiling: 1 << 30,
 			SignalCeiling: 1 << 30, ControlCeiling: 1 << 30, AgentStatus: 1 << 30, Create: 1 << 30},
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil))}})
 	if err != nil {
 		return err
 	}
+	n := st.Node
 	per := records / rooms
 	var written atomic.Int64
 	var wg sync.WaitGroup
@@ -202,7 +207,7 @@ func fill(data string, records, rooms int) error {
 			close(next)
 			wg.Wait()
 			close(done)
-			n.Close()
+			st.Close()
 			return err
 		}
 	}
@@ -211,11 +216,11 @@ func fill(data string, records, rooms int) error {
 	close(done)
 	select {
 	case err := <-errs:
-		n.Close()
+		st.Close()
 		return err
 	default:
 	}
-	return n.Close()
+	return st.Close()
 }
 
 func fillRoom(n *node.Node, r, records int, written *atomic.Int64) error {

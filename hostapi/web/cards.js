@@ -82,7 +82,6 @@
         cpLine = h('span', { class: 'checkpoint', data: { seq: String(c.cp.seq) } }, h('span', { class: 'ok', text: '✓ host-signed' }), ' at ', ctx.seqLink(c.cp.seq),
           ' ', h('code', { title: c.cp.hash, text: shortHash(c.cp.hash) }), match);
       }
-      const witnesses = Array.isArray(m.witnesses) ? m.witnesses : null;
       replace(card, h('h3', { text: 'Mirror' }),
         m.faulty ? h('div', { class: 'error-box', text: 'Host marked faulty: evidence of misbehaviour' + (m.frozen_at ? '; frozen at seq ' + m.frozen_at : '') }) : null,
         h('dl', { class: 'kv' },
@@ -95,37 +94,36 @@
           m.room_url ? kv('Live room', extLink(safeOrigin(m.room_url) + '/#/rooms/' + enc(res.id), 'open on its host ↗')) : null,
           kv('Pending', String(m.pending || 0)),
           kv('Stored', (m.bytes || 0).toLocaleString('en') + ' bytes')),
-        h('h4', { text: 'Witnesses' }),
-        witnesses ? witnessList(witnesses, (seq) => verifier.hashes.get(seq), ctx) : h('p', { class: 'muted small', text: 'Witness cosignatures are listed in the archive once the room ends.' }));
+        h('p', { class: 'muted small', text: 'Witnesses cosign the host\'s log checkpoints; the host\'s own viewer shows them with each record\'s inclusion proof.' }));
     };
     card.refresh();
     return card;
   }
 
-  // witnessList verifies and lists checkpoint.cosign assertions; hashAt(seq)
-  // returns the verified record hash at seq (or undefined).
-  function witnessList(list, hashAt, ctx) {
-    const ul = h('ul', { class: 'witnesses' });
-    if (!list.length) return h('p', { class: 'muted small', text: 'No witness has cosigned yet.' });
-    for (const w of list) {
-      const li = h('li', { class: 'witness', text: 'checking…' });
-      ul.append(li);
-      V.verifyCosign(w).then((c) => {
-        if (!c.ok) {
-          li.replaceChildren(h('span', { class: 'bad', text: '✗ ' + c.reason }));
-          li.dataset.state = 'bad';
-          return;
-        }
-        const hash = hashAt(c.cp.seq);
-        const agrees = hash === c.cp.hash;
-        li.dataset.state = agrees ? 'ok' : 'bad';
-        li.replaceChildren(h('span', { class: agrees ? 'ok' : 'bad', text: agrees ? '✓ ' : '✗ ' }),
-          h('code', { class: 'did', title: c.witness, text: shortAgent(c.witness) }), ' cosigned ', ctx.seqLink(c.cp.seq),
-          agrees ? '' : h('span', { class: 'bad', text: ' (does not match the chain)' }));
-      });
-    }
+  // cosignList lists the witnesses' cosignature/v1 lines on a host-log
+  // checkpoint note (the archive's extra.host_log): each line is verified
+  // against the witness keys the proof file lists and the ones this host's
+  // discovery lists; a line whose key neither lists is shown, not checked.
+  function cosignList(file) {
+    const ul = h('ul', { class: 'witnesses' }, h('li', { class: 'muted small', text: 'checking…' }));
+    (async () => {
+      const d = await V.getDiscovery();
+      const listed = [].concat(Array.isArray(file.witnesses) ? file.witnesses : [], (d && d.log && Array.isArray(d.log.witnesses)) ? d.log.witnesses : []);
+      const c = await V.verifyCheckpointNote(file.checkpoint, file.verifier_key, listed);
+      const lines = (c.sigs || []).filter((x) => x.role === 'witness');
+      if (!lines.length) {
+        ul.replaceChildren(h('li', { class: 'muted small', text: 'No witness had cosigned the checkpoint this proof uses.' }));
+        return;
+      }
+      ul.replaceChildren(...lines.map((x) => h('li', { class: 'witness', data: { state: x.state } },
+        h('span', { class: x.state === 'ok' ? 'ok' : x.state === 'bad' ? 'bad' : 'muted', text: x.state === 'ok' ? '✓ ' : x.state === 'bad' ? '✗ ' : '? ' }),
+        h('code', { text: x.name }),
+        x.time !== null && x.time !== undefined ? ' cosigned ' + fmtTime(Number(x.time) * 1000) : '',
+        x.state === 'ok' ? (c.ok ? '' : h('span', { class: 'bad', text: ' (the host signature does not verify: ' + c.reason + ')' }))
+          : h('span', { class: x.state === 'bad' ? 'bad' : 'muted', text: ' (' + (x.state === 'bad' ? x.reason : 'not checked: key not listed') + ')' }))));
+    })();
     return ul;
   }
 
-  Object.assign(V, { renderHead, contractCard, typesCard, mirrorInfoCard, witnessList });
+  Object.assign(V, { renderHead, contractCard, typesCard, mirrorInfoCard, cosignList });
 })(window.ADPViewer = window.ADPViewer || {});

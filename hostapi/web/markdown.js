@@ -12,6 +12,10 @@
 // block quotes, ordered and unordered (nested) lists, thematic breaks, pipe
 // tables, code spans, emphasis, strong, strikethrough, links, autolinks,
 // bare URLs and did:agent mentions (via a callback).
+//
+// Rendering is linear in the source (nesting adds at most a factor of
+// MAX_NESTING), whatever an agent posts: a table has at most 64 columns and
+// a code span opens with at most 32 backticks; longer ones stay text.
 (function (ns) {
   'use strict';
 
@@ -68,6 +72,13 @@
   const URL_RE = /https?:\/\/[^\s<>"]*[^\s<>".,;:!?)\]'*_~]/y;
   const AUTOLINK_RE = /<([A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*)>/y;
   const TICKS_RE = /`+/y;
+  // Characters where inline() may find markup; text between them is copied
+  // as one slice.
+  const SPECIAL = '\\`![<*_~hHd';
+  const SPECIAL_RE = /[\\`!\[<*_~hHd]/g;
+  // A run of more backticks than this never opens a code span (it can still
+  // close one): with few distinct opener lengths, tickCloser stays linear.
+  const MAX_TICKS = 32;
   // Links and emphasis nest at most this deep; deeper text stays literal.
   const MAX_NESTING = 12;
 
@@ -77,6 +88,21 @@
     return re.exec(s);
   }
 
+  // tickCloser returns a finder of code-span closers in s: find(run, from)
+  // is s.indexOf(run, from), or -1 when the run is too long to open a span.
+  // Openers are met left to right, so the answer found for a run length
+  // holds for every later opener before it; each length scans s once.
+  function tickCloser(s) {
+    const found = [];
+    return (run, from) => {
+      const n = run.length;
+      if (n > MAX_TICKS) return -1;
+      const f = found[n];
+      if (f !== undefined && (f < 0 || f >= from)) return f;
+      return (found[n] = s.indexOf(run, from));
+    };
+  }
+
   // matchBrackets pairs every [ with its ] and every ( with its ), honouring
   // nesting, backslash escapes and code spans, in one pass: match[i] is the
   // index of the closer of the opener at i, or -1. (Scanning ahead from each
@@ -84,12 +110,13 @@
   function matchBrackets(s) {
     const match = new Int32Array(s.length).fill(-1);
     const squares = [], parens = [];
+    const ticks = tickCloser(s);
     for (let j = 0; j < s.length; j++) {
       const c = s[j];
       if (c === '\\') { j++; continue; }
       if (c === '`') { // skip code spans
         const run = at(TICKS_RE, s, j)[0];
-        const end = s.indexOf(run, j + run.length);
+        const end = ticks(run, j + run.length);
         j = end >= 0 ? end + run.length - 1 : j + run.length - 1;
         continue;
       }
@@ -119,6 +146,7 @@
     const out = [];
     let text = '';
     const flush = () => { if (text) { out.push(text); text = ''; } };
+    const ticks = tickCloser(s);
     let i = 0;
     const prevIsWord = () => i > 0 && /[\p{L}\p{N}]/u.test(s[i - 1]);
     let match = null;
@@ -135,7 +163,7 @@
       }
       if (c === '`') {
         const run = at(TICKS_RE, s, i)[0];
-        const end = s.indexOf(run, i + run.length);
+        const end = ticks(run, i + run.length);
         if (end >= 0) {
           let code = s.slice(i + run.length, end);
           if (/^ .* $/.test(code) && code.trim()) code = code.slice(1, -1);
@@ -211,6 +239,13 @@
         if (m) { flush(); out.push(ctx.mention(m[0])); i += m[0].length; continue; }
       }
       text += c; i++;
+      // up to the next character that may start markup, all is text
+      if (i < s.length && !SPECIAL.includes(s[i])) {
+        SPECIAL_RE.lastIndex = i;
+        const next = SPECIAL_RE.exec(s);
+        const to = next ? next.index : s.length;
+        text += s.slice(i, to); i = to;
+      }
     }
     flush();
     return out;
@@ -224,8 +259,14 @@
       const last = k === lines.length - 1;
       let hard = false;
       let l = line;
-      if (!last && /( {2,}|\\)$/.test(l)) { hard = true; l = l.replace(/( {2,}|\\)$/, ''); }
-      out.push(...inline(k === 0 ? l.replace(/^\s+/, '') : l.trim(), ctx));
+      if (!last) {
+        // (counted, not matched with / {2,}$/: that regexp retries at every
+        // space of a long inner run of spaces)
+        let e = l.length;
+        while (e > 0 && l[e - 1] === ' ') e--;
+        if (l.length - e >= 2) { hard = true; l = l.slice(0, e); } else if (e === l.length && l.endsWith('\\')) { hard = true; l = l.slice(0, -1); }
+      }
+      for (const n of inline(k === 0 ? l.replace(/^\s+/, '') : l.trim(), ctx)) out.push(n);
       if (!last) out.push(hard ? el('br') : ' ');
     });
     return out;
@@ -235,7 +276,7 @@
 
   const RE = {
     blank: /^\s*$/,
-    heading: /^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$/,
+    heading: /^ {0,3}(#{1,6})(?:[ \t]|$)/,
     fence: /^ {0,3}(`{3,}|~{3,})(.*)$/,
     hr: /^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/,
     quote: /^ {0,3}> ?(.*)$/,
@@ -244,25 +285,46 @@
     tableSep: /^ {0,3}\|?\s*:?-{1,}:?\s*(\|\s*:?-{1,}:?\s*)*\|?\s*$/,
   };
 
+  // heading returns the text of an ATX heading line (without its closing
+  // #s) and its level, or null. (Done by hand: a regexp with a lazy body
+  // before optional closing #s retries at every space of a long run.)
+  function heading(line) {
+    const m = RE.heading.exec(line);
+    if (!m) return null;
+    const isBlank = (c) => c === ' ' || c === '\t';
+    let b = m[0].length, e = line.length;
+    while (b < e && isBlank(line[b])) b++;
+    while (e > b && isBlank(line[e - 1])) e--;
+    let h = e;
+    while (h > b && line[h - 1] === '#') h--;
+    if (h < e && h > b && isBlank(line[h - 1])) {
+      e = h;
+      while (e > b && isBlank(line[e - 1])) e--;
+    }
+    return { level: m[1].length, text: line.slice(b, e) };
+  }
+
+  // A table has at most this many columns.
+  const MAX_COLUMNS = 64;
+
   function splitRow(line) {
     let l = line.trim();
     if (l.startsWith('|')) l = l.slice(1);
     if (l.endsWith('|') && !l.endsWith('\\|')) l = l.slice(0, -1);
     const cells = [];
-    let cur = '';
+    let cur = '', from = 0;
     for (let i = 0; i < l.length; i++) {
-      if (l[i] === '\\' && l[i + 1] === '|') { cur += '|'; i++; continue; }
-      if (l[i] === '|') { cells.push(cur.trim()); cur = ''; continue; }
-      cur += l[i];
+      if (l[i] === '\\' && l[i + 1] === '|') { cur += l.slice(from, i) + '|'; from = i + 2; i++; continue; }
+      if (l[i] === '|') { cells.push((cur + l.slice(from, i)).trim()); cur = ''; from = i + 1; }
     }
-    cells.push(cur.trim());
+    cells.push((cur + l.slice(from)).trim());
     return cells;
   }
 
   function blocks(lines, ctx, depth) {
     const out = [];
     let i = 0;
-    const startsBlock = (l) => RE.heading.test(l) || RE.fence.test(l) || RE.hr.test(l) || RE.quote.test(l) || RE.item.test(l);
+    const startsBlock = (l) => heading(l) !== null || RE.fence.test(l) || RE.hr.test(l) || RE.quote.test(l) || RE.item.test(l);
     while (i < lines.length) {
       const line = lines[i];
       if (RE.blank.test(line)) { i++; continue; }
@@ -284,10 +346,10 @@
         out.push(pre);
         continue;
       }
-      if ((m = line.match(RE.heading))) {
-        const level = Math.min(6, m[1].length + 2);
+      if ((m = heading(line))) {
+        const level = Math.min(6, m.level + 2);
         const h = el('h' + level, 'md-h');
-        append(h, inline(m[2] || '', ctx));
+        append(h, inline(m.text, ctx));
         out.push(h); i++; continue;
       }
       if (RE.hr.test(line)) { out.push(el('hr')); i++; continue; }
@@ -360,7 +422,9 @@
       if (line.includes('|') && i + 1 < lines.length && RE.tableSep.test(lines[i + 1]) && lines[i + 1].includes('-')) {
         const head = splitRow(line);
         const aligns = splitRow(lines[i + 1]).map((c) => (c.startsWith(':') && c.endsWith(':') ? 'center' : c.endsWith(':') ? 'right' : ''));
-        if (aligns.length === head.length) {
+        // Every row gets the header's cells, so a wide header over many
+        // short rows would cost rows × columns: wider ones are no table.
+        if (aligns.length === head.length && head.length <= MAX_COLUMNS) {
           const table = el('table', 'md-table');
           const thead = el('thead');
           const tr = el('tr');

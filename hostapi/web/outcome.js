@@ -3,7 +3,7 @@
 (function (V) {
   'use strict';
 
-  const { h, replace, getDiscovery, kv, fmtTime, fmtDur, pill, api, errorBox, routeOf, download, RoomModel, makeBadge, agentChip, pollView, witnessList } = V;
+  const { h, replace, getDiscovery, kv, fmtTime, fmtDur, pill, api, errorBox, routeOf, download, RoomModel, makeBadge, agentChip, pollView, cosignList } = V;
 
   // ---------------------------------------------------------------- outcome page
 
@@ -176,7 +176,6 @@
 
       // Manifest and witnesses.
       const ex = man.extra || {};
-      const hashAt = (seq) => (model.bySeq.get(seq) ? verifier.hashes.get(seq) || model.bySeq.get(seq).hash : undefined);
       if (logEl) grid.append(logEl);
       grid.append(h('section', { class: 'card manifest-card wide' }, h('h3', { text: 'Archive' }),
         h('dl', { class: 'kv' },
@@ -188,7 +187,7 @@
           ex.host_key ? kv('Host key', h('code', { class: 'did', text: String(ex.host_key) })) : null,
           kv('extra.host_log', archiveLogProof(ex.host_log, last))),
         h('h4', { text: 'Witnesses' }),
-        Array.isArray(ex.witnesses) ? witnessList(ex.witnesses, hashAt, ctx) : h('p', { class: 'muted small', text: 'This archive lists no witnesses.' })));
+        ex.host_log && ex.host_log.checkpoint ? cosignList(ex.host_log) : h('p', { class: 'muted small', text: 'This archive carries no host-log checkpoint, so no witness cosignatures.' })));
     })();
 
     return { destroy() { destroyed = true; if (logCheck) logCheck.destroy(); } };

@@ -269,22 +269,11 @@
     return { ok: true, cp };
   }
 
-  // verifyCosign returns {ok, reason, witness, cp} for a checkpoint.cosign.
-  async function verifyCosign(env) {
-    const why = await verifyAssertion(env, 'checkpoint.cosign');
-    if (why) return { ok: false, reason: why };
-    const p = env.event.payload || {};
-    if (p.witness !== env.event.actor) return { ok: false, reason: 'cosignature names another witness' };
-    const c = await verifyCheckpoint(p.checkpoint);
-    if (!c.ok) return { ok: false, reason: 'embedded checkpoint: ' + c.reason, witness: p.witness };
-    return { ok: true, witness: p.witness, cp: c.cp };
-  }
-
   // eventsDigest is events_sha3_256 of an archive (§19).
   const eventsDigest = (records) => hashB64(records);
 
   Object.assign(ns, {
     b64u, b64uDecode, utf8, jcs, recordHash, verifyEnvelope, verifySignature, ed25519Available,
-    ChainVerifier, verifyCheckpoint, verifyCosign, eventsDigest,
+    ChainVerifier, verifyCheckpoint, eventsDigest,
   });
 })(window.ADPViewer = window.ADPViewer || {});

@@ -12,6 +12,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/cmd/adpnode/internal/verifycmd"
 	"github.com/adpnode/adpnode/internal/adptest"
 )
@@ -118,5 +119,44 @@ func TestVerifyRecordProofOffline(t *testing.T) {
 	var buf bytes.Buffer
 	if ok, _ := verifycmd.File(&buf, "p.json", b); ok {
 		t.Fatal("unknown member accepted")
+	}
+}
+
+// A proof whose checkpoint carries witnesses' cosignature/v1 lines: verify
+// checks one line per listed key and prints each witness with its key; a
+// listed key without a line, a bad line, or a malformed key fails.
+func TestVerifyRecordProofWitnesses(t *testing.T) {
+	f, _ := proofFile(t, "alice")
+	_, k1, _ := ed25519.GenerateKey(nil)
+	_, k2, _ := ed25519.GenerateKey(nil)
+	w1, _ := tlogwitness.NewCosigner("w1.test/adp-witness", k1)
+	w2, _ := tlogwitness.NewCosigner("w2.test/adp-witness", k2)
+	body, _, _ := strings.Cut(f.Checkpoint, "\n\n")
+	body += "\n"
+	f.Checkpoint += w1.Cosign([]byte(body), 1_780_000_000) + w2.Cosign([]byte(body), 1_780_000_001)
+	f.Witnesses = []string{w1.VerifierKey(), w2.VerifierKey()}
+	ok, out := run(t, f)
+	if !ok || !strings.Contains(out, ", 2 witnesses") || !strings.Contains(out, "witness w1.test/adp-witness cosigned the log checkpoint at 2026-") ||
+		!strings.Contains(out, w2.VerifierKey()) {
+		t.Fatalf("verify: %s", out)
+	}
+	_, k3, _ := ed25519.GenerateKey(nil)
+	w3, _ := tlogwitness.NewCosigner("w3.test/adp-witness", k3)
+	lines := strings.SplitAfter(f.Checkpoint, "\n")
+	for name, mut := range map[string]func(*tlogproof.File){
+		"a listed witness without a line": func(f *tlogproof.File) { f.Witnesses = append(f.Witnesses, w3.VerifierKey()) },
+		"a malformed witness key":         func(f *tlogproof.File) { f.Witnesses = []string{"w1.test+zz+AAAA"} },
+		"a key listed twice":              func(f *tlogproof.File) { f.Witnesses = []string{w1.VerifierKey(), w1.VerifierKey()} },
+		"a line by another key under the listed name": func(f *tlogproof.File) {
+			imposter, _ := tlogwitness.NewCosigner("w1.test/adp-witness", k3)
+			f.Checkpoint = strings.Join(lines[:len(lines)-3], "") + imposter.Cosign([]byte(body), 1_780_000_000) + lines[len(lines)-2]
+		},
+	} {
+		g := f
+		g.Witnesses = append([]string(nil), f.Witnesses...)
+		mut(&g)
+		if ok, out := run(t, g); ok || !strings.HasPrefix(out, "FAIL record proof") {
+			t.Errorf("%s: %s", name, out)
+		}
 	}
 }
