@@ -209,11 +209,6 @@ func (f *Federation) reconcileWith(ctx context.Context, id peer.ID) (ReconcileRe
 	ctx, cancel := context.WithTimeout(ctx, reconSessionMax)
 	defer cancel()
 	var res ReconcileResult
-	// The item set first: libp2p negotiates the protocol with the first
-	// write, and the responder gives up on a stream whose negotiation
-	// has not finished in 10 s (a set of 100,000 items took that long to
-	// build on a starved machine).
-	items := f.reconItems()
 	s, err := f.h.NewStream(ctx, id, ReconcileProtocol)
 	if err != nil {
 		if errors.Is(err, network.ErrNoConn) || ctx.Err() != nil {
@@ -226,6 +221,7 @@ func (f *Federation) reconcileWith(ctx context.Context, id peer.ID) (ReconcileRe
 		s.SetDeadline(dl)
 	}
 	r := bufio.NewReader(s)
+	items := f.reconItems()
 	res.Items = items.set.Len()
 	sess := negentropy.NewSession(items.set, reconFrameLimit)
 	msg := sess.Initiate()
