@@ -198,6 +198,11 @@ func (s *Session) reconcile(msg []byte) (full []byte, have, need []ID, err error
 	items := s.set.items
 	prevBound := bound{}
 	prevIndex := 0
+	// written is the index of the last bound this answer holds: the peer
+	// reads a range as starting there, so a closing fingerprint covers
+	// the items from written on (ranges skipped as equal, and a range
+	// whose answer did not fit, included).
+	written := 0
 	skip := false
 	var o []byte
 	doSkip := func() {
@@ -219,6 +224,7 @@ func (s *Session) reconcile(msg []byte) (full []byte, have, need []ID, err error
 		}
 		lower := prevIndex
 		upper := s.set.lowerBound(prevIndex, cur)
+		cut := false
 		switch mode {
 		case modeSkip:
 			skip = true
@@ -266,6 +272,7 @@ func (s *Session) reconcile(msg []byte) (full []byte, have, need []ID, err error
 				if s.exceeded(len(full) + len(o) + len(ids) + 64) {
 					end = bound{ts: items[i].Timestamp, prefix: items[i].ID[:]}
 					upper = i
+					cut = true
 					break
 				}
 				ids = append(ids, items[i].ID[:]...)
@@ -277,19 +284,28 @@ func (s *Session) reconcile(msg []byte) (full []byte, have, need []ID, err error
 			o = append(o, ids...)
 			full = append(full, o...)
 			o = o[:0]
+			written = upper
 		default:
 			return nil, nil, nil, ErrMalformed
 		}
-		if s.exceeded(len(full) + len(o)) {
-			// Out of room: one fingerprint for everything after this
-			// range, which the peer splits again next round.
-			fp := s.set.fingerprint(upper, len(items))
+		if cut || s.exceeded(len(full)+len(o)) {
+			// Out of room (or an id list cut short, whose rest must be
+			// described even when the frame still has a little room): this range's answer is dropped, and one
+			// fingerprint covers everything from the last bound written
+			// (this range included), which the peer splits again next
+			// round. Computing it from this range's end instead lost the
+			// range's differences whenever what follows it is equal on
+			// both sides (an empty tail, as when every change is newer).
+			fp := s.set.fingerprint(written, len(items))
 			full = s.appendBound(full, bound{ts: maxTimestamp})
 			full = appendVarint(full, modeFingerprint)
 			full = append(full, fp[:]...)
 			break
 		}
-		full = append(full, o...)
+		if len(o) > 0 {
+			full = append(full, o...)
+			written = upper
+		}
 		prevIndex = upper
 		prevBound = cur
 	}
