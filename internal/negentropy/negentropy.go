@@ -289,13 +289,15 @@ func (s *Session) reconcile(msg []byte) (full []byte, have, need []ID, err error
 			return nil, nil, nil, ErrMalformed
 		}
 		if cut || s.exceeded(len(full)+len(o)) {
-			// Out of room (or an id list cut short, whose rest must be
-			// described even when the frame still has a little room): this range's answer is dropped, and one
-			// fingerprint covers everything from the last bound written
-			// (this range included), which the peer splits again next
-			// round. Computing it from this range's end instead lost the
-			// range's differences whenever what follows it is equal on
-			// both sides (an empty tail, as when every change is newer).
+			// Out of room, or an id list was cut short: one fingerprint
+			// covers everything from the last bound written (a range
+			// whose answer did not fit is dropped and so included), and
+			// the peer splits it again next round. A cut list must end
+			// so even when the frame has a little room left, or its rest
+			// goes undescribed; and a fingerprint taken from the dropped
+			// range's end could match the peer's when what follows is
+			// equal (an empty tail, as when every change is newer),
+			// losing the dropped range's differences.
 			fp := s.set.fingerprint(written, len(items))
 			full = s.appendBound(full, bound{ts: maxTimestamp})
 			full = appendVarint(full, modeFingerprint)
