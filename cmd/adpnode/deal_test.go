@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -198,4 +199,23 @@ func mustRead(t *testing.T, path string) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A round id is an event hash: about one in 64 begins with "-", which the
+// flag parser reads as shorthand flags. After "--" it is a plain argument
+// (the command then fails on what comes next, the missing key file);
+// before it, the error names the id and says to use "--".
+func TestDashLeadingRoundID(t *testing.T) {
+	const id = "-a4caYk6LIhpRfTX_1lDFK-0ZgIGeRE7YcoykOF2Rn4"
+	key := filepath.Join(t.TempDir(), "missing.key")
+	var out, errb bytes.Buffer
+	code := run([]string{"round", "accept", "--choice", "fast", "--node", "http://127.0.0.1:1", "--key", key, "--", "room", id, "ok"}, &out, &errb)
+	if code == exitOK || strings.Contains(errb.String(), "shorthand") || strings.Contains(errb.String(), `begins with "-"`) {
+		t.Fatalf("after --: exit %d, %q (want a failure past flag parsing)", code, errb.String())
+	}
+	errb.Reset()
+	code = run([]string{"round", "accept", "room", id, "ok", "--node", "http://127.0.0.1:1", "--key", key}, &out, &errb)
+	if code == exitOK || !strings.Contains(errb.String(), id+` looks like an id that begins with "-"`) {
+		t.Fatalf("before --: exit %d, %q (want the hint)", code, errb.String())
+	}
 }

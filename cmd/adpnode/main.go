@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -28,6 +29,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if errors.Is(err, syscall.ECONNREFUSED) {
 				fmt.Fprintln(stderr, "adpnode: no node is listening there: start one (adpnode serve), or point --node at a running node")
 			}
+			if a, ok := dashID(args); ok && strings.Contains(err.Error(), "flag") {
+				fmt.Fprintf(stderr, "adpnode: %s looks like an id that begins with \"-\": put the flags first and the ids after \"--\" (adpnode round accept --key K -- ROOM ROUND TEXT)\n", a)
+			}
 		}
 		return exitCode(err)
 	}
@@ -48,4 +52,19 @@ func rootCmd() *cobra.Command {
 		checkCmd(), backupCmd(), restoreCmd(), watchCmd(), inboxCmd(), roundCmd(), dealCmd())
 	markUsageErrors(root)
 	return root
+}
+
+// dashID returns an argument before any "--" that has the shape of a
+// base64url event hash or record hash (43 characters) beginning with
+// "-": the flag parser takes it for flags, so the error gets a hint.
+func dashID(args []string) (string, bool) {
+	for _, a := range args {
+		if a == "--" {
+			return "", false
+		}
+		if len(a) == 43 && a[0] == '-' && strings.Trim(a, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_") == "" {
+			return a, true
+		}
+	}
+	return "", false
 }
