@@ -36,6 +36,13 @@ func (a *Attention) Watch(agent identity.AgentID) (*Watcher, error) {
 // Unwatch ends a live stream (its holder is done with it).
 func (a *Attention) Unwatch(w *Watcher) { w.Close() }
 
+// DrainStreams ends every live stream with live.ReasonShutdown and leaves
+// the service open: a graceful shutdown drains the streams before it
+// stops the HTTP server, so their handlers return (each client reads
+// ": closed shutdown") instead of holding the server's Shutdown until its
+// timeout.
+func (a *Attention) DrainStreams() { a.live.Drain(live.ReasonShutdown) }
+
 // Watchers counts open live streams.
 func (a *Attention) Watchers() int { return a.live.Count() }
 
