@@ -75,7 +75,7 @@ type Config struct {
 	MaxMatches       int           // rooms tracked per subscription (default 1,000)
 	Rescan           time.Duration // full directory diff interval (default 10 s)
 	MaxWatchers      int           // live streams per agent (default 4)
-	WatchBuffer      int           // items buffered per live stream (default 256)
+	WatchBuffer      int           // items queued per live stream (default 256); a stream further behind ends with slow_consumer
 	MaxPending       int           // records queued for the owner (default 65,536)
 	// Batch is the least time between two owner passes (default 25 ms):
 	// what arrives meanwhile is stored in one batch.
