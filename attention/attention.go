@@ -1,7 +1,9 @@
 // Package attention is a host-local extension of ADP (not part of ADP 1.0;
 // no ADP shape changes): durable directory subscriptions with a change
-// feed per subscription, a mentions inbox per agent, and one live stream
-// per agent. See docs/attention.md for the cursor rules and retention.
+// feed per subscription, a mentions inbox per agent, and the agent's live
+// streams: subscriptions of the agent's topic on a live.Hub the service
+// owns and closes in its Close. See docs/attention.md for the cursor rules
+// and retention.
 //
 // State lives in Badger under the prefix "at/". One owner goroutine
 // (started by Open, stopped by Close) turns node events, index changes and
@@ -32,6 +34,7 @@ import (
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/storelayout"
+	"github.com/adpnode/adpnode/live"
 )
 
 // Prefix is the key space of this package in the node's Badger.
@@ -72,7 +75,7 @@ type Config struct {
 	MaxMatches       int           // rooms tracked per subscription (default 1,000)
 	Rescan           time.Duration // full directory diff interval (default 10 s)
 	MaxWatchers      int           // live streams per agent (default 4)
-	WatchBuffer      int           // items buffered per live stream (default 256)
+	WatchBuffer      int           // items queued per live stream (default 256); a stream further behind ends with slow_consumer
 	MaxPending       int           // records queued for the owner (default 65,536)
 	// Batch is the least time between two owner passes (default 25 ms):
 	// what arrives meanwhile is stored in one batch.
@@ -246,8 +249,7 @@ type Attention struct {
 	rescanDue bool
 	dropped   atomic.Int64
 	wake      chan struct{}
-	wmu       sync.Mutex
-	watchers  map[identity.AgentID]map[*Watcher]struct{}
+	live      *live.Hub[struct{}] // agent streams, one topic per agent (watch.go)
 	closed    atomic.Bool
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -281,7 +283,7 @@ func Open(cfg Config) (*Attention, error) {
 		byTag: map[string]map[string]*sub{}, untagged: map[string]*sub{}, byRoom: map[string]map[string]*sub{},
 		known: map[string]known{}, inboxes: map[identity.AgentID]*inbox{}, pendRooms: map[string]int64{}, pendLook: map[string]bool{}, pendMir: map[string]int64{},
 		caught: map[string]int64{}, mirWM: map[string]int64{},
-		wake: make(chan struct{}, 1), watchers: map[identity.AgentID]map[*Watcher]struct{}{}, done: make(chan struct{})}
+		wake: make(chan struct{}, 1), live: live.NewHub[struct{}](cfg.WatchBuffer), done: make(chan struct{})}
 	if err := a.load(); err != nil {
 		return nil, err
 	}
@@ -368,14 +370,8 @@ func (a *Attention) Close() error {
 	}
 	a.cancel()
 	<-a.done
-	a.wmu.Lock()
-	for agent, ws := range a.watchers {
-		for w := range ws {
-			w.end("closed")
-		}
-		delete(a.watchers, agent)
-	}
-	a.wmu.Unlock()
+	// After the owner's final pass, so its items reach the streams first.
+	a.live.Close(live.ReasonShutdown)
 	return nil
 }
 

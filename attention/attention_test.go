@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/hostport"
+	"github.com/adpnode/adpnode/live"
 )
 
 // world is a fake directory, clock and access table.
@@ -667,21 +669,168 @@ func TestWatchStream(t *testing.T) {
 		f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: roomID(1), Record: mentionRecord(t, roomID(1), i, "message.create", alice)})
 		f.settle()
 	}
-	for range w.C {
-	}
-	if w.Reason() != "lagging" || f.a.Watchers() != 0 {
+	if w.Reason() != live.ReasonSlow || drainWatcher(w) != 2 || f.a.Watchers() != 0 {
 		t.Fatalf("reason %q watchers %d", w.Reason(), f.a.Watchers())
 	}
+	var bobs []*Watcher
 	for i := 0; i < 4; i++ {
-		if _, err := f.a.Watch(bob); err != nil {
+		bw, err := f.a.Watch(bob)
+		if err != nil {
 			t.Fatal(err)
 		}
+		bobs = append(bobs, bw)
 	}
-	if _, err := f.a.Watch(bob); adp.CodeOf(err) != adp.CodeRateLimited {
+	_, err = f.a.Watch(bob)
+	if e, ok := err.(*adp.Error); !ok || e.Code != adp.CodeRateLimited || e.Data["reason"] != "stream_cap" || e.Data["limit"] != 4 {
 		t.Fatalf("fifth stream: %v", err)
 	}
+	// A closed stream gives its slot back.
+	f.a.Unwatch(bobs[0])
+	if bobs[0].Reason() != live.ReasonClosed {
+		t.Fatalf("unwatched: reason %q", bobs[0].Reason())
+	}
+	if bobs[0], err = f.a.Watch(bob); err != nil {
+		t.Fatalf("slot after a close: %v", err)
+	}
+	// The service's Close ends every stream with shutdown.
 	f.close()
-	if f2 := f.a; f2 != nil {
-		t.Fatal("not closed")
+	for _, bw := range bobs {
+		if bw.Reason() != live.ReasonShutdown || drainWatcher(bw) > 0 {
+			t.Fatalf("after Close: reason %q", bw.Reason())
+		}
+	}
+	// Restart on the same data dir: streams open again and carry new items.
+	f.open()
+	w, err = f.a.Watch(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: roomID(1), Record: mentionRecord(t, roomID(1), 10, "message.create", alice)})
+	f.settle()
+	if len(w.C) != 1 {
+		t.Fatalf("after restart: %d items on the stream, want 1", len(w.C))
+	}
+	if it := <-w.C; it.Event != "mention" || !strings.Contains(string(it.Data), `"room_seq":10`) {
+		t.Fatalf("after restart: item %s %s", it.Event, it.Data)
+	}
+}
+
+func drainWatcher(w *Watcher) (n int) {
+	for range w.C {
+		n++
+	}
+	return n
+}
+
+// Hostile: one of alice's streams never reads while mentions keep coming.
+// It is dropped with slow_consumer once WatchBuffer items behind, and its
+// slot comes back; alice's other streams, 32 other agents' streams and the
+// owner's passes (every mention stored) go on unhindered. Agents racing to
+// open streams never exceed the cap. After Close every stream has ended,
+// the hub is empty and the goroutines are back to their base.
+func TestWatchNeverReads(t *testing.T) {
+	const buf, records, others = 4, 12, 32
+	base := runtime.NumGoroutine()
+	f := start(t, func(c *Config) { c.WatchBuffer = buf })
+	f.w.put(directory.Entry{ID: roomID(1)})
+	stuck, err := f.a.Watch(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Racing opens: each agent tries twice its cap at once.
+	agents := make([]identity.AgentID, others)
+	streams := make([][]*Watcher, others)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range agents {
+		agents[i] = agentID(byte(10 + i))
+		for range 2 * 4 {
+			wg.Go(func() {
+				w, err := f.a.Watch(agents[i])
+				if err != nil {
+					if adp.CodeOf(err) != adp.CodeRateLimited {
+						t.Error(err)
+					}
+					return
+				}
+				mu.Lock()
+				streams[i] = append(streams[i], w)
+				mu.Unlock()
+			})
+		}
+	}
+	var peers []*Watcher // alice's streams that read
+	for range 3 {
+		w, err := f.a.Watch(alice)
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers = append(peers, w)
+	}
+	wg.Wait()
+	for i, ws := range streams {
+		if len(ws) != 4 {
+			t.Fatalf("agent %d holds %d streams after racing opens, cap 4", i, len(ws))
+		}
+	}
+	if _, err := f.a.Watch(alice); adp.CodeOf(err) != adp.CodeRateLimited {
+		t.Fatalf("alice past her cap: %v", err)
+	}
+	mentioned := append([]identity.AgentID{alice}, agents...)
+	for i := int64(1); i <= records; i++ {
+		f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: roomID(1), Record: mentionRecord(t, roomID(1), i, "message.create", mentioned...)})
+		f.settle()
+		// The pass has returned: every reading stream holds its item.
+		for _, w := range append(peers, slices.Concat(streams...)...) {
+			if len(w.C) != 1 {
+				t.Fatalf("record %d: a reading stream holds %d items (reason %q)", i, len(w.C), w.Reason())
+			}
+			if it := <-w.C; it.Event != "mention" || !strings.Contains(string(it.Data), fmt.Sprintf(`"room_seq":%d`, i)) {
+				t.Fatalf("record %d: item %s %s", i, it.Event, it.Data)
+			}
+		}
+	}
+	if r := stuck.Reason(); r != live.ReasonSlow {
+		t.Fatalf("stuck stream: reason %q, want %s", r, live.ReasonSlow)
+	}
+	if n := drainWatcher(stuck); n != buf {
+		t.Fatalf("stuck stream: %d items, reason %q; want %d and %s", n, stuck.Reason(), buf, live.ReasonSlow)
+	}
+	if got := f.a.Watchers(); got != 3+4*others {
+		t.Fatalf("%d streams open, want %d", got, 3+4*others)
+	}
+	// Its slot came back, and the owner stored every mention.
+	if _, err := f.a.Watch(alice); err != nil {
+		t.Fatalf("the dropped stream's slot: %v", err)
+	}
+	if its := f.mentions(alice, Cursor{}).Items.([]MentionItem); len(its) != records {
+		t.Fatalf("alice's inbox holds %d mentions, want %d", len(its), records)
+	}
+	a := f.a
+	f.close()
+	for _, w := range append(peers, slices.Concat(streams...)...) {
+		if w.Reason() != live.ReasonShutdown || drainWatcher(w) > 0 {
+			t.Fatalf("after Close: reason %q", w.Reason())
+		}
+	}
+	if a.Watchers() != 0 {
+		t.Fatalf("%d streams after Close", a.Watchers())
+	}
+	if _, err := a.Watch(alice); adp.CodeOf(err) != adp.CodeUnavailable {
+		t.Fatalf("a stream after Close: %v", err)
+	}
+	waitGoroutines(t, base)
+}
+
+// waitGoroutines waits until no more than base goroutines run.
+func waitGoroutines(t *testing.T, base int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base {
+		if time.Now().After(deadline) {
+			t.Fatalf("goroutines %d, base %d", runtime.NumGoroutine(), base)
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -2,7 +2,6 @@ package attention
 
 import (
 	"fmt"
-	"sync"
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
@@ -10,105 +9,53 @@ import (
 )
 
 // Watcher is one live stream of an agent: mentions, join-request outcomes
-// and subscription feed items, as SSE items. C closes when the stream is
-// dropped (Reason says why). Items are pushed after they are stored: a
-// client subscribes, then reads its feeds after its cursors, and
-// de-duplicates by (stream, seq).
-type Watcher struct {
-	C      <-chan live.Item
-	c      chan live.Item
-	agent  identity.AgentID
-	once   sync.Once
-	mu     sync.Mutex
-	reason string
-}
+// and subscription feed items, as SSE items. It is a subscription of the
+// agent's topic on the service's live.Hub, so it ends as every other live
+// stream does: C closes and Reason says why (live.ReasonSlow when it fell
+// WatchBuffer items behind, live.ReasonShutdown when the service closed,
+// live.ReasonClosed when its holder closed it). Items are pushed after they
+// are stored: a client subscribes, then reads its feeds after its cursors,
+// and de-duplicates by (stream, seq).
+type Watcher = live.Subscription[struct{}]
 
-func (w *Watcher) end(reason string) {
-	w.once.Do(func() {
-		w.mu.Lock()
-		w.reason = reason
-		w.mu.Unlock()
-		close(w.c)
-	})
-}
-
-// Reason says why C closed.
-func (w *Watcher) Reason() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.reason
-}
-
-// Watch opens a live stream for agent (at most MaxWatchers at a time).
+// Watch opens a live stream for agent. An agent holds at most MaxWatchers
+// at a time; the cap is taken atomically by the hub, so concurrent opens
+// cannot exceed it, and a stream's slot comes back as soon as it ends.
 func (a *Attention) Watch(agent identity.AgentID) (*Watcher, error) {
 	if a.closed.Load() {
 		return nil, adp.Errorf(adp.CodeUnavailable, "shutting down")
 	}
-	a.wmu.Lock()
-	defer a.wmu.Unlock()
-	ws := a.watchers[agent]
-	if len(ws) >= a.cfg.MaxWatchers {
+	w, ok := a.live.SubscribeAtMost(string(agent), a.cfg.MaxWatchers, struct{}{})
+	if !ok {
 		return nil, adp.Reason(adp.CodeRateLimited, "stream_cap", fmt.Sprintf("an agent may hold at most %d live streams", a.cfg.MaxWatchers)).
 			WithData("limit", a.cfg.MaxWatchers)
 	}
-	if ws == nil {
-		ws = map[*Watcher]struct{}{}
-		a.watchers[agent] = ws
-	}
-	c := make(chan live.Item, a.cfg.WatchBuffer)
-	w := &Watcher{C: c, c: c, agent: agent}
-	ws[w] = struct{}{}
 	return w, nil
 }
 
-// Unwatch ends a live stream.
-func (a *Attention) Unwatch(w *Watcher) {
-	a.wmu.Lock()
-	if ws := a.watchers[w.agent]; ws != nil {
-		delete(ws, w)
-		if len(ws) == 0 {
-			delete(a.watchers, w.agent)
-		}
-	}
-	a.wmu.Unlock()
-	w.end("closed")
-}
+// Unwatch ends a live stream (its holder is done with it).
+func (a *Attention) Unwatch(w *Watcher) { w.Close() }
+
+// DrainStreams ends every live stream with live.ReasonShutdown and leaves
+// the service open: a graceful shutdown drains the streams before it
+// stops the HTTP server, so their handlers return (each client reads
+// ": closed shutdown") instead of holding the server's Shutdown until its
+// timeout.
+func (a *Attention) DrainStreams() { a.live.Drain(live.ReasonShutdown) }
 
 // Watchers counts open live streams.
-func (a *Attention) Watchers() int {
-	a.wmu.Lock()
-	defer a.wmu.Unlock()
-	n := 0
-	for _, ws := range a.watchers {
-		n += len(ws)
-	}
-	return n
-}
+func (a *Attention) Watchers() int { return a.live.Count() }
 
-// deliver pushes stored items to live streams; a stream whose buffer is
-// full is dropped ("lagging": the client reads its feeds to catch up).
+// deliver pushes stored items to live streams. An item is encoded only for
+// an agent with a stream, and once for all of that agent's streams. The hub
+// never blocks: a stream whose queue is full ends with live.ReasonSlow, and
+// its client reads its feeds after its cursors to catch up.
 func (a *Attention) deliver(evs []liveEvent) {
-	if len(evs) == 0 {
-		return
-	}
-	a.wmu.Lock()
-	defer a.wmu.Unlock()
 	for _, e := range evs {
-		ws := a.watchers[e.agent]
-		if len(ws) == 0 {
+		topic := string(e.agent)
+		if !a.live.Watched(topic) {
 			continue
 		}
-		item := live.Item{Event: e.event, Data: mustJSON(e.data)}
-		for w := range ws {
-			select {
-			case w.c <- item:
-			default:
-				delete(a.watchers[e.agent], w)
-				w.end("lagging")
-			}
-		}
-		if len(a.watchers[e.agent]) == 0 {
-			delete(a.watchers, e.agent)
-		}
+		a.live.Publish(topic, live.NewItem(e.event, mustJSON(e.data)), nil)
 	}
 }

@@ -113,6 +113,25 @@ func NewHub[M any](buf int) *Hub[M] {
 // Subscribe opens a subscription of topic with meta. After Close it
 // returns a subscription already ended with the hub's close reason.
 func (h *Hub[M]) Subscribe(topic string, meta M) *Subscription[M] {
+	s, _ := h.subscribe(topic, 0, meta)
+	return s
+}
+
+// SubscribeAtMost is Subscribe for a topic that may hold at most limit
+// open subscriptions (an agent's streams): past the cap it opens nothing
+// and returns false. The count and the insertion happen under one lock, so
+// concurrent callers can never exceed the cap, which a Count or Watched
+// check before Subscribe could not promise. A subscription frees its slot
+// as it ends (its Close, a slow-consumer drop, a topic close). A limit
+// below 1 is taken as 1. After Close it returns a subscription already
+// ended with the hub's close reason.
+func (h *Hub[M]) SubscribeAtMost(topic string, limit int, meta M) (*Subscription[M], bool) {
+	return h.subscribe(topic, max(limit, 1), meta)
+}
+
+// subscribe opens a subscription of topic unless limit > 0 and the topic
+// already holds limit of them.
+func (h *Hub[M]) subscribe(topic string, limit int, meta M) (*Subscription[M], bool) {
 	c := make(chan Item, h.buf)
 	s := &Subscription[M]{C: c, c: c, Topic: topic, Meta: meta, hub: h}
 	h.mu.Lock()
@@ -120,14 +139,18 @@ func (h *Hub[M]) Subscribe(topic string, meta M) *Subscription[M] {
 		reason := h.closed
 		h.mu.Unlock()
 		s.end(reason)
-		return s
+		return s, true
+	}
+	if limit > 0 && len(h.subs[topic]) >= limit {
+		h.mu.Unlock()
+		return nil, false
 	}
 	if h.subs[topic] == nil {
 		h.subs[topic] = map[*Subscription[M]]struct{}{}
 	}
 	h.subs[topic][s] = struct{}{}
 	h.mu.Unlock()
-	return s
+	return s, true
 }
 
 func (h *Hub[M]) remove(s *Subscription[M]) {

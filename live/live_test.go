@@ -3,6 +3,7 @@ package live
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -215,5 +216,88 @@ func BenchmarkPublish1000(b *testing.B) {
 		for _, s := range subs {
 			<-s.C
 		}
+	}
+}
+
+// SubscribeAtMost is atomic: 64 callers racing for a topic capped at 4 get
+// exactly 4 subscriptions, and callers that subscribe and close in a loop
+// never hold more than 4 at once. Slots come back when subscriptions end
+// (their Close, a slow-consumer drop), other topics are not counted, and
+// after the owner's Close the caller gets a subscription ended with its
+// reason.
+func TestSubscribeAtMost(t *testing.T) {
+	const callers, limit = 64, 4
+	h := NewHub[int](1)
+	other := h.Subscribe("b", -1)
+	start := make(chan struct{})
+	got := make(chan *Subscription[int], callers)
+	var wg sync.WaitGroup
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			if s, ok := h.SubscribeAtMost("a", limit, i); ok {
+				got <- s
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(got)
+	var held []*Subscription[int]
+	for s := range got {
+		held = append(held, s)
+	}
+	if len(held) != limit || h.Count() != limit+1 {
+		t.Fatalf("%d of %d racing callers subscribed (hub count %d); the cap is %d", len(held), callers, h.Count(), limit)
+	}
+	// Closing frees the slots: every one can be taken again.
+	for _, s := range held {
+		s.Close()
+	}
+	var open atomic.Int64
+	var worst atomic.Int64
+	for i := range callers {
+		wg.Go(func() {
+			for range 50 {
+				s, ok := h.SubscribeAtMost("a", limit, i)
+				if !ok {
+					continue
+				}
+				n := open.Add(1)
+				for w := worst.Load(); n > w && !worst.CompareAndSwap(w, n); w = worst.Load() {
+				}
+				open.Add(-1)
+				s.Close()
+			}
+		})
+	}
+	wg.Wait()
+	if w := worst.Load(); w > limit || w == 0 {
+		t.Fatalf("at most %d subscriptions held at once, cap %d", w, limit)
+	}
+	held = held[:0]
+	for i := range limit {
+		s, ok := h.SubscribeAtMost("a", limit, i)
+		if !ok {
+			t.Fatalf("slot %d did not come back after the closes", i)
+		}
+		held = append(held, s)
+	}
+	if _, ok := h.SubscribeAtMost("a", limit, 99); ok {
+		t.Fatal("a fifth subscription past the cap")
+	}
+	// A slow consumer's drop frees its slot too (queue of 1, two items).
+	h.Publish("a", NewItem("e", []byte(`{}`)), func(s *Subscription[int]) bool { return s == held[0] })
+	h.Publish("a", NewItem("e", []byte(`{}`)), func(s *Subscription[int]) bool { return s == held[0] })
+	if drainAll(held[0]); held[0].Reason() != ReasonSlow {
+		t.Fatalf("reason %q, want %s", held[0].Reason(), ReasonSlow)
+	}
+	if _, ok := h.SubscribeAtMost("a", limit, 100); !ok {
+		t.Fatal("a slow consumer's slot did not come back")
+	}
+	h.Close(ReasonShutdown)
+	late, ok := h.SubscribeAtMost("a", limit, 101)
+	if !ok || drainAll(late) != 0 || late.Reason() != ReasonShutdown || other.Reason() != ReasonShutdown {
+		t.Fatalf("after Close: ok %v, reason %q", ok, late.Reason())
 	}
 }

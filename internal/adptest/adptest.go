@@ -128,6 +128,9 @@ func (h *Host) Close() {
 	h.once.Do(func() {
 		h.Node.DrainStreams()
 		h.Node.DrainViewers()
+		if h.Att != nil {
+			h.Att.DrainStreams()
+		}
 		h.srv.CloseClientConnections()
 		h.srv.Close()
 		h.Stack.Close()

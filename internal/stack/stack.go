@@ -258,6 +258,9 @@ func (s *Stack) Close() error {
 	s.once.Do(func() {
 		s.Node.DrainStreams()
 		s.Node.DrainViewers()
+		if s.Att != nil {
+			s.Att.DrainStreams()
+		}
 		if s.serving {
 			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 			if err := s.Server.Shutdown(ctx); err != nil {
