@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -74,12 +75,15 @@ func (s *rooms) accept(id string) tlog.Leaf {
 
 type env struct {
 	t     testing.TB
+	host  string // the public host; "" is 127.0.0.1:1
 	dir   string
 	key   ed25519.PrivateKey
 	src   *rooms
 	db    *badger.DB
 	log   *tlog.Log
 	cpInt time.Duration
+	round time.Duration // RoundInterval (0: the default)
+	logs  *slog.Logger  // nil: discard
 }
 
 func newEnv(t testing.TB) *env {
@@ -102,13 +106,24 @@ func (e *env) open() {
 	if e.cpInt == 0 {
 		batch = 0 // the daemon's defaults
 	}
+	logs := e.logs
+	if logs == nil {
+		logs = slog.New(slog.DiscardHandler)
+	}
 	e.log, err = tlog.Open(tlog.Config{Dir: filepath.Join(e.dir, tlog.Dir), DB: db, Key: e.key,
-		Origin: tlogproof.Origin("127.0.0.1:1"), Source: e.src, CheckpointInterval: e.cpInt, BatchMaxAge: batch})
+		Origin: e.origin(), Source: e.src, CheckpointInterval: e.cpInt, BatchMaxAge: batch, RoundInterval: e.round, Log: logs})
 	if err != nil {
 		db.Close()
 		e.db = nil
 		e.t.Fatal(err)
 	}
+}
+
+func (e *env) origin() string {
+	if e.host == "" {
+		return tlogproof.Origin("127.0.0.1:1")
+	}
+	return tlogproof.Origin(e.host)
 }
 
 func (e *env) close() {
@@ -508,4 +523,77 @@ func TestQueueOverflowIsCaughtUp(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// newEnvRound is newEnv with a round interval.
+func newEnvRound(t testing.TB, round time.Duration) *env {
+	_, key, _ := ed25519.GenerateKey(nil)
+	e := &env{t: t, dir: t.TempDir(), key: key, src: newRooms(), cpInt: 100 * time.Millisecond, round: round}
+	e.open()
+	t.Cleanup(func() { e.close() })
+	return e
+}
+
+// TestRoundsArePaced: records arriving steadily (about one a
+// millisecond) are logged in rounds that begin at most once per
+// RoundInterval, so each round carries many records, and every record is
+// in the log once. Without pacing a round would begin every batch age
+// (10 ms here).
+func TestRoundsArePaced(t *testing.T) {
+	const interval = 200 * time.Millisecond
+	const n = 1000
+	e := newEnvRound(t, interval)
+	start := time.Now()
+	tick := time.NewTicker(time.Millisecond) // the load's pace, not a synchronisation
+	for i := range n {
+		<-tick.C
+		e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%5)))
+	}
+	tick.Stop()
+	cp := e.waitSize(n)
+	elapsed := time.Since(start)
+	rounds := e.log.Rounds()
+	if most := uint64(elapsed/interval) + 1; rounds > most {
+		t.Fatalf("%d rounds in %v: more than one per %v (at most %d)", rounds, elapsed, interval, most)
+	}
+	if rounds == 0 || n/rounds < 10 {
+		t.Fatalf("%d records in %d rounds: want many records per round", n, rounds)
+	}
+	t.Logf("%d records in %d rounds over %v", n, rounds, elapsed)
+	e.checkAll(cp)
+}
+
+// TestCloseEndsPaceWait: records queued behind an hour's round interval
+// do not hold Close up; Close logs them, and a restart on the same
+// directory finds every record exactly once and logs a record arriving
+// after a quiet spell at once, not an interval later.
+func TestCloseEndsPaceWait(t *testing.T) {
+	e := newEnvRound(t, time.Hour)
+	e.log.Append(e.src.accept("r0")) // the first record after a quiet spell: a round at once
+	e.waitSize(1)
+	const n = 500
+	for i := 1; i < n; i++ {
+		e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%3)))
+	}
+	l := e.log
+	if r := l.Rounds(); r != 1 {
+		t.Fatalf("%d rounds before the interval ended, want 1", r)
+	}
+	closed := make(chan struct{})
+	go func() { e.close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Minute): // a bound on a hang, not a timing assertion
+		t.Fatal("Close waited for the round interval")
+	}
+	if r := l.Rounds(); r != 2 {
+		t.Fatalf("%d rounds, want 2 (Close drains the queue in one)", r)
+	}
+	e.open()
+	e.checkAll(e.waitSize(n))
+	if got := e.log.Journalled(); got != n {
+		t.Fatalf("journal holds %d leaves, want %d", got, n)
+	}
+	e.log.Append(e.src.accept("r-after"))
+	e.checkAll(e.waitSize(n + 1))
 }

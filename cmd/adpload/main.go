@@ -74,6 +74,7 @@ type options struct {
 	hostLog      bool
 	logBatchAge  time.Duration
 	logCpEvery   time.Duration
+	logRound     time.Duration
 }
 
 func main() {
@@ -100,6 +101,7 @@ func main() {
 	flag.BoolVar(&o.hostLog, "hostlog", false, "in-process node: attach the host log (tessera POSIX in the data dir), as serve does")
 	flag.DurationVar(&o.logBatchAge, "log-batch-age", 0, "with -hostlog: tessera batch max age (0: the daemon's default)")
 	flag.DurationVar(&o.logCpEvery, "log-checkpoint-interval", 0, "with -hostlog: checkpoint interval (0: the daemon's default)")
+	flag.DurationVar(&o.logRound, "log-round", 0, "with -hostlog: least time between two host-log rounds (0: the daemon's default, the checkpoint interval)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "adpload:", err)
@@ -119,6 +121,9 @@ func run(o options) error {
 	}
 	if o.hostLog && !o.inproc {
 		return errors.New("-hostlog needs -inproc")
+	}
+	if o.logRound < 0 || o.logCpEvery < 0 || o.logBatchAge < 0 {
+		return errors.New("-log-round, -log-checkpoint-interval and -log-batch-age must not be negative")
 	}
 	if o.hostProfile != "" && o.spawn == "" {
 		return errors.New("-hostprofile needs -spawn")
@@ -271,7 +276,7 @@ func startInproc(o options) (*inprocHost, error) {
 	if o.hostLog {
 		_, key, _ := ed25519.GenerateKey(nil)
 		h.log, err = tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: n.DB(), Key: key, Origin: tlogproof.Origin(n.Host()),
-			Source: n, Log: cfg.Log, BatchMaxAge: o.logBatchAge, CheckpointInterval: o.logCpEvery})
+			Source: n, Log: cfg.Log, BatchMaxAge: o.logBatchAge, CheckpointInterval: o.logCpEvery, RoundInterval: o.logRound})
 		if err != nil {
 			n.Close()
 			ln.Close()
@@ -318,8 +323,8 @@ func (h *inprocHost) logReport() {
 		time.Sleep(10 * time.Millisecond)
 		_, cp, _ = h.log.Checkpoint(context.Background())
 	}
-	fmt.Printf("host log:        %d records appended; the checkpoint covered %d when the load stopped, all %d after %s more\n",
-		want, at, cp.Size, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("host log:        %d records appended in %d rounds; the checkpoint covered %d when the load stopped, all %d after %s more\n",
+		want, h.log.Rounds(), at, cp.Size, time.Since(start).Round(time.Millisecond))
 }
 
 func (h *inprocHost) close() {
