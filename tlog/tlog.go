@@ -15,6 +15,7 @@
 package tlog
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/binary"
@@ -174,6 +175,9 @@ func Open(cfg Config) (*Log, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
+	if err := checkOrigin(cfg); err != nil {
+		return nil, err
+	}
 	// tessera logs through klog: send it to our structured log.
 	klogOnce.Do(func() { klog.SetSlogLogger(cfg.Log.With("component", "tessera")) })
 	signer, err := tlogproof.Signer(cfg.Origin, cfg.Key)
@@ -221,6 +225,38 @@ func Open(cfg Config) (*Log, error) {
 	}
 	go l.run(!clean)
 	return l, nil
+}
+
+// checkOrigin compares the origin of the published checkpoint with the
+// configured one. The origin is the public host's, so an operator who
+// changes public_url changes it, and the published checkpoint would no
+// longer verify against the log's verifier (nor could clients tell the
+// log from another) until tessera publishes again, which it does only
+// when the tree grows. The log goes on under the new origin: the old
+// checkpoint is removed (with a warning naming both origins), and
+// tessera publishes one under the new origin at its next tick, over the
+// same tree, so it covers the old leaves and then the new ones.
+func checkOrigin(cfg Config) error {
+	path := filepath.Join(cfg.Dir, "checkpoint")
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	text, _, _ := bytes.Cut(raw, []byte("\n\n"))
+	c, err := tlogproof.ParseCheckpoint(append(text, '\n'))
+	switch {
+	case err != nil:
+		cfg.Log.Warn("host log: the published checkpoint does not parse; publishing a new one", "err", err)
+	case c.Origin == cfg.Origin:
+		return nil
+	default:
+		cfg.Log.Warn("host log: the log origin changed (public_url changed?); going on under the new origin, whose first checkpoint covers the old leaves",
+			"old_origin", c.Origin, "new_origin", cfg.Origin, "size", c.Size)
+	}
+	return os.Remove(path)
 }
 
 // loadJournal reads the journal length and the clean mark (removing it:

@@ -1,10 +1,12 @@
 package tlog_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -83,7 +85,7 @@ type env struct {
 	log   *tlog.Log
 	cpInt time.Duration
 	round time.Duration // RoundInterval (0: the default)
-	logs  *slog.Logger  // nil: discard
+	logs  *slog.Logger  // nil: slog.Default
 }
 
 func newEnv(t testing.TB) *env {
@@ -106,12 +108,8 @@ func (e *env) open() {
 	if e.cpInt == 0 {
 		batch = 0 // the daemon's defaults
 	}
-	logs := e.logs
-	if logs == nil {
-		logs = slog.New(slog.DiscardHandler)
-	}
 	e.log, err = tlog.Open(tlog.Config{Dir: filepath.Join(e.dir, tlog.Dir), DB: db, Key: e.key,
-		Origin: e.origin(), Source: e.src, CheckpointInterval: e.cpInt, BatchMaxAge: batch, RoundInterval: e.round, Log: logs})
+		Origin: e.origin(), Source: e.src, CheckpointInterval: e.cpInt, BatchMaxAge: batch, RoundInterval: e.round, Log: e.logs})
 	if err != nil {
 		db.Close()
 		e.db = nil
@@ -596,4 +594,83 @@ func TestCloseEndsPaceWait(t *testing.T) {
 	}
 	e.log.Append(e.src.accept("r-after"))
 	e.checkAll(e.waitSize(n + 1))
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// warnings returns the WARN records logged so far (JSON handler lines).
+func (b *syncBuffer) warnings(t *testing.T) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, line := range bytes.Split(b.b.Bytes(), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["level"] == "WARN" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestOriginChangeAcrossRestart: a restart under another public host (so
+// another origin) warns with both origins and goes on under the new one:
+// its first checkpoint, published without waiting for a record, is the
+// old tree under the new origin, and the next covers the old leaves and
+// the new one, each once. A restart under the same origin warns nothing.
+func TestOriginChangeAcrossRestart(t *testing.T) {
+	e := newEnv(t)
+	for i := range 20 {
+		e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%3)))
+	}
+	old := e.waitSize(20)
+	oldOrigin := e.log.Origin()
+	e.close()
+
+	var logs syncBuffer
+	e.host = "adp.example.org"
+	e.logs = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e.open()
+	newOrigin := tlogproof.Origin("adp.example.org")
+	w := logs.warnings(t)
+	if len(w) != 1 || w[0]["old_origin"] != oldOrigin || w[0]["new_origin"] != newOrigin {
+		t.Fatalf("warnings %v, want one naming %q and %q", w, oldOrigin, newOrigin)
+	}
+	cp := e.waitSize(20) // Checkpoint verifies it under the new origin
+	if cp.Origin != newOrigin || cp.Hash != old.Hash {
+		t.Fatalf("first checkpoint under the new origin: %q, same tree %v", cp.Origin, cp.Hash == old.Hash)
+	}
+	e.log.Append(e.src.accept("r-new"))
+	cp = e.waitSize(21)
+	if cp.Origin != newOrigin {
+		t.Fatalf("checkpoint origin %q", cp.Origin)
+	}
+	e.checkAll(cp)
+	p, err := e.log.Consistency(context.Background(), 20, 21)
+	if err != nil || tlogproof.VerifyConsistency(p, old.Hash, cp.Hash) != nil {
+		t.Fatalf("the new origin's tree does not extend the old one: %v", err)
+	}
+
+	e.close()
+	e.open()
+	if w := logs.warnings(t); len(w) != 1 {
+		t.Fatalf("a restart under the same origin warned: %v", w[1:])
+	}
+	e.checkAll(e.waitSize(21))
 }
