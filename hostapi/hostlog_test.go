@@ -4,8 +4,6 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,34 +13,19 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/hostapi"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
 )
 
-// logHost is a node with a host log and a second server that serves it.
+// logHost is a durable node with the host log as serve runs it (the
+// composition root's Config.HostLog), and the URL that serves the log:
+// the node's own.
 func logHost(t *testing.T) (*adptest.Host, *tlog.Log, string) {
 	t.Helper()
-	dir := t.TempDir()
-	h := adptest.StartHost(t, node.Config{DataDir: dir, Rates: highRates()})
-	_, key, _ := ed25519.GenerateKey(nil)
-	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: h.Node.DB(), Key: key,
-		Origin: tlogproof.Origin(h.Node.Host()), Source: h.Node, CheckpointInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	h.Node.Listen(func(e hostport.Event) {
-		if e.Kind == hostport.EventRecord {
-			leaf, _ := tlogproof.RecordLeaf(e.Record.Hash)
-			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: leaf})
-		}
-	})
-	srv := httptest.NewServer(hostapi.New(h.Node, hostapi.Options{HostLog: l}).Handler())
-	t.Cleanup(srv.Close)
-	return h, l, srv.URL
+	h := adptest.StartHostLogged(t, node.Config{Rates: highRates()})
+	return h, h.HostLog, h.URL
 }
 
 // TestHostLogEndToEnd: records written over HTTP are covered by the
@@ -143,7 +126,7 @@ func TestHostLogEndToEnd(t *testing.T) {
 		expectCode(t, r, code)
 	}
 	// Without a log the routes answer not_found.
-	plain := adptest.Do(t, http.MethodGet, h.URL+"/tlog/checkpoint", "", nil)
+	plain := adptest.Do(t, http.MethodGet, adptest.StartHost(t, node.Config{}).URL+"/tlog/checkpoint", "", nil)
 	expectCode(t, plain, adp.CodeNotFound)
 }
 

@@ -15,6 +15,7 @@
 package tlog
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/binary"
@@ -74,6 +75,15 @@ type Config struct {
 	// BatchMaxAge is how long tessera waits to fill a batch (default
 	// 50 ms).
 	BatchMaxAge time.Duration
+	// RoundInterval is the least time between the starts of two rounds
+	// (a journal transaction and a tessera integration of what queued
+	// meanwhile; default CheckpointInterval). A round has a fixed cost of
+	// synced writes whatever its size, and a checkpoint is published at
+	// most once per CheckpointInterval anyway, so starting rounds more
+	// often costs the node write throughput and makes no record covered
+	// sooner. A record arriving after a quiet spell starts a round at
+	// once.
+	RoundInterval time.Duration
 	// MaxQueue bounds records waiting to be journalled (default 1<<20,
 	// about 100 MiB at most); beyond it they are dropped from memory and
 	// found again by a catch-up scan.
@@ -123,8 +133,10 @@ type Log struct {
 	wake     chan struct{}
 
 	closing atomic.Bool
-	dirty   atomic.Bool // an Append arrived after Close began
-	next    uint64      // journal length; writer goroutine only after Open
+	stop    chan struct{} // closed when Close begins: ends a pace wait
+	dirty   atomic.Bool   // an Append arrived after Close began
+	rounds  atomic.Uint64 // rounds begun (Rounds)
+	next    uint64        // journal length; writer goroutine only after Open
 	marks   map[string]int64
 	failed  atomic.Pointer[error]
 
@@ -154,10 +166,16 @@ func Open(cfg Config) (*Log, error) {
 	if cfg.MaxQueue == 0 {
 		cfg.MaxQueue = defaultMaxQ
 	}
+	if cfg.RoundInterval <= 0 {
+		cfg.RoundInterval = cfg.CheckpointInterval
+	}
 	if cfg.DB == nil || cfg.Source == nil || len(cfg.Key) != ed25519.PrivateKeySize || cfg.Origin == "" {
 		return nil, errors.New("tlog: DB, Source, Key and Origin are required")
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, err
+	}
+	if err := checkOrigin(cfg); err != nil {
 		return nil, err
 	}
 	// tessera logs through klog: send it to our structured log.
@@ -195,7 +213,7 @@ func Open(cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("tlog: %w", err)
 	}
 	l := &Log{cfg: cfg, log: cfg.Log, add: app.Add, shutdown: shutdown, reader: reader, verifier: v, vkey: vkey,
-		ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1), marks: map[string]int64{}, nodes: map[compact.NodeID][]byte{}}
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), stop: make(chan struct{}), wake: make(chan struct{}, 1), marks: map[string]int64{}, nodes: map[compact.NodeID][]byte{}}
 	clean, err := l.loadJournal()
 	if err != nil {
 		cancel()
@@ -207,6 +225,38 @@ func Open(cfg Config) (*Log, error) {
 	}
 	go l.run(!clean)
 	return l, nil
+}
+
+// checkOrigin compares the origin of the published checkpoint with the
+// configured one. The origin is the public host's, so an operator who
+// changes public_url changes it, and the published checkpoint would no
+// longer verify against the log's verifier (nor could clients tell the
+// log from another) until tessera publishes again, which it does only
+// when the tree grows. The log goes on under the new origin: the old
+// checkpoint is removed (with a warning naming both origins), and
+// tessera publishes one under the new origin at its next tick, over the
+// same tree, so it covers the old leaves and then the new ones.
+func checkOrigin(cfg Config) error {
+	path := filepath.Join(cfg.Dir, "checkpoint")
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	text, _, _ := bytes.Cut(raw, []byte("\n\n"))
+	c, err := tlogproof.ParseCheckpoint(append(text, '\n'))
+	switch {
+	case err != nil:
+		cfg.Log.Warn("host log: the published checkpoint does not parse; publishing a new one", "err", err)
+	case c.Origin == cfg.Origin:
+		return nil
+	default:
+		cfg.Log.Warn("host log: the log origin changed (public_url changed?); going on under the new origin, whose first checkpoint covers the old leaves",
+			"old_origin", c.Origin, "new_origin", cfg.Origin, "size", c.Size)
+	}
+	return os.Remove(path)
 }
 
 // loadJournal reads the journal length and the clean mark (removing it:
@@ -331,39 +381,60 @@ func (l *Log) run(scan bool) {
 			return
 		}
 	}
+	var last time.Time // when the last round began
 	for {
+		l.mu.Lock()
+		work := len(l.queue) > 0 || l.overflow
+		l.mu.Unlock()
+		if !work {
+			if l.closing.Load() {
+				return
+			}
+			select {
+			case <-l.wake:
+			case <-l.ctx.Done():
+				return
+			}
+			continue
+		}
+		// Pace: what arrives during the wait joins this round.
+		if wait := l.cfg.RoundInterval - time.Since(last); wait > 0 && !l.closing.Load() {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-l.stop:
+			case <-l.ctx.Done():
+			}
+			t.Stop()
+		}
+		last = time.Now()
+		l.rounds.Add(1)
 		l.mu.Lock()
 		batch := l.queue
 		l.queue = nil
-		overflow := l.overflow && len(batch) == 0
-		if overflow {
-			l.overflow = false
-		}
+		overflow := l.overflow
+		l.overflow = false
 		l.mu.Unlock()
 		if len(batch) > 0 {
 			if err := l.process(batch); err != nil {
 				fail(err)
 				return
 			}
-			continue
 		}
 		if overflow {
+			// Records were dropped from the full queue: the scan finds
+			// them (and skips what this batch logged).
 			if err := l.catchUp(); err != nil {
 				fail(err)
 				return
 			}
-			continue
-		}
-		if l.closing.Load() {
-			return
-		}
-		select {
-		case <-l.wake:
-		case <-l.ctx.Done():
-			return
 		}
 	}
 }
+
+// Rounds returns how many rounds the writer has begun since Open (each
+// journals and integrates what queued since the last one).
+func (l *Log) Rounds() uint64 { return l.rounds.Load() }
 
 // process journals and integrates a batch, filling any gap below a leaf
 // from the store and skipping what a room's watermark already covers.
@@ -538,7 +609,7 @@ func (l *Log) catchUp() error {
 
 func indexKey(i uint64) []byte { return binary.BigEndian.AppendUint64([]byte(pfxIndex), i) }
 
-// Close drains the queue, waits until tessera has published a checkpoint
+// Close ends a round's pace wait, drains the queue, waits until tessera has published a checkpoint
 // covering every leaf it was handed, and stops. The caller closes the
 // database afterwards. A Close that drained everything leaves a clean mark
 // so that the next start needs no scan.
@@ -546,6 +617,7 @@ func (l *Log) Close() error {
 	if l.closing.Swap(true) {
 		return nil
 	}
+	close(l.stop)
 	select {
 	case l.wake <- struct{}{}:
 	default:

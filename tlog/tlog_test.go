@@ -1,11 +1,14 @@
 package tlog_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -74,12 +77,15 @@ func (s *rooms) accept(id string) tlog.Leaf {
 
 type env struct {
 	t     testing.TB
+	host  string // the public host; "" is 127.0.0.1:1
 	dir   string
 	key   ed25519.PrivateKey
 	src   *rooms
 	db    *badger.DB
 	log   *tlog.Log
 	cpInt time.Duration
+	round time.Duration // RoundInterval (0: the default)
+	logs  *slog.Logger  // nil: slog.Default
 }
 
 func newEnv(t testing.TB) *env {
@@ -103,12 +109,19 @@ func (e *env) open() {
 		batch = 0 // the daemon's defaults
 	}
 	e.log, err = tlog.Open(tlog.Config{Dir: filepath.Join(e.dir, tlog.Dir), DB: db, Key: e.key,
-		Origin: tlogproof.Origin("127.0.0.1:1"), Source: e.src, CheckpointInterval: e.cpInt, BatchMaxAge: batch})
+		Origin: e.origin(), Source: e.src, CheckpointInterval: e.cpInt, BatchMaxAge: batch, RoundInterval: e.round, Log: e.logs})
 	if err != nil {
 		db.Close()
 		e.db = nil
 		e.t.Fatal(err)
 	}
+}
+
+func (e *env) origin() string {
+	if e.host == "" {
+		return tlogproof.Origin("127.0.0.1:1")
+	}
+	return tlogproof.Origin(e.host)
 }
 
 func (e *env) close() {
@@ -508,4 +521,156 @@ func TestQueueOverflowIsCaughtUp(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// newEnvRound is newEnv with a round interval.
+func newEnvRound(t testing.TB, round time.Duration) *env {
+	_, key, _ := ed25519.GenerateKey(nil)
+	e := &env{t: t, dir: t.TempDir(), key: key, src: newRooms(), cpInt: 100 * time.Millisecond, round: round}
+	e.open()
+	t.Cleanup(func() { e.close() })
+	return e
+}
+
+// TestRoundsArePaced: records arriving steadily (about one a
+// millisecond) are logged in rounds that begin at most once per
+// RoundInterval, so each round carries many records, and every record is
+// in the log once. Without pacing a round would begin every batch age
+// (10 ms here).
+func TestRoundsArePaced(t *testing.T) {
+	const interval = 200 * time.Millisecond
+	const n = 1000
+	e := newEnvRound(t, interval)
+	start := time.Now()
+	tick := time.NewTicker(time.Millisecond) // the load's pace, not a synchronisation
+	for i := range n {
+		<-tick.C
+		e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%5)))
+	}
+	tick.Stop()
+	cp := e.waitSize(n)
+	elapsed := time.Since(start)
+	rounds := e.log.Rounds()
+	if most := uint64(elapsed/interval) + 1; rounds > most {
+		t.Fatalf("%d rounds in %v: more than one per %v (at most %d)", rounds, elapsed, interval, most)
+	}
+	if rounds == 0 || n/rounds < 10 {
+		t.Fatalf("%d records in %d rounds: want many records per round", n, rounds)
+	}
+	t.Logf("%d records in %d rounds over %v", n, rounds, elapsed)
+	e.checkAll(cp)
+}
+
+// TestCloseEndsPaceWait: records queued behind an hour's round interval
+// do not hold Close up; Close logs them, and a restart on the same
+// directory finds every record exactly once and logs a record arriving
+// after a quiet spell at once, not an interval later.
+func TestCloseEndsPaceWait(t *testing.T) {
+	e := newEnvRound(t, time.Hour)
+	e.log.Append(e.src.accept("r0")) // the first record after a quiet spell: a round at once
+	e.waitSize(1)
+	const n = 500
+	for i := 1; i < n; i++ {
+		e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%3)))
+	}
+	l := e.log
+	if r := l.Rounds(); r != 1 {
+		t.Fatalf("%d rounds before the interval ended, want 1", r)
+	}
+	closed := make(chan struct{})
+	go func() { e.close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(2 * time.Minute): // a bound on a hang, not a timing assertion
+		t.Fatal("Close waited for the round interval")
+	}
+	if r := l.Rounds(); r != 2 {
+		t.Fatalf("%d rounds, want 2 (Close drains the queue in one)", r)
+	}
+	e.open()
+	e.checkAll(e.waitSize(n))
+	if got := e.log.Journalled(); got != n {
+		t.Fatalf("journal holds %d leaves, want %d", got, n)
+	}
+	e.log.Append(e.src.accept("r-after"))
+	e.checkAll(e.waitSize(n + 1))
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// warnings returns the WARN records logged so far (JSON handler lines).
+func (b *syncBuffer) warnings(t *testing.T) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for _, line := range bytes.Split(b.b.Bytes(), []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["level"] == "WARN" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// TestOriginChangeAcrossRestart: a restart under another public host (so
+// another origin) warns with both origins and goes on under the new one:
+// its first checkpoint, published without waiting for a record, is the
+// old tree under the new origin, and the next covers the old leaves and
+// the new one, each once. A restart under the same origin warns nothing.
+func TestOriginChangeAcrossRestart(t *testing.T) {
+	e := newEnv(t)
+	for i := range 20 {
+		e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%3)))
+	}
+	old := e.waitSize(20)
+	oldOrigin := e.log.Origin()
+	e.close()
+
+	var logs syncBuffer
+	e.host = "adp.example.org"
+	e.logs = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e.open()
+	newOrigin := tlogproof.Origin("adp.example.org")
+	w := logs.warnings(t)
+	if len(w) != 1 || w[0]["old_origin"] != oldOrigin || w[0]["new_origin"] != newOrigin {
+		t.Fatalf("warnings %v, want one naming %q and %q", w, oldOrigin, newOrigin)
+	}
+	cp := e.waitSize(20) // Checkpoint verifies it under the new origin
+	if cp.Origin != newOrigin || cp.Hash != old.Hash {
+		t.Fatalf("first checkpoint under the new origin: %q, same tree %v", cp.Origin, cp.Hash == old.Hash)
+	}
+	e.log.Append(e.src.accept("r-new"))
+	cp = e.waitSize(21)
+	if cp.Origin != newOrigin {
+		t.Fatalf("checkpoint origin %q", cp.Origin)
+	}
+	e.checkAll(cp)
+	p, err := e.log.Consistency(context.Background(), 20, 21)
+	if err != nil || tlogproof.VerifyConsistency(p, old.Hash, cp.Hash) != nil {
+		t.Fatalf("the new origin's tree does not extend the old one: %v", err)
+	}
+
+	e.close()
+	e.open()
+	if w := logs.warnings(t); len(w) != 1 {
+		t.Fatalf("a restart under the same origin warned: %v", w[1:])
+	}
+	e.checkAll(e.waitSize(21))
 }

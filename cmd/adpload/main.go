@@ -29,26 +29,20 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"time"
 
-	"github.com/adpnode/adpnode/adp/tlogproof"
-	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/hostport"
-	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/tlog"
+	"github.com/adpnode/adpnode/internal/stack"
 )
 
 type options struct {
@@ -74,6 +68,7 @@ type options struct {
 	hostLog      bool
 	logBatchAge  time.Duration
 	logCpEvery   time.Duration
+	logRound     time.Duration
 }
 
 func main() {
@@ -100,6 +95,7 @@ func main() {
 	flag.BoolVar(&o.hostLog, "hostlog", false, "in-process node: attach the host log (tessera POSIX in the data dir), as serve does")
 	flag.DurationVar(&o.logBatchAge, "log-batch-age", 0, "with -hostlog: tessera batch max age (0: the daemon's default)")
 	flag.DurationVar(&o.logCpEvery, "log-checkpoint-interval", 0, "with -hostlog: checkpoint interval (0: the daemon's default)")
+	flag.DurationVar(&o.logRound, "log-round", 0, "with -hostlog: least time between two host-log rounds (0: the daemon's default, the checkpoint interval)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "adpload:", err)
@@ -119,6 +115,9 @@ func run(o options) error {
 	}
 	if o.hostLog && !o.inproc {
 		return errors.New("-hostlog needs -inproc")
+	}
+	if o.logRound < 0 || o.logCpEvery < 0 || o.logBatchAge < 0 {
+		return errors.New("-log-round, -log-checkpoint-interval and -log-batch-age must not be negative")
 	}
 	if o.hostProfile != "" && o.spawn == "" {
 		return errors.New("-hostprofile needs -spawn")
@@ -228,15 +227,16 @@ func run(o options) error {
 	return nil
 }
 
-// inprocHost is a node served over HTTP on 127.0.0.1 in this process.
+// inprocHost is a node served over HTTP on 127.0.0.1 in this process,
+// built by the composition root serve runs (internal/stack: attention,
+// metrics, the HTTP edge, and with -hostlog the host log and its witness
+// submitter), without federation.
 type inprocHost struct {
 	url      string
-	n        *node.Node
-	srv      *http.Server
+	st       *stack.Stack
 	dir      string
 	owned    bool
-	log      *tlog.Log     // -hostlog
-	appended *atomic.Int64 // records handed to the log
+	appended *atomic.Int64 // records handed to the host log (-hostlog)
 }
 
 func startInproc(o options) (*inprocHost, error) {
@@ -253,85 +253,69 @@ func startInproc(o options) (*inprocHost, error) {
 		return nil, err
 	}
 	url := "http://" + ln.Addr().String()
-	cfg := node.Config{
+	cfg := stack.NodeConfig{
 		PublicURL: url,
-		DataDir:   dir, // real files; node.Open always sets SyncWrites(true)
+		DataDir:   dir, // real files; the node always syncs its writes
 		Log:       slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	if o.rates == "off" {
 		cfg.Rates = ratesOff()
 	}
-	n, err := node.Open(cfg)
+	sc := stack.Config{Node: cfg, Log: cfg.Log}
+	if o.hostLog {
+		sc.HostLog = &stack.HostLogConfig{CheckpointInterval: o.logCpEvery, RoundInterval: o.logRound, BatchMaxAge: o.logBatchAge}
+	}
+	st, err := stack.Open(sc)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
-	h := &inprocHost{url: url, n: n, dir: dir, owned: owned, appended: new(atomic.Int64)}
-	opts := hostapi.Options{Log: cfg.Log}
+	h := &inprocHost{url: url, st: st, dir: dir, owned: owned, appended: new(atomic.Int64)}
 	if o.hostLog {
-		_, key, _ := ed25519.GenerateKey(nil)
-		h.log, err = tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: n.DB(), Key: key, Origin: tlogproof.Origin(n.Host()),
-			Source: n, Log: cfg.Log, BatchMaxAge: o.logBatchAge, CheckpointInterval: o.logCpEvery})
-		if err != nil {
-			n.Close()
-			ln.Close()
-			return nil, err
-		}
-		n.Listen(func(e hostport.Event) {
-			if e.Kind != hostport.EventRecord || e.Record == nil {
-				return
-			}
-			if lh, err := tlogproof.RecordLeaf(e.Record.Hash); err == nil {
+		// The stack's own listener hands each record to the log; this
+		// one counts them for logReport.
+		st.Node.Listen(func(e hostport.Event) {
+			if e.Kind == hostport.EventRecord && e.Record != nil {
 				h.appended.Add(1)
-				h.log.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: lh})
 			}
 		})
-		opts.HostLog = h.log
 	}
-	api := hostapi.New(n, opts)
-	h.srv = hostapi.NewHTTPServer(api.Handler(), hostapi.HTTPOptions{})
-	go h.srv.Serve(hostapi.LimitListener(ln, hostapi.DefaultMaxConnections))
+	st.Serve(ln)
 	fmt.Printf("in-process node: %s, durable Badger (SyncWrites) in %s, rates %s, host log %v\n", url, dir, o.rates, o.hostLog)
 	return h, nil
 }
 
-// ratesOff disables every write quota. node.Config.Defaults replaces an
-// all-zero Rates with the §21 defaults, and in a non-zero Rates a zero
-// limit disables that kind. Large limits would not do: a type's rate_hint
+// ratesOff disables every write quota. The node replaces an all-zero
+// Rates with the §21 defaults, and in a non-zero Rates a zero limit
+// disables that kind. Large limits would not do: a type's rate_hint
 // (30/min for reaction.create) replaces the kind limit whenever that limit
 // is non-zero, so only a zero kind limit turns the quota off.
-func ratesOff() node.Rates {
-	return node.Rates{AgentStatus: node.DefaultRates().AgentStatus}
+func ratesOff() stack.Rates {
+	return stack.Rates{AgentStatus: stack.DefaultRates().AgentStatus}
 }
 
 // logReport prints how far the host log lags the accepted records when
 // the load stops, and how long it then takes to cover them all.
 func (h *inprocHost) logReport() {
-	if h.log == nil {
+	l := h.st.HostLog
+	if l == nil {
 		return
 	}
 	want := uint64(h.appended.Load())
-	_, cp, _ := h.log.Checkpoint(context.Background())
+	_, cp, _ := l.Checkpoint(context.Background())
 	start := time.Now()
 	at := cp.Size
 	for cp.Size < want && time.Since(start) < 5*time.Minute {
 		time.Sleep(10 * time.Millisecond)
-		_, cp, _ = h.log.Checkpoint(context.Background())
+		_, cp, _ = l.Checkpoint(context.Background())
 	}
-	fmt.Printf("host log:        %d records appended; the checkpoint covered %d when the load stopped, all %d after %s more\n",
-		want, at, cp.Size, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("host log:        %d records appended in %d rounds; the checkpoint covered %d when the load stopped, all %d after %s more\n",
+		want, l.Rounds(), at, cp.Size, time.Since(start).Round(time.Millisecond))
 }
 
 func (h *inprocHost) close() {
 	h.logReport()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	h.n.DrainStreams()
-	h.srv.Shutdown(ctx)
-	if h.log != nil {
-		h.log.Close()
-	}
-	h.n.Close()
+	h.st.Close()
 	if h.owned {
 		os.RemoveAll(h.dir)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -23,14 +22,9 @@ import (
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/adpnode/adpnode/adp/assertion"
-	"github.com/adpnode/adpnode/adp/identity"
-	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
-	"github.com/adpnode/adpnode/internal/safehttp"
 	istack "github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
@@ -489,6 +483,11 @@ type fedSettings struct {
 	witnessAnnounce time.Duration
 }
 
+// hostLogCheckpoint is the host log's checkpoint interval (zero: tlog's
+// default, 1 s). Tests shorten it: closing a node waits for a checkpoint
+// covering everything logged.
+var hostLogCheckpoint time.Duration
+
 // publicListen are the libp2p listen addresses of a node whose public_url
 // is not loopback: every interface, TCP and QUIC, IPv4 and IPv6.
 var publicListen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip4/0.0.0.0/udp/4001/quic-v1", "/ip6/::/tcp/4001", "/ip6/::/udp/4001/quic-v1"}
@@ -568,53 +567,15 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			Limits: fs.limits, Index: fs.index, Log: log}
 		sc.Mirror = &mirror.Config{Log: log, MaxRooms: fs.mirrorMaxRooms, MaxBytes: fs.mirrorMaxBytes, AnnounceWitnessEvery: fs.witnessAnnounce}
 	}
-	var tl *tlog.Log
-	var sub *witness.Submitter
-	sc.Extend = func(st *istack.Stack, opts *hostapi.Options) (func(), error) {
-		var err error
-		if tl, err = openHostLog(st.Node, cfg.DataDir, log); err != nil {
-			return nil, fmt.Errorf("host log: %w", err)
-		}
-		opts.HostLog = tl
-		done := func() {
-			if sub != nil {
-				sub.Close()
-			}
-			if err := tl.Close(); err != nil {
-				log.Warn("host log close", "err", err)
-			}
-		}
-		// The submitter always runs: it serves the stored cosignatures
-		// and submits to configured (--witness) and discovered witnesses
-		// (mirrors announcing on federation).
-		{
-			wc := witness.SubmitterConfig{Log: tl, Targets: fs.witnesses, DB: st.Node.DB(), Logger: log}
-			if st.Mir != nil {
-				// Announced witnesses are checked and submitted to under
-				// the federation's rules for other hosts' origins.
-				wc.Discover = safehttp.Client(safehttp.Options{Timeout: 10 * time.Second, AllowPrivate: fs.allowPrivatePeers})
-			}
-			if sub, err = witness.NewSubmitter(wc); err != nil {
-				done()
-				return nil, err
-			}
-			tl.SetWitnessed(sub)
-			opts.Witnessed = sub
-			if st.Mir != nil {
-				st.Mir.OnWitness(func(w assertion.Witness) {
-					if err := sub.Offer(w.Witness.PublicKey(), w.VKey, w.URL); err != nil {
-						log.Debug("witness announcement ignored", "witness", w.URL, "err", err)
-					}
-				})
-			}
-		}
-		return done, nil
-	}
+	// Every node keeps a host log; the submitter always runs: it serves
+	// the stored cosignatures and submits to configured (--witness) and
+	// discovered witnesses (mirrors announcing on federation).
+	sc.HostLog = &istack.HostLogConfig{Witnesses: fs.witnesses, Discover: true, CheckpointInterval: hostLogCheckpoint}
 	st, err := istack.Open(sc)
 	if err != nil {
 		return nil, err
 	}
-	s := &stack{Stack: st, n: st.Node, fed: st.Fed, mir: st.Mir, tl: tl, sub: sub}
+	s := &stack{Stack: st, n: st.Node, fed: st.Fed, mir: st.Mir, tl: st.HostLog, sub: st.Witness}
 	if fs.enabled {
 		warnPrivatePeers(log, fs, cfg.PublicURL)
 	}
@@ -691,33 +652,4 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 	case <-ctx.Done():
 	}
 	return s.close()
-}
-
-// openHostLog opens the host log in DATA/tlog, signed with the node key,
-// and feeds it every record the node accepts (after it is durable).
-func openHostLog(n *node.Node, dataDir string, log *slog.Logger) (*tlog.Log, error) {
-	key, err := federation.LoadOrCreateKey(dataDir)
-	if err != nil {
-		return nil, err
-	}
-	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dataDir, tlog.Dir), DB: n.DB(), Key: key,
-		Origin: tlogproof.Origin(n.Host()), Source: n, Log: log})
-	if err != nil {
-		return nil, err
-	}
-	n.Listen(func(e hostport.Event) {
-		if e.Kind != hostport.EventRecord || e.Record == nil {
-			return
-		}
-		if h, err := tlogproof.RecordLeaf(e.Record.Hash); err == nil {
-			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
-		}
-	})
-	n.SetArchiveHostLog(identity.AgentIDFromKey(key.Public().(ed25519.PublicKey)), func(lastHash string) any {
-		if p := l.ArchiveProof(lastHash); p != nil {
-			return p
-		}
-		return nil // a typed nil would embed null
-	})
-	return l, nil
 }

@@ -52,6 +52,7 @@ type Host struct {
 	srv   *httptest.Server
 	cfg   stack.NodeConfig // as passed in, with Now set: what Restart reuses
 	http  hostapi.HTTPOptions
+	log   *stack.HostLogConfig // StartHostLogged
 	once  sync.Once
 }
 
@@ -60,14 +61,27 @@ type Host struct {
 // Everything is stopped in t.Cleanup.
 func StartHost(t testing.TB, cfg stack.NodeConfig) *Host {
 	t.Helper()
-	return startHost(t, cfg, NewClock(), "", hostapi.HTTPOptions{})
+	return startHost(t, cfg, NewClock(), "", hostapi.HTTPOptions{}, nil)
+}
+
+// StartHostLogged starts a durable host (in cfg.DataDir, a new temporary
+// dir when empty) with the host log and its witness submitter, as serve
+// runs it; h.HostLog is the log. Its checkpoints come every 100 ms, so
+// that Close, which waits for one covering every record, is quick.
+// Restart keeps the log.
+func StartHostLogged(t testing.TB, cfg stack.NodeConfig) *Host {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	return startHost(t, cfg, NewClock(), "", hostapi.HTTPOptions{}, &stack.HostLogConfig{CheckpointInterval: 100 * time.Millisecond})
 }
 
 // StartHostHTTP is StartHost with the HTTP edge's timeouts and caps set
 // (hostapi.NewHTTPServer, the same construction serve uses).
 func StartHostHTTP(t testing.TB, cfg stack.NodeConfig, o hostapi.HTTPOptions) *Host {
 	t.Helper()
-	return startHost(t, cfg, NewClock(), "", o)
+	return startHost(t, cfg, NewClock(), "", o, nil)
 }
 
 // StartHostAt is StartHost on a given clock: the node reads clock (cfg.Now
@@ -76,10 +90,10 @@ func StartHostHTTP(t testing.TB, cfg stack.NodeConfig, o hostapi.HTTPOptions) *H
 func StartHostAt(t testing.TB, cfg stack.NodeConfig, clock *Clock) *Host {
 	t.Helper()
 	cfg.Now = clock.Now
-	return startHost(t, cfg, clock, "", hostapi.HTTPOptions{})
+	return startHost(t, cfg, clock, "", hostapi.HTTPOptions{}, nil)
 }
 
-func startHost(t testing.TB, cfg stack.NodeConfig, clock *Clock, addr string, ho hostapi.HTTPOptions) *Host {
+func startHost(t testing.TB, cfg stack.NodeConfig, clock *Clock, addr string, ho hostapi.HTTPOptions, hl *stack.HostLogConfig) *Host {
 	t.Helper()
 	cfg.Rates = TestRates(cfg.Rates)
 	if addr == "" {
@@ -109,7 +123,7 @@ func startHost(t testing.TB, cfg stack.NodeConfig, clock *Clock, addr string, ho
 	// The composition root serve runs (internal/stack): the HTTP server
 	// with the edge's timeouts, attention, metrics, the operator token a
 	// durable host has in its data dir, and Close's order.
-	st, err := stack.Open(stack.Config{Node: cfg, HTTP: ho, Log: cfg.Log,
+	st, err := stack.Open(stack.Config{Node: cfg, HTTP: ho, Log: cfg.Log, HostLog: hl,
 		API: hostapi.Options{Heartbeat: 200 * time.Millisecond}})
 	if err != nil {
 		l.Close()
@@ -117,7 +131,7 @@ func startHost(t testing.TB, cfg stack.NodeConfig, clock *Clock, addr string, ho
 	}
 	srv := &httptest.Server{Listener: hostapi.LimitListener(l, ho.WithDefaults().MaxConnections), Config: st.Server}
 	srv.Start()
-	h := &Host{Stack: st, URL: srv.URL, Clock: clock, srv: srv, cfg: keep, http: ho}
+	h := &Host{Stack: st, URL: srv.URL, Clock: clock, srv: srv, cfg: keep, http: ho, log: hl}
 	t.Cleanup(h.Close)
 	return h
 }
@@ -158,7 +172,7 @@ func (h *Host) RestartAfter(t testing.TB, between func(dataDir string)) *Host {
 	if between != nil {
 		between(h.cfg.DataDir)
 	}
-	return startHost(t, h.cfg, h.Clock, addr, h.http)
+	return startHost(t, h.cfg, h.Clock, addr, h.http, h.log)
 }
 
 // OpenConnections is the number of client connections the host's

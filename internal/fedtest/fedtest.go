@@ -30,6 +30,10 @@ type Options struct {
 	Log               *slog.Logger
 	Mirror            bool // run a mirror
 	MirrorConfig      mirror.Config
+	// HostLog, if set, keeps the host log and runs its witness submitter
+	// (p.HostLog, p.Witness). Off by default: its integration costs CPU
+	// that multi-peer tests under -race can ill afford.
+	HostLog *stack.HostLogConfig
 	// Configure, when set, adjusts the federation config last (dir is
 	// the peer's directory).
 	Configure func(dir string, c *federation.Config)
@@ -70,7 +74,7 @@ func Start(t testing.TB, name, dir string, clock *adptest.Clock, port int, o Opt
 		Node: stack.NodeConfig{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now, Rates: adptest.TestRates(o.Rates), Log: o.Log},
 		Federation: &federation.Config{ListenAddrs: listen, AnnounceInterval: o.AnnounceInterval,
 			ReconcileInterval: o.ReconcileInterval, AllowPrivateOrigins: true, Log: o.Log},
-		KeyDir: dir, TokenDir: dir, Log: o.Log,
+		KeyDir: dir, TokenDir: dir, Log: o.Log, HostLog: o.HostLog,
 		// A mirror's live streams end only with the mirror, after the
 		// HTTP shutdown: tests that stop with one open wait this long.
 		ShutdownTimeout: time.Second,

@@ -1,6 +1,6 @@
 // Package stack is the composition root: it builds one running adpnode —
-// node, gossiped index, federation peer, mirror, attention, metrics and the
-// HTTP API server with the production wiring (timeouts, connection cap,
+// node, gossiped index, federation peer, mirror, attention, metrics, the
+// host log with its witness submitter, and the HTTP API server with the production wiring (timeouts, connection cap,
 // stream draining) — from one Config, and closes it in order. serve, the
 // devnet command and every multi-node test run it, so tests exercise the
 // wiring production runs. It is the only package besides the commands that
@@ -29,6 +29,8 @@ import (
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/tlog"
+	"github.com/adpnode/adpnode/witness"
 )
 
 // NodeConfig is the host's configuration (package node's Config) and
@@ -64,11 +66,9 @@ type Config struct {
 	API hostapi.Options
 	// HTTP are the HTTP edge's timeouts and caps.
 	HTTP hostapi.HTTPOptions
-	// Extend, if set, adds what a command wires in itself (serve's host
-	// log and witness submitter) once the node, federation and mirror are
-	// open and before the HTTP API is built; the func it returns runs in
-	// Close after attention stops and before the node closes.
-	Extend func(s *Stack, opts *hostapi.Options) (func(), error)
+	// HostLog, if set, keeps the host log and runs its witness submitter
+	// (it needs Node.DataDir).
+	HostLog *HostLogConfig
 	// ShutdownTimeout bounds Close's wait for requests in flight (zero:
 	// 10 s).
 	ShutdownTimeout time.Duration
@@ -92,10 +92,13 @@ type Stack struct {
 	// Listener is what Serve serves on: the caller's listener with the
 	// connection cap.
 	Listener net.Listener
+	// HostLog and Witness are the host log and its witness submitter
+	// (nil without Config.HostLog).
+	HostLog *tlog.Log
+	Witness *witness.Submitter
 
 	cfg     Config
 	log     *slog.Logger
-	extra   func()
 	fedKey  ed25519.PrivateKey
 	errc    chan error
 	serving bool
@@ -126,6 +129,9 @@ func Open(cfg Config) (_ *Stack, err error) {
 	}
 	if cfg.Mirror != nil && cfg.Federation == nil {
 		return nil, errors.New("stack: a mirror needs federation")
+	}
+	if cfg.HostLog != nil && (cfg.Node.DataDir == "" || cfg.Node.InMemory) {
+		return nil, errHostLogInMemory
 	}
 	n, err := node.Open(cfg.Node)
 	if err != nil {
@@ -207,8 +213,8 @@ func Open(cfg Config) (_ *Stack, err error) {
 	}
 	opts.Attention, opts.Metrics = s.Att, s.Met
 	opts.OperatorToken, opts.HTTP = s.OperatorToken, cfg.HTTP
-	if cfg.Extend != nil {
-		if s.extra, err = cfg.Extend(s, &opts); err != nil {
+	if cfg.HostLog != nil {
+		if err = s.openHostLog(*cfg.HostLog, &opts); err != nil {
 			return nil, err
 		}
 	}
@@ -252,7 +258,8 @@ func (s *Stack) Err() <-chan error { return s.errc }
 
 // Close drains live streams (they never end on their own), stops taking
 // requests and lets those in flight finish, then stops the mirror, the
-// federation and attention, and closes the node (writes in flight finish,
+// federation, attention, the witness submitter and the host log (which
+// logs what it queued), and closes the node (writes in flight finish,
 // storage is flushed). It is idempotent.
 func (s *Stack) Close() error {
 	s.once.Do(func() {
@@ -280,9 +287,7 @@ func (s *Stack) Close() error {
 		if s.Att != nil {
 			s.Att.Close()
 		}
-		if s.extra != nil {
-			s.extra()
-		}
+		s.closeHostLog()
 		s.err = s.Node.Close()
 	})
 	return s.err
