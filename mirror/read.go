@@ -191,6 +191,11 @@ func (r *Room) archive(now int64, md io.Writer) (*archive.Archive, []*record.Rec
 	m := archive.NewManifest(host, r.url, recs, now)
 	m.Extra["mirror"] = info
 	m.Extra["host_key"] = r.host
+	if p := r.m.hostLogProof(r.rk, m.LastHash); p != nil {
+		// The host's proof of this last record, checked when it was
+		// fetched (hostlog.go): the same extra.host_log as the host's.
+		m.Extra["host_log"] = p
+	}
 	roomJSON, _ := json.Marshal(res)
 	a := &archive.Archive{Manifest: m, Room: roomJSON, Packs: archive.PackDocs(r.st.Imports), Records: make([]json.RawMessage, len(recs))}
 	for i, rec := range recs {
