@@ -237,7 +237,9 @@ func (m *Mirror) getProof(ctx context.Context, j proofJob) (*archive.HostLogChec
 	if err != nil || u.Host == "" {
 		return nil, nil, fmt.Errorf("room URL %q: %w", j.r.url, errRefused)
 	}
+	m.hl.mu.Lock()
 	base := m.hl.base(j.r)
+	m.hl.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, proofFetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+InclusionPath+"?record_hash="+url.QueryEscape(j.hash), nil)
