@@ -374,6 +374,7 @@ func TestMirrorHostLogHostile(t *testing.T) {
 		{"a proof signed by another key", http.StatusOK, asJSON(fakeProof(t, last, origin, stranger))},
 		{"a proof for another log origin", http.StatusOK, asJSON(fakeProof(t, last, "evil.example/adp-log", aKey))},
 		{"the honest proof", http.StatusOK, asJSON(honest)},
+		{"the honest proof with a witness", http.StatusOK, asJSON(cosigned(t, honest))},
 	}
 	var mode atomic.Int64
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -406,7 +407,7 @@ func TestMirrorHostLogHostile(t *testing.T) {
 			t.Fatalf("after %s a proof is stored (%v)", what, err)
 		}
 	}
-	for i, ans := range answers[:len(answers)-1] {
+	for i, ans := range answers[:len(answers)-2] {
 		mode.Store(int64(i))
 		if i > 0 {
 			b.Mir.ExpireHostLogBackoffForTest()
@@ -428,22 +429,65 @@ func TestMirrorHostLogHostile(t *testing.T) {
 		}
 	}
 
-	// The same fetcher stores the honest answer.
-	mode.Store(int64(len(answers) - 1))
-	b.Mir.ExpireHostLogBackoffForTest()
-	fedtest.Eventually(t, 30*time.Second, "the honest proof stored", func() bool { return b.Mir.Stats().ProofsStored.Load() == 1 })
-	doc, err := r.Archive(clock.Ms())
+	// The same fetcher stores the honest answer; a witnessed one later
+	// replaces it, and the unwitnessed one does not come back.
+	honestAt, witnessedAt := len(answers)-2, len(answers)-1
+	embedded := func(stored int64, witnesses int) {
+		t.Helper()
+		fedtest.Eventually(t, 30*time.Second, fmt.Sprint(stored, " proofs stored"), func() bool {
+			_, queued := b.Mir.HostLogBackoffForTest(hk, id)
+			return b.Mir.Stats().ProofsStored.Load() == stored && !queued
+		})
+		doc, err := r.Archive(clock.Ms())
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := json.Marshal(doc)
+		d, err := archive.ParseJSON(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := archive.Verify(d, archive.Options{})
+		if err != nil || d.Manifest.Extra["host_log"] == nil || len(rep.Witnesses) != witnesses {
+			t.Fatalf("archive with a stored proof: %v (%d witnesses, want %d)", err, len(rep.Witnesses), witnesses)
+		}
+	}
+	for _, step := range []struct {
+		answer    int
+		stored    int64
+		witnesses int
+	}{{honestAt, 1, 0}, {witnessedAt, 2, 1}, {honestAt, 2, 1}} {
+		mode.Store(int64(step.answer))
+		fetched := b.Mir.Stats().ProofsFetched.Load()
+		b.Mir.ExpireHostLogBackoffForTest()
+		fedtest.Eventually(t, 30*time.Second, answers[step.answer].what+" fetched", func() bool {
+			_, queued := b.Mir.HostLogBackoffForTest(hk, id)
+			return b.Mir.Stats().ProofsFetched.Load() > fetched && !queued
+		})
+		embedded(step.stored, step.witnesses)
+	}
+	if n := b.Mir.Stats().ProofsRefused.Load(); n != int64(honestAt) {
+		t.Fatalf("%d refused, want %d", n, honestAt)
+	}
+}
+
+// cosigned adds a test witness's cosignature/v1 line to a proof file's
+// checkpoint and lists its key: a witnessed proof (of a witness the
+// mirror does not know).
+func cosigned(t *testing.T, f tlogproof.File) tlogproof.File {
+	t.Helper()
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	cs, err := tlogwitness.NewCosigner("w.example/test-witness", key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, _ := json.Marshal(doc)
-	d, err := archive.ParseJSON(raw)
-	if err != nil {
-		t.Fatal(err)
+	body, _, ok := strings.Cut(f.Checkpoint, "\n\n")
+	if !ok {
+		t.Fatalf("checkpoint %q", f.Checkpoint)
 	}
-	if _, err := archive.Verify(d, archive.Options{}); err != nil || d.Manifest.Extra["host_log"] == nil {
-		t.Fatalf("archive with the honest proof: %v", err)
-	}
+	f.Checkpoint += cs.Cosign([]byte(body+"\n"), uint64(time.Now().Unix()))
+	f.Witnesses = []string{cs.VerifierKey()}
+	return f
 }
 
 // proofBackoff is the wait after the n-th (0-based) failed fetch in a row.
@@ -512,7 +556,7 @@ func TestMirrorHostLogBounded(t *testing.T) {
 	b.Mir.SetHostLogBaseForTest(srv.URL)
 
 	clock.Advance(61 * time.Minute) // every room ends
-	fedtest.Eventually(t, 30*time.Second, "2 fetches in flight", func() bool { return inflight.Load() == 2 })
+	fedtest.Eventually(t, 30*time.Second, "2 fetches in flight", func() bool { return inflight.Load() >= 2 })
 	scansPass(t, b, 3) // scans keep finding 22 rooms due; none gets a third fetch
 	if n := inflight.Load(); n != 2 || most.Load() != 2 {
 		t.Fatalf("%d fetches in flight (at most %d seen)", n, most.Load())
