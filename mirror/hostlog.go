@@ -52,7 +52,9 @@ const (
 // InclusionPath is the host API path of one record's log proof (hostapi).
 const InclusionPath = "/v1/log/inclusion"
 
-// storedProof is the value under m/p/<host key>/<room>.
+// storedProof is the value under m/p/<host key>/<room>. In memory the
+// mirror keeps it without Proof (read from Badger when an archive is
+// built), so a thousand rooms' proofs cost no memory.
 type storedProof struct {
 	Seq        int64           `json:"seq"`
 	RecordHash string          `json:"record_hash"`
@@ -112,6 +114,7 @@ func (m *Mirror) openHostLogs() error {
 			m.log.Warn("unreadable stored host log proof; fetching it again", "key", string(k))
 			return nil
 		}
+		p.Proof = nil
 		m.hl.rooms[string(k[len(pfxProof):])] = &proofState{stored: &p, done: p.Known > 0}
 		return nil
 	})
@@ -216,7 +219,7 @@ func (m *Mirror) fetchProof(ctx context.Context, j proofJob) {
 		ps.done = true
 		return
 	}
-	if err == nil && ps.backoff >= proofBackoffMax {
+	if ps.stored != nil && ps.stored.RecordHash == j.hash && ps.backoff >= proofBackoffMax {
 		// A proof is stored and has waited the longest for a stronger
 		// one: stop asking (a restart asks again).
 		ps.done = true
@@ -313,10 +316,12 @@ func (m *Mirror) keepProof(j proofJob, check *archive.HostLogCheck, f *tlogproof
 		m.log.Warn("store host log proof", "room", j.r.url, "err", err)
 		return false, err
 	}
+	meta := *p
+	meta.Proof = nil
 	m.hl.mu.Lock()
 	ps = m.hl.rooms[j.r.rk]
 	if ps != nil {
-		ps.stored = p
+		ps.stored = &meta
 	}
 	m.hl.mu.Unlock()
 	if ps == nil {
@@ -332,16 +337,29 @@ func (m *Mirror) keepProof(j proofJob, check *archive.HostLogCheck, f *tlogproof
 	return true, nil
 }
 
-// hostLogProof returns the stored proof of the room's record with this
-// hash, for extra.host_log (nil when none).
-func (m *Mirror) hostLogProof(rk, hash string) *tlogproof.File {
+// hostLogProof returns the room's stored proof and the hash of the record
+// it proves, for extra.host_log when that record is the archive's last
+// (nil when none).
+func (m *Mirror) hostLogProof(rk string) (*tlogproof.File, string) {
 	m.hl.mu.Lock()
-	defer m.hl.mu.Unlock()
 	ps := m.hl.rooms[rk]
-	if ps == nil || ps.stored == nil || ps.stored.RecordHash != hash {
-		return nil
+	have := ps != nil && ps.stored != nil
+	m.hl.mu.Unlock()
+	if !have {
+		return nil, ""
 	}
-	return ps.stored.Proof
+	v, err := m.getValue([]byte(pfxProof + rk))
+	if err != nil {
+		if !errors.Is(err, badger.ErrKeyNotFound) {
+			m.log.Warn("read host log proof", "room", rk, "err", err)
+		}
+		return nil, ""
+	}
+	var p storedProof
+	if err := json.Unmarshal(v, &p); err != nil || p.Proof == nil {
+		return nil, ""
+	}
+	return p.Proof, p.RecordHash
 }
 
 // dropHostLogProof forgets a purged room's proof state (its key goes with
