@@ -23,6 +23,7 @@ import (
 	sumtlog "golang.org/x/mod/sumdb/tlog"
 
 	"github.com/adpnode/adpnode/adp/archive"
+	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/adp/tlogproof"
@@ -30,6 +31,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/hostport"
+	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/stack"
@@ -102,10 +104,27 @@ func startLogHost(t *testing.T, clock *adptest.Clock, witnesses ...witness.Targe
 	return p, tl
 }
 
-// mirrorOf starts mirror B (its own witness on), connects it to host a
-// and makes it mirror a's rooms.
-func mirrorOf(t *testing.T, b, a *fedtest.Peer) {
+// mirrorOf connects mirror b to host a and makes it mirror a's rooms.
+// It connects once a announced the heads of rooms ids: the directory
+// reconciliation on connect brings them to b, where an announcement
+// gossiped before the mesh formed would be missed until the next change.
+func mirrorOf(t *testing.T, b, a *fedtest.Peer, ids ...string) {
 	t.Helper()
+	alice := adptest.NewAgent("alice")
+	fedtest.Eventually(t, 60*time.Second, "A announced its rooms' heads", func() bool {
+		own := a.Index.Own()
+		for _, id := range ids {
+			head, err := a.Node.Room(id, alice.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e, err := index.Parse(own[id])
+			if err != nil || e.Room.Seq != head.Head.Seq {
+				return false
+			}
+		}
+		return true
+	})
 	fedtest.Connect(t, a, b)
 	if _, err := b.Mir.AddTarget(mirror.TargetHost, string(a.Fed.HostKey())); err != nil {
 		t.Fatal(err)
@@ -182,12 +201,12 @@ func TestMirrorArchiveHostLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, _ := startLogHost(t, clock, witness.Target{URL: b.URL + mirror.WitnessPath, Verifier: bv})
-	mirrorOf(t, b, a)
 	alice := adptest.NewAgent("alice")
 	id := fedtest.CreateRoom(t, a, alice, room.Public, "logged")
 	for i := range 3 {
 		fedtest.MustSubmit(t, a, alice, "message.create", id, msg(fmt.Sprint("m", i)))
 	}
+	mirrorOf(t, b, a, id)
 	last := mirrored(t, a, b, id)
 	hk := a.Fed.HostKey()
 	r, _ := b.Mir.Room(id, hk)
@@ -345,11 +364,11 @@ func TestMirrorHostLogHostile(t *testing.T) {
 	clock := adptest.NewClock()
 	b := fedtest.Start(t, "B", t.TempDir(), clock, 0, fedtest.Options{Rates: noRates, Mirror: true})
 	a, tl := startLogHost(t, clock)
-	mirrorOf(t, b, a)
 	alice := adptest.NewAgent("alice")
 	id := fedtest.CreateRoom(t, a, alice, room.Public, "hostile")
 	first := fedtest.MustSubmit(t, a, alice, "message.create", id, msg("one")).Record.Hash
 	fedtest.MustSubmit(t, a, alice, "message.create", id, msg("two"))
+	mirrorOf(t, b, a, id)
 	last := mirrored(t, a, b, id)
 	honest := covered(t, tl, last)
 	other := covered(t, tl, first)
@@ -359,6 +378,7 @@ func TestMirrorHostLogHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, stranger, _ := ed25519.GenerateKey(rand.Reader)
+	_, wKey, _ := ed25519.GenerateKey(rand.Reader) // a witness B does not know yet
 	origin := tlogproof.Origin(a.Node.Host())
 	asJSON := func(f tlogproof.File) []byte { b, _ := json.Marshal(f); return b }
 	oversized := append(asJSON(honest), []byte(strings.Repeat(" ", 64<<10))...)
@@ -374,7 +394,7 @@ func TestMirrorHostLogHostile(t *testing.T) {
 		{"a proof signed by another key", http.StatusOK, asJSON(fakeProof(t, last, origin, stranger))},
 		{"a proof for another log origin", http.StatusOK, asJSON(fakeProof(t, last, "evil.example/adp-log", aKey))},
 		{"the honest proof", http.StatusOK, asJSON(honest)},
-		{"the honest proof with a witness", http.StatusOK, asJSON(cosigned(t, honest))},
+		{"the honest proof with a witness", http.StatusOK, asJSON(cosigned(t, honest, wKey))},
 	}
 	var mode atomic.Int64
 	fake := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -469,18 +489,45 @@ func TestMirrorHostLogHostile(t *testing.T) {
 	if n := b.Mir.Stats().ProofsRefused.Load(); n != int64(honestAt) {
 		t.Fatalf("%d refused, want %d", n, honestAt)
 	}
+
+	// The witness announces it witnesses A's log: its cosignature now
+	// counts as known, so the same proof is stronger, and once stored
+	// the room is done: no fetch follows however long it waits.
+	ann, err := assertion.NewSigner(wKey).Sign(assertion.TypeWitness, assertion.Witness{
+		Witness: identity.AgentIDFromKey(wKey.Public().(ed25519.PublicKey)), VKey: testWitness(t, wKey).VerifierKey(),
+		URL: "http://127.0.0.1:1/v1/witness", Logs: []string{origin}}, clock.Ms())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Mir.DeliverWitnessForTest(ann); err != nil {
+		t.Fatal(err)
+	}
+	mode.Store(int64(witnessedAt))
+	fetched := b.Mir.Stats().ProofsFetched.Load()
+	b.Mir.ExpireHostLogBackoffForTest()
+	embedded(3, 1)
+	fetched = b.Mir.Stats().ProofsFetched.Load()
+	b.Mir.ExpireHostLogBackoffForTest()
+	scansPass(t, b, 3)
+	if n := b.Mir.Stats().ProofsFetched.Load(); n != fetched {
+		t.Fatalf("%d fetches for a room whose proof a known witness cosigned", n-fetched)
+	}
 }
 
-// cosigned adds a test witness's cosignature/v1 line to a proof file's
-// checkpoint and lists its key: a witnessed proof (of a witness the
-// mirror does not know).
-func cosigned(t *testing.T, f tlogproof.File) tlogproof.File {
+func testWitness(t *testing.T, key ed25519.PrivateKey) *tlogwitness.Cosigner {
 	t.Helper()
-	_, key, _ := ed25519.GenerateKey(rand.Reader)
 	cs, err := tlogwitness.NewCosigner("w.example/test-witness", key)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cs
+}
+
+// cosigned adds a test witness's cosignature/v1 line to a proof file's
+// checkpoint and lists its key: a witnessed proof.
+func cosigned(t *testing.T, f tlogproof.File, key ed25519.PrivateKey) tlogproof.File {
+	t.Helper()
+	cs := testWitness(t, key)
 	body, _, ok := strings.Cut(f.Checkpoint, "\n\n")
 	if !ok {
 		t.Fatalf("checkpoint %q", f.Checkpoint)
@@ -503,12 +550,12 @@ func TestMirrorHostLogBounded(t *testing.T) {
 	clock := adptest.NewClock()
 	b := fedtest.Start(t, "B", t.TempDir(), clock, 0, fedtest.Options{Rates: noRates, Mirror: true})
 	a, tl := startLogHost(t, clock)
-	mirrorOf(t, b, a)
 	alice := adptest.NewAgent("alice")
 	ids := make([]string, rooms)
 	for i := range ids {
 		ids[i] = fedtest.CreateRoom(t, a, alice, room.Public, fmt.Sprint("bounded ", i))
 	}
+	mirrorOf(t, b, a, ids...)
 	for _, id := range ids {
 		covered(t, tl, mirrored(t, a, b, id))
 	}
