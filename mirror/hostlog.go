@@ -305,6 +305,11 @@ func (m *Mirror) keepProof(j proofJob, check *archive.HostLogCheck, f *tlogproof
 	if old != nil && old.RecordHash == j.hash && !check.Stronger(old.check()) {
 		return false, nil
 	}
+	if m.n.DiskFull() {
+		// Below the disk reserve the mirror stores nothing; the backoff
+		// brings the proof back later.
+		return false, errors.New("disk below its reserve")
+	}
 	p := &storedProof{Seq: j.seq, RecordHash: j.hash, Known: check.Known, Witnesses: len(check.Witnesses), Proof: f}
 	b, err := json.Marshal(p)
 	if err != nil {
@@ -324,7 +329,10 @@ func (m *Mirror) keepProof(j proofJob, check *archive.HostLogCheck, f *tlogproof
 		ps.stored = &meta
 	}
 	m.hl.mu.Unlock()
-	if ps == nil {
+	j.r.mu.Lock()
+	removed := j.r.removed // set before the purge drops the room's keys
+	j.r.mu.Unlock()
+	if ps == nil || removed {
 		// Purged while this was written: leave no key behind.
 		if err := m.db.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(pfxProof + j.r.rk)) }); err != nil {
 			m.log.Warn("drop host log proof of a purged room", "room", j.r.url, "err", err)
