@@ -321,6 +321,18 @@ func TestMirrorArchiveHostLog(t *testing.T) {
 	if n := b.Mir.Stats().ProofsFetched.Load(); n != 0 {
 		t.Fatalf("%d proof fetches after restart for a room whose witnessed proof is stored", n)
 	}
+
+	// Purging the room drops its proof with it.
+	key := mirror.HostLogKeyForTest(hk, id)
+	if err := b.Node.DB().View(func(txn *badger.Txn) error { _, err := txn.Get(key); return err }); err != nil {
+		t.Fatalf("stored proof: %v", err)
+	}
+	if err := b.Mir.RemoveTarget(mirror.TargetHost+":"+string(hk), true); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Node.DB().View(func(txn *badger.Txn) error { _, err := txn.Get(key); return err }); !errors.Is(err, badger.ErrKeyNotFound) {
+		t.Fatalf("after purge the proof is still stored (%v)", err)
+	}
 }
 
 // fakeProof builds a proof file of leaf data recordHash in a one-leaf-plus
