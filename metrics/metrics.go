@@ -124,6 +124,12 @@ func (m *Metrics) AttachMirror(mir *mirror.Mirror) {
 			func() float64 { return float64(st.Stalls.Load()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "adp_mirror_stalled_rooms", Help: "Mirrored rooms whose catch-up is stuck."},
 			func() float64 { return float64(mir.StalledRooms()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_mirror_hostlog_proofs_fetched_total", Help: "Requests for the host log proof of an ended mirrored room's last record."},
+			func() float64 { return float64(st.ProofsFetched.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_mirror_hostlog_proofs_refused_total", Help: "Host log proof answers refused (bad status, too large, not a proof, or failing the kernel's check)."},
+			func() float64 { return float64(st.ProofsRefused.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_mirror_hostlog_proofs_stored_total", Help: "Host log proofs checked and stored for the mirror's archives."},
+			func() float64 { return float64(st.ProofsStored.Load()) }),
 	)
 }
 

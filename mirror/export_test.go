@@ -1,6 +1,8 @@
 package mirror
 
 import (
+	"time"
+
 	"encoding/json"
 
 	"github.com/dgraph-io/badger/v4"
@@ -73,4 +75,45 @@ func (m *Mirror) DeliverWitnessForTest(data []byte) error {
 	}
 	m.deliverWitness(w, "")
 	return nil
+}
+
+// SetHostLogBaseForTest makes the mirror fetch host log proofs from base
+// (a fake host) instead of each room's origin.
+func (m *Mirror) SetHostLogBaseForTest(base string) {
+	m.hl.mu.Lock()
+	m.hl.base = func(*Room) string { return base }
+	m.hl.mu.Unlock()
+}
+
+// HostLogForTest reports the proof fetcher's scan passes so far and the
+// most fetches it had in flight at once.
+func (m *Mirror) HostLogForTest() (scans, maxInflight int64) {
+	return m.hl.scans.Load(), m.hl.maxInflight.Load()
+}
+
+// HostLogBackoffForTest is a room's current wait between proof fetches
+// (0 before any attempt) and whether it is queued.
+func (m *Mirror) HostLogBackoffForTest(host identity.AgentID, roomID string) (time.Duration, bool) {
+	m.hl.mu.Lock()
+	defer m.hl.mu.Unlock()
+	ps := m.hl.rooms[roomKey(host, roomID)]
+	if ps == nil {
+		return 0, false
+	}
+	return ps.backoff, ps.queued
+}
+
+// ExpireHostLogBackoffForTest ends every room's wait for its next proof
+// fetch, as if the backoff had elapsed.
+func (m *Mirror) ExpireHostLogBackoffForTest() {
+	m.hl.mu.Lock()
+	defer m.hl.mu.Unlock()
+	for _, ps := range m.hl.rooms {
+		ps.next = time.Time{}
+	}
+}
+
+// HostLogKeyForTest is the key of a mirrored room's stored proof.
+func HostLogKeyForTest(host identity.AgentID, roomID string) []byte {
+	return []byte(pfxProof + roomKey(host, roomID))
 }

@@ -130,6 +130,11 @@ type Stats struct {
 	// Stalls counts catch-ups that found records past the tip that no
 	// peer could serve (see Info.Stalled).
 	Stalls atomic.Int64
+	// ProofsFetched counts requests for host log proofs of ended rooms,
+	// ProofsRefused the answers refused (not 200, too large, not a proof,
+	// or failing the kernel's check), ProofsStored the proofs stored
+	// (hostlog.go).
+	ProofsFetched, ProofsRefused, ProofsStored atomic.Int64
 }
 
 // Mirror replicates remote public rooms.
@@ -166,6 +171,7 @@ type Mirror struct {
 	recovered RecoveryStats
 
 	witness *witness.Witness // nil without Config.WitnessKey
+	hl      *hostLogs        // host log proofs of ended rooms (hostlog.go)
 
 	witnessMu sync.Mutex
 	onWitness func(assertion.Witness) // OnWitness
@@ -202,6 +208,11 @@ func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mi
 		m.commit.Close()
 		return nil, err
 	}
+	if err := m.openHostLogs(); err != nil {
+		cancel()
+		m.commit.Close()
+		return nil, err
+	}
 	var err error
 	if m.evTopic, err = fed.JoinTopic(EvidenceTopic, m.validateEvidence, m.deliverEvidence); err != nil {
 		cancel()
@@ -224,6 +235,7 @@ func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mi
 	}
 	m.goLoop(m.evidenceLoop)
 	m.goLoop(m.runSnapshots)
+	m.startHostLogs()
 	return m, nil
 }
 
@@ -246,6 +258,7 @@ func (m *Mirror) Close() {
 		m.cancel()
 		m.closeMu.Unlock()
 		m.wg.Wait()
+		m.hl.client.CloseIdleConnections()
 		m.stopTimers()
 		m.live.Close(live.ReasonShutdown)
 		// Store the rooms' states, so that the next start replays

@@ -153,10 +153,9 @@ func (r *Room) records() ([]*record.Record, error) {
 }
 
 // Archive returns the archive of a mirrored room once its verified chain
-// shows it ended, with the mirror's view in manifest.extra.mirror and the
-// witness cosignatures this node holds for the room (its own and other
-// witnesses' that name a record of the verified chain) in
-// manifest.extra.witnesses.
+// shows it ended, with the mirror's view in manifest.extra.mirror, the
+// host key in extra.host_key and, once fetched and checked (hostlog.go),
+// the host log's proof of the last record in extra.host_log.
 func (r *Room) Archive(now int64) (*archive.Archive, error) {
 	a, _, err := r.archive(now, nil)
 	return a, err
@@ -170,6 +169,7 @@ func (r *Room) archive(now int64, md io.Writer) (*archive.Archive, []*record.Rec
 		return nil, nil, err
 	}
 	info := r.Info()
+	proof, proved := r.m.hostLogProof(r.rk)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if !r.st.Created() || r.st.StatusAt(now) != room.StatusEnded {
@@ -191,6 +191,11 @@ func (r *Room) archive(now int64, md io.Writer) (*archive.Archive, []*record.Rec
 	m := archive.NewManifest(host, r.url, recs, now)
 	m.Extra["mirror"] = info
 	m.Extra["host_key"] = r.host
+	if proof != nil && proved == m.LastHash {
+		// The host's proof of this last record, checked when it was
+		// fetched (hostlog.go): the same extra.host_log as the host's.
+		m.Extra["host_log"] = proof
+	}
 	roomJSON, _ := json.Marshal(res)
 	a := &archive.Archive{Manifest: m, Room: roomJSON, Packs: archive.PackDocs(r.st.Imports), Records: make([]json.RawMessage, len(recs))}
 	for i, rec := range recs {

@@ -525,7 +525,8 @@ func (r *Room) remove() [][]byte {
 	r.removed = true
 	r.mu.Unlock()
 	r.m.bytes.Add(-r.bytes)
-	return [][]byte{[]byte(pfxRec + r.rk + "/"), []byte(pfxCp + r.rk + "/"), []byte(pfxHash + r.rk + "/"), []byte(pfxSnap + r.rk), []byte(pfxMeta + r.rk)}
+	r.m.dropHostLogProof(r.rk)
+	return [][]byte{[]byte(pfxProof + r.rk), []byte(pfxRec + r.rk + "/"), []byte(pfxCp + r.rk + "/"), []byte(pfxHash + r.rk + "/"), []byte(pfxSnap + r.rk), []byte(pfxMeta + r.rk)}
 }
 
 // ingestBatch verifies a backfill batch and applies the part a checkpoint

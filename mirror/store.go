@@ -22,6 +22,7 @@ const (
 	pfxHash     = storelayout.MirrorHash
 	pfxSnap     = storelayout.MirrorSnapshot
 	pfxTlogW    = storelayout.MirrorTlogWitness
+	pfxProof    = storelayout.MirrorHostLog
 )
 
 func roomKey(host identity.AgentID, roomID string) string { return string(host) + "/" + roomID }

@@ -208,6 +208,7 @@ func (m *Mirror) deliverWitness(v any, _ peer.ID) {
 	if w.Witness == m.fed.HostKey() {
 		return
 	}
+	m.noteAnnounced(w.VKey, w.Logs)
 	own := tlogproof.Origin(m.n.Host())
 	if !slices.Contains(w.Logs, own) {
 		return

@@ -47,6 +47,7 @@ const (
 	MirrorHash        = Mirror + "x/"
 	MirrorSnapshot    = Mirror + "s/"
 	MirrorTlogWitness = Mirror + "l/"
+	MirrorHostLog     = Mirror + "p/"
 	IndexEntry        = "i/"
 	IndexConflict     = "ic/"
 	IndexOwn          = "io/"
@@ -115,6 +116,7 @@ var Table = []Space{
 	{"MirrorHash", MirrorHash, false, "mirror", "m/x/<host key>/<room>/<hash:32>", "seq:8 BE (envelope and record hashes; written with the record)", 2},
 	{"MirrorSnapshot", MirrorSnapshot, false, "mirror", "m/s/<host key>/<room>", "roomSnapshot JSON (room.State at some seq)", 2},
 	{"MirrorTlogWitness", MirrorTlogWitness, false, "mirror", "m/l/<log origin>", "the tlog-witness's last cosigned checkpoint of a mirrored host's log", 3},
+	{"MirrorHostLog", MirrorHostLog, false, "mirror", "m/p/<host key>/<room>", "JSON {seq, record_hash, known, witnesses, proof}: the host log's proof of an ended room's last record, checked, for extra.host_log of the mirror's archives", 3},
 	{"HostCosignature", HostCosignature, false, "node", "w/<room>/<witness key>", "retired: checkpoint.cosign of this host's room; dropped at start", 1},
 	{"IndexEntry", IndexEntry, false, "index", "i/<host key>/<room>", "signed announcement (as gossiped)", 1},
 	{"IndexConflict", IndexConflict, false, "index", "ic/<first 16 bytes of SHA-256, hex>", "signed announcement claiming another host's room ID (evidence)", 1},
