@@ -29,8 +29,6 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/federation"
-	"github.com/adpnode/adpnode/hostapi"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
@@ -40,10 +38,9 @@ import (
 	"github.com/adpnode/adpnode/witness"
 )
 
-// startLogHost starts a host the way fedtest.Start does, plus what serve
-// wires through stack.Extend: a host log (a tlog.Log opened by hand,
-// checkpoints every 100 ms) served by its API, and, with witnesses, a
-// submitter sending its checkpoints to them.
+// startLogHost starts a host the way fedtest.Start does, with the host log
+// of the composition root (checkpoints every 100 ms) and, with witnesses,
+// its submitter sending checkpoints to them.
 func startLogHost(t *testing.T, clock *adptest.Clock, witnesses ...witness.Target) (*fedtest.Peer, *tlog.Log) {
 	t.Helper()
 	dir := t.TempDir()
@@ -53,45 +50,13 @@ func startLogHost(t *testing.T, clock *adptest.Clock, witnesses ...witness.Targe
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	origin := fmt.Sprintf("http://127.0.0.1:%d", port)
-	var tl *tlog.Log
 	cfg := stack.Config{
 		Node: stack.NodeConfig{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now, Rates: adptest.TestRates(noRates)},
 		Federation: &federation.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, AnnounceInterval: 2 * time.Second,
 			AllowPrivateOrigins: true},
 		KeyDir: dir, TokenDir: dir, ShutdownTimeout: time.Second,
-		Extend: func(s *stack.Stack, opts *hostapi.Options) (func(), error) {
-			key, err := federation.LoadOrCreateKey(dir)
-			if err != nil {
-				return nil, err
-			}
-			if tl, err = tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: s.Node.DB(), Key: key,
-				Origin: tlogproof.Origin(s.Node.Host()), Source: s.Node, CheckpointInterval: 100 * time.Millisecond}); err != nil {
-				return nil, err
-			}
-			s.Node.Listen(func(e hostport.Event) {
-				if e.Kind == hostport.EventRecord && e.Record != nil {
-					leaf, _ := tlogproof.RecordLeaf(e.Record.Hash)
-					tl.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: leaf})
-				}
-			})
-			opts.HostLog = tl
-			var sub *witness.Submitter
-			if len(witnesses) > 0 {
-				if sub, err = witness.NewSubmitter(witness.SubmitterConfig{Log: tl, Targets: witnesses, DB: s.Node.DB(),
-					MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second}); err != nil {
-					tl.Close()
-					return nil, err
-				}
-				tl.SetWitnessed(sub)
-				opts.Witnessed = sub
-			}
-			return func() {
-				if sub != nil {
-					sub.Close()
-				}
-				tl.Close()
-			}, nil
-		},
+		HostLog: &stack.HostLogConfig{Witnesses: witnesses, CheckpointInterval: 100 * time.Millisecond,
+			MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second},
 	}
 	st, err := stack.Open(cfg)
 	if err != nil {
@@ -101,7 +66,7 @@ func startLogHost(t *testing.T, clock *adptest.Clock, witnesses ...witness.Targe
 	st.Serve(ln)
 	p := &fedtest.Peer{Stack: st, Name: "A", Dir: dir, Port: port, URL: origin, Clock: clock}
 	t.Cleanup(p.Stop)
-	return p, tl
+	return p, st.HostLog
 }
 
 // mirrorOf connects mirror b to host a and makes it mirror a's rooms.

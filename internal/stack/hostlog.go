@@ -35,6 +35,9 @@ type HostLogConfig struct {
 	CheckpointInterval time.Duration
 	RoundInterval      time.Duration
 	BatchMaxAge        time.Duration
+	// MinBackoff and MaxBackoff bound the submitter's retry delay after a
+	// failed submission (zero: the submitter's defaults).
+	MinBackoff, MaxBackoff time.Duration
 }
 
 // errHostLogInMemory: a log kept beside an in-memory store would claim
@@ -75,7 +78,8 @@ func (s *Stack) openHostLog(hc HostLogConfig, opts *hostapi.Options) error {
 		}
 		return nil // a typed nil would embed null
 	})
-	wc := witness.SubmitterConfig{Log: l, Targets: hc.Witnesses, DB: n.DB(), Logger: s.log}
+	wc := witness.SubmitterConfig{Log: l, Targets: hc.Witnesses, DB: n.DB(), Logger: s.log,
+		MinBackoff: hc.MinBackoff, MaxBackoff: hc.MaxBackoff}
 	if hc.Discover && s.Mir != nil {
 		wc.Discover = safehttp.Client(safehttp.Options{Timeout: 10 * time.Second, AllowPrivate: s.cfg.Federation.AllowPrivateOrigins})
 	}
