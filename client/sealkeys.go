@@ -139,3 +139,7 @@ func (k *SealKeys) find(pub []byte) *seal.PrivateKey {
 
 // String never shows a secret.
 func (k *SealKeys) String() string { return "client.SealKeys(redacted)" }
+
+// Find returns the private key whose public key is pub (nil if none): a
+// seal.KeyFinder for opening epochs.
+func (k *SealKeys) Find(pub []byte) *seal.PrivateKey { return k.find(pub) }

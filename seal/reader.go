@@ -185,7 +185,8 @@ type Opened struct {
 }
 
 // Open opens a folded record if it is a message.create (ok false
-// otherwise). A record in the clear comes back with Sealed false.
+// otherwise). A record in the clear comes back with Sealed false. A nil
+// Reader reads records in the clear and opens nothing.
 func (r *Reader) Open(rec *record.Record, find KeyFinder) (Opened, bool) {
 	env, err := identity.ParseEnvelope(rec.Envelope)
 	if err != nil || env.Event.Type != "message.create" {
@@ -202,6 +203,10 @@ func (r *Reader) Open(rec *record.Record, find KeyFinder) (Opened, bool) {
 		return o, true
 	}
 	o.Sealed = true
+	if r == nil {
+		o.Err = fmt.Errorf("no member-only view of the room: %w", ErrOpen)
+		return o, true
+	}
 	var s Sealed
 	if err := json.Unmarshal(p.Content, &s); err != nil {
 		o.Err = ErrOpen
@@ -235,4 +240,52 @@ func (r *Reader) Open(rec *record.Record, find KeyFinder) (Opened, bool) {
 	}
 	o.Flag = sa.CheckEvent(ie)
 	return o, true
+}
+
+// Event is a custom event as a member reads it: in the clear, or sealed
+// in a message.create and opened.
+type Event struct {
+	Seq       int64
+	Hash      string // the event hash (of the outer message.create when sealed)
+	Actor     identity.AgentID
+	CreatedAt int64 // ms
+	Type      string
+	Payload   json.RawMessage
+	Sealed    bool
+	Epoch     int64
+	// Flag is why a sealed event fails the room's rules (Opened.Flag);
+	// readers show it as flagged and never use it as valid.
+	Flag error
+}
+
+// Events lists the custom (room-defined) events of folded records in seq
+// order: those in the clear, and the sealed events r opens with find (r
+// nil: in the clear only). unopened counts sealed records that did not
+// open. Linear in the records.
+func Events(recs []*record.Record, r *Reader, find KeyFinder) (evs []Event, unopened int) {
+	for _, rec := range recs {
+		env, err := identity.ParseEnvelope(rec.Envelope)
+		if err != nil {
+			continue
+		}
+		ev := &env.Event
+		if ev.Type != "message.create" {
+			if !types.IsBuiltin(ev.Type) {
+				evs = append(evs, Event{Seq: rec.Seq, Hash: env.Hash, Actor: ev.Actor, CreatedAt: ev.CreatedAt, Type: ev.Type, Payload: ev.Payload})
+			}
+			continue
+		}
+		if !isSealedPayload(ev.Payload) {
+			continue
+		}
+		o, _ := r.Open(rec, find)
+		switch {
+		case o.Err != nil:
+			unopened++
+		case o.ContentType == EventContentType:
+			evs = append(evs, Event{Seq: o.Seq, Hash: o.Hash, Actor: o.Actor, CreatedAt: o.CreatedAt,
+				Type: o.Type, Payload: o.Payload, Sealed: true, Epoch: o.Epoch, Flag: o.Flag})
+		}
+	}
+	return evs, unopened
 }
