@@ -12,6 +12,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/types"
 	"github.com/adpnode/adpnode/seal"
 )
 
@@ -309,37 +310,75 @@ func (c *Client) Send(ctx context.Context, roomID string, attempts int, mentions
 	if mode != seal.MemberOnly {
 		return c.PostMentions(ctx, roomID, attempts, mentions, decide)
 	}
+	// The epoch is settled only once something must be sealed, so a
+	// signal (a reaction, a vote) costs no rotation.
 	var lastErr error
+	need := false
 	for attempt := 0; attempt < 5; attempt++ {
-		epoch, err := c.RotateEpoch(ctx, roomID, false)
-		if err != nil {
-			return nil, err
+		var key []byte
+		var epoch int64
+		if need {
+			if epoch, err = c.RotateEpoch(ctx, roomID, false); err != nil {
+				return nil, err
+			}
 		}
 		v, err := c.sealRefresh(ctx, roomID)
 		if err != nil {
 			return nil, err
 		}
-		key, err := c.epochKey(v, epoch)
-		if err != nil {
-			return nil, err
+		if need {
+			if key, err = c.epochKey(v, epoch); err != nil {
+				return nil, err
+			}
 		}
 		rec, err := c.PostMentions(ctx, roomID, attempts, mentions, func(r *Room, since []*record.Record) (string, any, error) {
 			typ, p, err := decide(r, since)
-			if err != nil {
-				return "", nil, err
+			if err != nil || !c.mustSeal(v, typ, p) {
+				return typ, p, err
 			}
-			return c.sealFor(roomID, v, key, epoch, typ, p)
+			if key == nil {
+				return "", nil, errNeedEpoch
+			}
+			return c.sealFor(roomID, key, epoch, typ, p)
 		})
-		if err == nil || !sealReason(err) {
+		switch {
+		case errors.Is(err, errNeedEpoch):
+			need = true
+			continue
+		case err == nil || !sealReason(err):
 			return rec, err
 		}
-		lastErr = err // the epoch moved under us: settle it again
+		need, lastErr = true, err // the epoch moved under us: settle it again
 	}
 	return nil, fmt.Errorf("gave up sealing: %w", lastErr)
 }
 
+var errNeedEpoch = errors.New("client: an epoch key is needed")
+
+// mustSeal reports whether a decided event must not reach a member-only
+// room's host in the clear: message.create content not sealed yet, or a
+// custom type of kind message (by the room's types as the client replayed
+// them).
+func (c *Client) mustSeal(v *sealedView, typ string, p any) bool {
+	if typ == "message.create" {
+		if sp, ok := p.(*seal.SealedPayload); ok && sp.ContentType == seal.ContentType {
+			return false
+		}
+		return true
+	}
+	c.sealMu.Lock()
+	defer c.sealMu.Unlock()
+	reg := v.rd.Registry()
+	if reg == nil {
+		// The replay failed: fail closed (the epoch settling that follows
+		// reports why) rather than send a custom event in the clear.
+		return !types.IsBuiltin(typ)
+	}
+	return seal.SealsAsEvent(reg, typ)
+}
+
 // sealFor turns a decided event into what a member-only room carries.
-func (c *Client) sealFor(roomID string, v *sealedView, key []byte, epoch int64, typ string, p any) (string, any, error) {
+func (c *Client) sealFor(roomID string, key []byte, epoch int64, typ string, p any) (string, any, error) {
 	raw, err := json.Marshal(p)
 	if err != nil {
 		return "", nil, err
@@ -358,16 +397,10 @@ func (c *Client) sealFor(roomID string, v *sealedView, key []byte, epoch int64, 
 			return "", nil, fmt.Errorf("message.create payload needs content_type and content")
 		}
 		if m.ContentType == seal.ContentType {
-			return typ, p, nil // already sealed by the caller
+			return typ, p, nil // sealed by the caller
 		}
 		inner, refs = seal.Inner{ContentType: m.ContentType, Content: m.Content, Extra: m.Extra}, m.References
 	default:
-		c.sealMu.Lock()
-		must := seal.SealsAsEvent(v.rd.Registry(), typ)
-		c.sealMu.Unlock()
-		if !must {
-			return typ, p, nil
-		}
 		if inner, err = seal.EventInner(typ, raw); err != nil {
 			return "", nil, err
 		}
@@ -430,8 +463,8 @@ func (c *Client) Messages(ctx context.Context, roomID string, after int64) ([]Op
 // and returns the agent's key finder.
 func (c *Client) openView(ctx context.Context, roomID string) (*sealedView, seal.KeyFinder, error) {
 	mode, err := c.Confidentiality(ctx, roomID)
-	if err != nil || mode != seal.MemberOnly {
-		return nil, nil, err
+	if err != nil || mode != seal.MemberOnly || c.Key == nil {
+		return nil, nil, err // no key: a reader sees sealed records unopened
 	}
 	v, err := c.sealRefresh(ctx, roomID)
 	if err != nil {

@@ -491,20 +491,10 @@ func postCmd() *cobra.Command {
 				}
 				p = map[string]any{"content_type": contentType, "content": args[1]}
 			}
-			if typ == "message.create" {
-				if mode, err := c.Confidentiality(cmd.Context(), id); err != nil {
-					return err
-				} else if mode == seal.MemberOnly {
-					rec, err := postSealed(cmd.Context(), c, id, parseMentions(mentions), p)
-					if err != nil {
-						return err
-					}
-					fmt.Printf("seq %d %s (sealed)\n", rec.Seq, rec.Hash)
-					return nil
-				}
-			}
+			// Send seals in member-only rooms: message content, and custom
+			// types of kind message as sealed events (decision 23).
 			attempt := 0
-			rec, err := c.PostMentions(cmd.Context(), id, 10, parseMentions(mentions), func(r *client.Room, since []*record.Record) (string, any, error) {
+			rec, err := c.Send(cmd.Context(), id, 10, parseMentions(mentions), func(r *client.Room, since []*record.Record) (string, any, error) {
 				if attempt++; attempt > 1 {
 					fmt.Fprintf(os.Stderr, "head moved (%d new records); re-signing on seq %d\n", len(since), r.Head.Seq)
 				}
@@ -512,6 +502,10 @@ func postCmd() *cobra.Command {
 			})
 			if err != nil {
 				return err
+			}
+			if isSealedRecord(rec) {
+				fmt.Printf("seq %d %s (sealed)\n", rec.Seq, rec.Hash)
+				return nil
 			}
 			fmt.Printf("seq %d %s\n", rec.Seq, rec.Hash)
 			return nil
