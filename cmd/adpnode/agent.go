@@ -493,11 +493,14 @@ func postCmd() *cobra.Command {
 			}
 			// Send seals in member-only rooms: message content, and custom
 			// types of kind message as sealed events (decision 23).
-			attempt := 0
+			// (Send may ask twice on the same head: once to learn that the
+			// event must be sealed, once to seal it; only a moved head is news.)
+			lastHead := int64(-1)
 			rec, err := c.Send(cmd.Context(), id, 10, parseMentions(mentions), func(r *client.Room, since []*record.Record) (string, any, error) {
-				if attempt++; attempt > 1 {
+				if lastHead >= 0 && r.Head.Seq != lastHead {
 					fmt.Fprintf(os.Stderr, "head moved (%d new records); re-signing on seq %d\n", len(since), r.Head.Seq)
 				}
+				lastHead = r.Head.Seq
 				return typ, p, nil
 			})
 			if err != nil {
