@@ -34,6 +34,10 @@ type Coordination struct {
 	// Unopened counts sealed records this agent cannot open (epochs it was
 	// not given); what they hold is not in Rounds or Receipts.
 	Unopened int
+	// Flagged lists the opened sealed events that fail the room's rules
+	// (seal.Event.Flag), whatever their type; flagged turns are also among
+	// the rounds' ignored turns, and flagged receipts fail in Receipts.
+	Flagged []seal.Event
 }
 
 // Coordination reads a room's history once and derives its rounds and
@@ -45,7 +49,13 @@ func (c *Client) Coordination(ctx context.Context, roomID string) (*Coordination
 	if err != nil {
 		return nil, err
 	}
-	return &Coordination{Rounds: rounds.Derive(TurnsOf(evs)), Receipts: ReceiptsOf(evs), Records: recs, Unopened: unopened}, nil
+	co := &Coordination{Rounds: rounds.Derive(TurnsOf(evs)), Receipts: ReceiptsOf(evs), Records: recs, Unopened: unopened}
+	for _, e := range evs {
+		if e.Flag != nil {
+			co.Flagged = append(co.Flagged, e)
+		}
+	}
+	return co, nil
 }
 
 // Rounds reads a room's history and derives its coordination rounds

@@ -157,6 +157,9 @@ func TestSealedRoundsAndReceipts(t *testing.T) {
 	undeclared := hostile(b, "nope.type", map[string]any{})
 	wrongRole := hostile(b, "mod.note", map[string]any{"n": 1})
 	okRole := hostile(a, "mod.note", map[string]any{"n": 2}) // the creator may
+	signalKind := hostile(b, seal.TypeKey, map[string]any{"public_key": strings.Repeat("A", 43)})
+	notObject := send(b, "message.create", map[string]any{"content_type": seal.EventContentType,
+		"content": map[string]any{"type": rounds.EventType, "payload": []any{1}}})
 
 	// The host refuses turns and receipts in the clear.
 	for _, typ := range []string{rounds.EventType, receipt.EventType} {
@@ -191,6 +194,9 @@ func TestSealedRoundsAndReceipts(t *testing.T) {
 		co.Receipts[1].Seq != badRec.Seq || !errors.Is(co.Receipts[1].Receipt.Verify().B, receipt.ErrBad) || co.Receipts[1].Receipt.Verify().A != nil {
 		t.Fatalf("receipts: %+v", co.Receipts)
 	}
+	if len(co.Flagged) != 6 {
+		t.Errorf("flagged: %d events, want 6 (schema, bound, undeclared, role, signal kind, not an object)", len(co.Flagged))
+	}
 	ms, err := a.Messages(ctx, id, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +205,8 @@ func TestSealedRoundsAndReceipts(t *testing.T) {
 	for _, m := range ms {
 		bySeq[m.Seq] = m
 	}
-	for seq, want := range map[int64]string{undeclared.Seq: `type "nope.type" is not defined`, wrongRole.Seq: "role speaker may not send mod.note"} {
+	for seq, want := range map[int64]string{undeclared.Seq: `type "nope.type" is not defined`, wrongRole.Seq: "role speaker may not send mod.note",
+		signalKind.Seq: "is of kind signal, not message", notObject.Seq: "payload must be a JSON object"} {
 		if f := bySeq[seq].Flag; f == nil || !strings.Contains(f.Error(), want) {
 			t.Errorf("seq %d: want a flag %q, got %v", seq, want, f)
 		}

@@ -363,6 +363,11 @@ func printReceipts(co *client.Coordination) int {
 		}
 		fmt.Printf("deal receipt seq %d%s: co-signed by %s and %s, terms hash %s\n", rc.Seq, sealed, rc.Receipt.PartyA, rc.Receipt.PartyB, rc.Receipt.TermsHash)
 	}
+	for _, e := range co.Flagged {
+		if e.Type != rounds.EventType && e.Type != receipt.EventType { // those are listed above
+			fmt.Printf("FLAGGED sealed event seq %d by %s: %s\n", e.Seq, e.Actor, termSafe(e.Flag.Error()))
+		}
+	}
 	if co.Unopened > 0 {
 		fmt.Printf("%d sealed records not opened (epochs this agent was not given): their turns and receipts are not shown\n", co.Unopened)
 	}
