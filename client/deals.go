@@ -10,6 +10,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/rounds"
 	"github.com/adpnode/adpnode/adp/types"
+	"github.com/adpnode/adpnode/seal"
 )
 
 // BundledPack returns the type declaration that imports the bundled pack
@@ -23,14 +24,68 @@ func BundledPack(origin, id string) (json.RawMessage, error) {
 	return b.Declaration(origin), nil
 }
 
+// Coordination is what a room's rounds and receipts are, as this agent
+// reads them: in a member-only room from the sealed turns and receipts it
+// opens, exactly as from plaintext ones in a hub-trusted room.
+type Coordination struct {
+	Rounds   *rounds.Result
+	Receipts []ReceiptCheck
+	Records  []*record.Record
+	// Unopened counts sealed records this agent cannot open (epochs it was
+	// not given); what they hold is not in Rounds or Receipts.
+	Unopened int
+	// Flagged lists the opened sealed events that fail the room's rules
+	// (seal.Event.Flag), whatever their type; flagged turns are also among
+	// the rounds' ignored turns, and flagged receipts fail in Receipts.
+	Flagged []seal.Event
+}
+
+// Coordination reads a room's history once and derives its rounds and
+// checks its receipts. A sealed event that fails the room's rules when
+// opened (seal.Event.Flag) is flagged: an ignored turn with the reason, a
+// receipt with Err; it never moves a round or counts as co-signed.
+func (c *Client) Coordination(ctx context.Context, roomID string) (*Coordination, error) {
+	evs, recs, unopened, err := c.CustomEvents(ctx, roomID)
+	if err != nil {
+		return nil, err
+	}
+	co := &Coordination{Rounds: rounds.Derive(TurnsOf(evs)), Receipts: ReceiptsOf(evs), Records: recs, Unopened: unopened}
+	for _, e := range evs {
+		if e.Flag != nil {
+			co.Flagged = append(co.Flagged, e)
+		}
+	}
+	return co, nil
+}
+
 // Rounds reads a room's history and derives its coordination rounds
 // (adp/rounds): forward-only states, ignored turns with their reasons.
 func (c *Client) Rounds(ctx context.Context, roomID string) (*rounds.Result, []*record.Record, error) {
-	recs, err := c.History(ctx, roomID, 0)
+	co, err := c.Coordination(ctx, roomID)
 	if err != nil {
 		return nil, nil, err
 	}
-	return rounds.Derive(rounds.FromRecords(recs)), recs, nil
+	return co.Rounds, co.Records, nil
+}
+
+// TurnsOf returns the round.turn events of evs as turns for rounds.Derive.
+// A flagged sealed turn keeps its flag as the turn's error, so Derive lists
+// it as ignored with the reason.
+func TurnsOf(evs []seal.Event) []rounds.Turn {
+	var out []rounds.Turn
+	for _, e := range evs {
+		if e.Type != rounds.EventType {
+			continue
+		}
+		t := rounds.Turn{Seq: e.Seq, Hash: e.Hash, Actor: string(e.Actor), CreatedAt: e.CreatedAt}
+		if e.Flag != nil {
+			t.Err = fmt.Errorf("flagged: %v", e.Flag)
+		} else if err := json.Unmarshal(e.Payload, &t.Payload); err != nil {
+			t.Err = fmt.Errorf("payload: %v", err)
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 // ReceiptCheck is one deal.receipt event and its verdict.
@@ -39,20 +94,32 @@ type ReceiptCheck struct {
 	Event   string // the event hash
 	Actor   identity.AgentID
 	Raw     json.RawMessage // the payload
+	Sealed  bool            // sent sealed and opened
 	Receipt *receipt.Receipt
 	Err     error // nil: well formed and co-signed by both parties
 }
 
-// Receipts checks every deal.receipt event in recs.
+// Receipts checks every deal.receipt event in the clear in recs.
 func Receipts(recs []*record.Record) []ReceiptCheck {
+	evs, _ := seal.Events(recs, nil, nil)
+	return ReceiptsOf(evs)
+}
+
+// ReceiptsOf checks every deal.receipt in evs: both signatures, and for a
+// sealed one first the room's rules (a flagged receipt fails).
+func ReceiptsOf(evs []seal.Event) []ReceiptCheck {
 	var out []ReceiptCheck
-	for _, rec := range recs {
-		env, err := identity.ParseEnvelope(rec.Envelope)
-		if err != nil || env.Event.Type != receipt.EventType {
+	for _, e := range evs {
+		if e.Type != receipt.EventType {
 			continue
 		}
-		r, err := receipt.Check(env.Event.Payload)
-		out = append(out, ReceiptCheck{Seq: rec.Seq, Event: env.Hash, Actor: env.Event.Actor, Raw: env.Event.Payload, Receipt: r, Err: err})
+		rc := ReceiptCheck{Seq: e.Seq, Event: e.Hash, Actor: e.Actor, Raw: e.Payload, Sealed: e.Sealed}
+		if e.Flag != nil {
+			rc.Err = fmt.Errorf("flagged: %v", e.Flag)
+		} else {
+			rc.Receipt, rc.Err = receipt.Check(e.Payload)
+		}
+		out = append(out, rc)
 	}
 	return out
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
-	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/adp/types"
 	"github.com/adpnode/adpnode/seal"
 )
@@ -22,19 +21,12 @@ import (
 // message content under the current epoch key and opens what it reads.
 // The host sees only ciphertext.
 
-// sealedView is what the client folded from a member-only room's records.
+// sealedView is what the client folded from a member-only room's records
+// (the shared seal.Reader: kernel replay, keys, epochs, and the room as it
+// was at each sealed message). Guarded by Client.sealMu.
 type sealedView struct {
-	mode  string
-	after int64 // records folded: seq <= after
-	// rs replays the room with the kernel from the verified records, so
-	// the members an epoch is wrapped for come from signed records and the
-	// kernel's rules, never from what the host says (GET .../members).
-	rs        *room.State
-	replayErr error // the first record the kernel refused, if any
-	st        seal.RoomState
-	epochs    map[int64]*seal.EpochPayload
-	keyPubs   map[int64][]byte // seq of a seal.key record -> its public key
-	epochKeys map[int64][]byte // epoch keys this agent opened
+	mode string
+	rd   *seal.Reader // nil until the first refresh
 }
 
 // SealedRoomPayload turns a room.create payload (any JSON object value)
@@ -175,54 +167,9 @@ func (c *Client) Confidentiality(ctx context.Context, roomID string) (string, er
 		c.sealRooms = map[string]*sealedView{}
 	}
 	if c.sealRooms[roomID] == nil {
-		c.sealRooms[roomID] = &sealedView{mode: mode, epochs: map[int64]*seal.EpochPayload{},
-			keyPubs: map[int64][]byte{}, epochKeys: map[int64][]byte{}}
+		c.sealRooms[roomID] = &sealedView{mode: mode}
 	}
 	return mode, nil
-}
-
-// foldLocked folds records into v (sealMu held).
-func (v *sealedView) foldLocked(recs []*record.Record, packs types.PackSource) {
-	if v.rs == nil {
-		v.rs = room.New(room.Config{Limits: room.ReplayLimits(), Packs: packs})
-	}
-	for _, rec := range recs {
-		if rec.Seq <= v.after {
-			continue
-		}
-		v.after = rec.Seq
-		if v.replayErr == nil {
-			env, err := identity.ParseEnvelope(rec.Envelope)
-			if err == nil {
-				err = v.rs.Apply(rec, env, nil)
-			}
-			if err != nil {
-				v.replayErr = fmt.Errorf("record %d of the room does not replay: %w", rec.Seq, err)
-			}
-		}
-		var env struct {
-			Event struct {
-				Type    string           `json:"type"`
-				Actor   identity.AgentID `json:"actor"`
-				Payload json.RawMessage  `json:"payload"`
-			} `json:"event"`
-		}
-		if json.Unmarshal(rec.Envelope, &env) != nil {
-			continue
-		}
-		ev := env.Event
-		switch ev.Type {
-		case seal.TypeKey:
-			if pub, err := seal.ParseKey(ev.Payload); err == nil {
-				v.keyPubs[rec.Seq] = pub
-			}
-		case seal.TypeEpoch:
-			if p, err := seal.ParseEpoch(ev.Payload); err == nil {
-				v.epochs[p.Epoch] = p
-			}
-		}
-		v.st.Apply(rec.Seq, ev.Actor, ev.Type, ev.Payload)
-	}
 }
 
 // refresh reads the records the view has not folded yet.
@@ -231,7 +178,11 @@ func (c *Client) sealRefresh(ctx context.Context, roomID string) (*sealedView, e
 		return nil, err
 	}
 	c.sealMu.Lock()
-	after := c.sealRooms[roomID].after
+	v := c.sealRooms[roomID]
+	if v.rd == nil {
+		v.rd = seal.NewReader(roomID, c.Key.ID, clientPacks{c})
+	}
+	after := v.rd.After()
 	c.sealMu.Unlock()
 	recs, err := c.History(ctx, roomID, after)
 	if err != nil {
@@ -239,64 +190,19 @@ func (c *Client) sealRefresh(ctx context.Context, roomID string) (*sealedView, e
 	}
 	c.sealMu.Lock()
 	defer c.sealMu.Unlock()
-	v := c.sealRooms[roomID]
-	v.foldLocked(recs, clientPacks{c})
+	v.rd.Fold(recs)
 	return v, nil
 }
 
-// epochKey opens this agent's wrap of an epoch (cached).
-func (c *Client) epochKey(roomID string, v *sealedView, epoch int64) ([]byte, error) {
-	c.sealMu.Lock()
-	key, ok := v.epochKeys[epoch]
-	p := v.epochs[epoch]
-	var pub []byte
-	if p != nil {
-		for _, w := range p.Wraps {
-			if w.Member == c.Key.ID {
-				pub = v.keyPubs[w.KeySeq]
-			}
-		}
-	}
-	c.sealMu.Unlock()
-	if ok {
-		return key, nil
-	}
-	if p == nil {
-		return nil, fmt.Errorf("epoch %d is not in the room: %w", epoch, seal.ErrOpen)
-	}
-	if pub == nil {
-		return nil, fmt.Errorf("epoch %d was not wrapped for this agent: %w", epoch, seal.ErrOpen)
-	}
+// epochKey opens this agent's wrap of an epoch (cached in the reader).
+func (c *Client) epochKey(v *sealedView, epoch int64) ([]byte, error) {
 	ks, err := c.sealKeys()
 	if err != nil {
 		return nil, err
 	}
-	priv := ks.find(pub)
-	if priv == nil {
-		return nil, fmt.Errorf("epoch %d was wrapped for a sealing key this agent no longer holds: %w", epoch, seal.ErrOpen)
-	}
-	key, err = seal.OpenEpoch(priv, roomID, c.Key.ID, p)
-	if err != nil {
-		return nil, fmt.Errorf("epoch %d: %w", epoch, err)
-	}
 	c.sealMu.Lock()
-	v.epochKeys[epoch] = key
-	c.sealMu.Unlock()
-	return key, nil
-}
-
-// activeMembers are the room's active members by the kernel's replay of
-// the verified records folded into v (sealMu held).
-func (v *sealedView) activeMembersLocked() ([]identity.AgentID, error) {
-	if v.replayErr != nil {
-		return nil, v.replayErr
-	}
-	ms := v.rs.Members()
-	out := make([]identity.AgentID, len(ms))
-	for i, m := range ms {
-		out[i] = m.Agent
-	}
-	return out, nil
+	defer c.sealMu.Unlock()
+	return v.rd.EpochKey(epoch, ks.Find)
 }
 
 // clientPacks serves external pack documents to the client's replay: it
@@ -347,7 +253,7 @@ func (c *Client) RotateEpoch(ctx context.Context, roomID string, force bool) (in
 			return 0, err
 		}
 		c.sealMu.Lock()
-		mine, published := v.st.Keys[c.Key.ID]
+		mine, published := v.rd.State().Keys[c.Key.ID]
 		c.sealMu.Unlock()
 		if !published || !bytes.Equal(mine.Public, ks.Public()) {
 			if _, err := c.PublishSealKey(ctx, roomID); err != nil {
@@ -356,8 +262,9 @@ func (c *Client) RotateEpoch(ctx context.Context, roomID string, force bool) (in
 			continue
 		}
 		c.sealMu.Lock()
-		active, err := v.activeMembersLocked()
-		fresh, cur, to := v.st.Fresh(active), v.st.Epoch, v.st.Recipients(active)
+		active, err := v.rd.Active()
+		st := v.rd.State()
+		fresh, cur, to := st.Fresh(active), st.Epoch, st.Recipients(active)
 		c.sealMu.Unlock()
 		if err != nil {
 			return 0, err
@@ -372,7 +279,7 @@ func (c *Client) RotateEpoch(ctx context.Context, roomID string, force bool) (in
 		_, err = c.Post(ctx, roomID, 5, func(*Room, []*record.Record) (string, any, error) { return seal.TypeEpoch, p, nil })
 		if err == nil {
 			c.sealMu.Lock()
-			v.epochKeys[p.Epoch] = key
+			v.rd.SetEpochKey(p.Epoch, key)
 			c.sealMu.Unlock()
 			force = false
 			continue // fold the new epoch and check again
@@ -385,6 +292,127 @@ func (c *Client) RotateEpoch(ctx context.Context, roomID string, force bool) (in
 	return 0, fmt.Errorf("could not settle the room's epoch: %w", lastErr)
 }
 
+// Send posts the event decide returns, with the head-retry loop, and is
+// the one write path of member-only rooms: there it settles the epoch
+// (rotating when membership or keys changed), seals under its key what
+// must not reach the host in the clear, posts, and on a refusal that a new
+// epoch cures (seal_epoch_stale, seal_rotation_required, ...) settles and
+// tries again. What it seals: message.create content, and every custom
+// type of kind message (round.turn, deal.receipt, question.create, ...),
+// which travels as a sealed message.create whose plaintext is
+// {"type", "payload"} (seal.EventContentType). Signals, control and
+// built-in events go in the clear. In a hub-trusted room it is PostMentions.
+func (c *Client) Send(ctx context.Context, roomID string, attempts int, mentions []identity.AgentID, decide Decide) (*record.Record, error) {
+	mode, err := c.Confidentiality(ctx, roomID)
+	if err != nil {
+		return nil, err
+	}
+	if mode != seal.MemberOnly {
+		return c.PostMentions(ctx, roomID, attempts, mentions, decide)
+	}
+	// The epoch is settled only once something must be sealed, so a
+	// signal (a reaction, a vote) costs no rotation.
+	var lastErr error
+	need := false
+	for attempt := 0; attempt < 5; attempt++ {
+		var key []byte
+		var epoch int64
+		if need {
+			if epoch, err = c.RotateEpoch(ctx, roomID, false); err != nil {
+				return nil, err
+			}
+		}
+		v, err := c.sealRefresh(ctx, roomID)
+		if err != nil {
+			return nil, err
+		}
+		if need {
+			if key, err = c.epochKey(v, epoch); err != nil {
+				return nil, err
+			}
+		}
+		rec, err := c.PostMentions(ctx, roomID, attempts, mentions, func(r *Room, since []*record.Record) (string, any, error) {
+			typ, p, err := decide(r, since)
+			if err != nil || !c.mustSeal(v, typ, p) {
+				return typ, p, err
+			}
+			if key == nil {
+				return "", nil, errNeedEpoch
+			}
+			return c.sealFor(roomID, key, epoch, typ, p)
+		})
+		switch {
+		case errors.Is(err, errNeedEpoch):
+			need = true
+			continue
+		case err == nil || !sealReason(err):
+			return rec, err
+		}
+		need, lastErr = true, err // the epoch moved under us: settle it again
+	}
+	return nil, fmt.Errorf("gave up sealing: %w", lastErr)
+}
+
+var errNeedEpoch = errors.New("client: an epoch key is needed")
+
+// mustSeal reports whether a decided event must not reach a member-only
+// room's host in the clear: message.create content not sealed yet, or a
+// custom type of kind message (by the room's types as the client replayed
+// them).
+func (c *Client) mustSeal(v *sealedView, typ string, p any) bool {
+	if typ == "message.create" {
+		if sp, ok := p.(*seal.SealedPayload); ok && sp.ContentType == seal.ContentType {
+			return false
+		}
+		return true
+	}
+	c.sealMu.Lock()
+	defer c.sealMu.Unlock()
+	reg := v.rd.Registry()
+	if reg == nil {
+		// The replay failed: fail closed (the epoch settling that follows
+		// reports why) rather than send a custom event in the clear.
+		return !types.IsBuiltin(typ)
+	}
+	return seal.SealsAsEvent(reg, typ)
+}
+
+// sealFor turns a decided event into what a member-only room carries.
+func (c *Client) sealFor(roomID string, key []byte, epoch int64, typ string, p any) (string, any, error) {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return "", nil, err
+	}
+	var inner seal.Inner
+	var refs []string
+	switch {
+	case typ == "message.create":
+		var m struct {
+			ContentType string          `json:"content_type"`
+			Content     json.RawMessage `json:"content"`
+			Extra       json.RawMessage `json:"extra,omitempty"`
+			References  []string        `json:"references,omitempty"`
+		}
+		if err := json.Unmarshal(raw, &m); err != nil || m.ContentType == "" {
+			return "", nil, fmt.Errorf("message.create payload needs content_type and content")
+		}
+		if m.ContentType == seal.ContentType {
+			return typ, p, nil // sealed by the caller
+		}
+		inner, refs = seal.Inner{ContentType: m.ContentType, Content: m.Content, Extra: m.Extra}, m.References
+	default:
+		if inner, err = seal.EventInner(typ, raw); err != nil {
+			return "", nil, err
+		}
+	}
+	sp, err := seal.SealMessage(rand.Reader, key, roomID, epoch, c.Key.ID, inner)
+	if err != nil {
+		return "", nil, err
+	}
+	sp.References = refs
+	return "message.create", sp, nil
+}
+
 // SendSealed seals content under the room's current epoch (rotating first
 // when membership or keys changed) and posts it as message.create.
 func (c *Client) SendSealed(ctx context.Context, roomID, contentType string, content any, references ...string) (*record.Record, error) {
@@ -394,53 +422,22 @@ func (c *Client) SendSealed(ctx context.Context, roomID, contentType string, con
 // SendSealedMentions is SendSealed with event.mentions (which, like
 // references, stay in the clear for the host's attention features).
 func (c *Client) SendSealedMentions(ctx context.Context, roomID string, mentions []identity.AgentID, contentType string, content any, references ...string) (*record.Record, error) {
-	raw, err := json.Marshal(content)
-	if err != nil {
+	if mode, err := c.Confidentiality(ctx, roomID); err != nil {
 		return nil, err
+	} else if mode != seal.MemberOnly {
+		return nil, fmt.Errorf("room %s is not member-only", roomID)
 	}
-	inner := seal.Inner{ContentType: contentType, Content: raw}
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		epoch, err := c.RotateEpoch(ctx, roomID, false)
-		if err != nil {
-			return nil, err
-		}
-		v, err := c.sealRefresh(ctx, roomID)
-		if err != nil {
-			return nil, err
-		}
-		key, err := c.epochKey(roomID, v, epoch)
-		if err != nil {
-			return nil, err
-		}
-		rec, err := c.PostMentions(ctx, roomID, 10, mentions, func(*Room, []*record.Record) (string, any, error) {
-			p, err := seal.SealMessage(rand.Reader, key, roomID, epoch, c.Key.ID, inner)
-			if err != nil {
-				return "", nil, err
-			}
-			p.References = references
-			return "message.create", p, nil
-		})
-		if err == nil || !sealReason(err) {
-			return rec, err
-		}
-		lastErr = err // the epoch moved under us: settle it again
+	p := map[string]any{"content_type": contentType, "content": content}
+	if len(references) > 0 {
+		p["references"] = references
 	}
-	return nil, fmt.Errorf("gave up sealing: %w", lastErr)
+	return c.Send(ctx, roomID, 10, mentions, func(*Room, []*record.Record) (string, any, error) { return "message.create", p, nil })
 }
 
-// Opened is a message.create as a member reads it.
-type Opened struct {
-	Seq         int64
-	Actor       identity.AgentID
-	Sealed      bool  // the content was sealed
-	Epoch       int64 // its epoch (sealed only)
-	ContentType string
-	Content     json.RawMessage
-	// Err is why a sealed message did not open (seal.ErrOpen wrapped: an
-	// epoch this agent was not part of, a lost key, tampered bytes).
-	Err error
-}
+// Opened is a message.create as a member reads it (seal.Opened): opened
+// when sealed and this agent holds the epoch key, with the sealed custom
+// event inside (Type, Payload) and, when it fails the room's rules, Flag.
+type Opened = seal.Opened
 
 // Messages reads the room's message.create records with seq > after and
 // opens the sealed ones it can.
@@ -449,95 +446,86 @@ func (c *Client) Messages(ctx context.Context, roomID string, after int64) ([]Op
 	if err != nil {
 		return nil, err
 	}
-	mode, err := c.Confidentiality(ctx, roomID)
+	v, find, err := c.openView(ctx, roomID)
 	if err != nil {
 		return nil, err
 	}
-	var v *sealedView
-	if mode == seal.MemberOnly {
-		if v, err = c.sealRefresh(ctx, roomID); err != nil {
-			return nil, err
-		}
-	}
 	var out []Opened
 	for _, rec := range recs {
-		o, ok := c.open(roomID, v, rec)
-		if ok {
+		if o, ok := c.open(v, find, rec); ok {
 			out = append(out, o)
 		}
 	}
 	return out, nil
 }
 
+// openView refreshes a member-only room's view (nil for hub-trusted rooms)
+// and returns the agent's key finder.
+func (c *Client) openView(ctx context.Context, roomID string) (*sealedView, seal.KeyFinder, error) {
+	mode, err := c.Confidentiality(ctx, roomID)
+	if err != nil || mode != seal.MemberOnly || c.Key == nil {
+		return nil, nil, err // no key: a reader sees sealed records unopened
+	}
+	v, err := c.sealRefresh(ctx, roomID)
+	if err != nil {
+		return nil, nil, err
+	}
+	ks, err := c.sealKeys()
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, ks.Find, nil
+}
+
 // Open opens one record if it is a message.create (ok false otherwise).
 // Call after the room's history up to the record was read (Messages does).
 func (c *Client) Open(ctx context.Context, roomID string, rec *record.Record) (Opened, bool, error) {
-	mode, err := c.Confidentiality(ctx, roomID)
+	v, find, err := c.openView(ctx, roomID)
 	if err != nil {
 		return Opened{}, false, err
 	}
-	var v *sealedView
-	if mode == seal.MemberOnly {
-		if v, err = c.sealRefresh(ctx, roomID); err != nil {
-			return Opened{}, false, err
-		}
-	}
-	o, ok := c.open(roomID, v, rec)
+	o, ok := c.open(v, find, rec)
 	return o, ok, nil
 }
 
-func (c *Client) open(roomID string, v *sealedView, rec *record.Record) (Opened, bool) {
-	var env struct {
-		Event struct {
-			Type    string           `json:"type"`
-			Actor   identity.AgentID `json:"actor"`
-			Payload struct {
-				ContentType string          `json:"content_type"`
-				Content     json.RawMessage `json:"content"`
-			} `json:"payload"`
-		} `json:"event"`
+func (c *Client) open(v *sealedView, find seal.KeyFinder, rec *record.Record) (Opened, bool) {
+	if v == nil {
+		// A hub-trusted room: content is read as is.
+		return (*seal.Reader)(nil).Open(rec, nil)
 	}
-	if json.Unmarshal(rec.Envelope, &env) != nil || env.Event.Type != "message.create" {
-		return Opened{}, false
-	}
-	ev := env.Event
-	o := Opened{Seq: rec.Seq, Actor: ev.Actor, ContentType: ev.Payload.ContentType, Content: ev.Payload.Content}
-	if ev.Payload.ContentType != seal.ContentType || v == nil {
-		return o, true
-	}
-	o.Sealed = true
-	var s seal.Sealed
-	if err := json.Unmarshal(ev.Payload.Content, &s); err != nil {
-		o.Err = seal.ErrOpen
-		return o, true
-	}
-	o.Epoch = s.Epoch
-	key, err := c.epochKey(roomID, v, s.Epoch)
+	c.sealMu.Lock()
+	defer c.sealMu.Unlock()
+	return v.rd.Open(rec, find)
+}
+
+// CustomEvents reads a room's history and returns its custom events as
+// this agent reads them: those in the clear, and in a member-only room the
+// sealed ones it opens (seal.Events). unopened counts the sealed records
+// it cannot open (epochs it was not given).
+func (c *Client) CustomEvents(ctx context.Context, roomID string) (evs []seal.Event, recs []*record.Record, unopened int, err error) {
+	recs, err = c.History(ctx, roomID, 0)
 	if err != nil {
-		o.Err = err
-		return o, true
+		return nil, nil, 0, err
 	}
-	in, err := seal.OpenMessage(key, roomID, ev.Actor, &s)
+	v, find, err := c.openView(ctx, roomID)
 	if err != nil {
-		o.Err = err
-		return o, true
+		return nil, nil, 0, err
 	}
-	o.ContentType, o.Content = in.ContentType, in.Content
-	return o, true
+	if v == nil {
+		evs, unopened = seal.Events(recs, nil, nil)
+		return evs, recs, unopened, nil
+	}
+	c.sealMu.Lock()
+	defer c.sealMu.Unlock()
+	evs, unopened = seal.Events(recs, v.rd, find)
+	return evs, recs, unopened, nil
 }
 
 // Message posts a message.create, re-deciding nothing on head races (the
 // same content is re-signed on the new head). In a member-only room the
-// content is sealed (SendSealed).
+// content is sealed (Send).
 func (c *Client) Message(ctx context.Context, roomID, contentType, content string) (*record.Record, error) {
-	mode, err := c.Confidentiality(ctx, roomID)
-	if err != nil {
-		return nil, err
-	}
-	if mode == seal.MemberOnly {
-		return c.SendSealed(ctx, roomID, contentType, content)
-	}
-	return c.Post(ctx, roomID, 10, func(*Room, []*record.Record) (string, any, error) {
+	return c.Send(ctx, roomID, 10, nil, func(*Room, []*record.Record) (string, any, error) {
 		return "message.create", map[string]any{"content_type": contentType, "content": content}, nil
 	})
 }

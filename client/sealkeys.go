@@ -57,6 +57,20 @@ func LoadOrCreateSealKeys(path string, agent identity.AgentID) (*SealKeys, error
 	if err != nil {
 		return nil, err
 	}
+	return parseSealKeys(path, b, agent)
+}
+
+// LoadSealKeys reads the sealing keys of agent at path; unlike
+// LoadOrCreateSealKeys it never makes one (readers such as verify --key).
+func LoadSealKeys(path string, agent identity.AgentID) (*SealKeys, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return parseSealKeys(path, b, agent)
+}
+
+func parseSealKeys(path string, b []byte, agent identity.AgentID) (*SealKeys, error) {
 	var f sealKeyFile
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, fmt.Errorf("%s: not a sealing key file", path)
@@ -139,3 +153,7 @@ func (k *SealKeys) find(pub []byte) *seal.PrivateKey {
 
 // String never shows a secret.
 func (k *SealKeys) String() string { return "client.SealKeys(redacted)" }
+
+// Find returns the private key whose public key is pub (nil if none): a
+// seal.KeyFinder for opening epochs.
+func (k *SealKeys) Find(pub []byte) *seal.PrivateKey { return k.find(pub) }

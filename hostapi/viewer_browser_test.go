@@ -271,7 +271,9 @@ const inertJS = `(() => {
       // The viewer sets poll bar widths through CSSOM; nothing else has a style.
       if (a.name === 'style' && !e.classList.contains('poll-fill')) out.bad.push(e.tagName + '[style]');
     }
-    const ownForm = e.closest('form.filters');
+    // The viewer's own controls: the directory filters, and the sealed
+    // card's file input (agent content is text only and cannot make either).
+    const ownForm = e.closest('form.filters') || (e.type === 'file' && e.classList.contains('sealed-file') && e.closest('.sealed-card'));
     if (/^(img|iframe|object|embed|svg|math|style|base|meta|link|video|audio|source|frame|frameset|template|script)$/i.test(e.tagName) ||
         (!ownForm && /^(button|input|textarea|select)$/i.test(e.tagName))) out.bad.push('<' + e.tagName + '>');
     if (e.tagName === 'FORM' && !e.classList.contains('filters')) out.bad.push('<form>');

@@ -40,6 +40,12 @@ func (n *Node) sealCheck(hr *hostedRoom, st *room.State, env *identity.Envelope,
 	if mode != seal.MemberOnly {
 		return nil
 	}
+	// A custom type of kind message carries content, so it travels sealed
+	// inside a message.create (decision 23); its plaintext form is refused.
+	// Signal and control types (reactions, votes, seal.*) stay plaintext.
+	if a.Def != nil && a.Def.Kind == adp.KindMessage {
+		return seal.RequiredErr(a.Type)
+	}
 	switch a.Type {
 	case seal.TypeKey, seal.TypeEpoch, "message.create":
 	default:

@@ -366,3 +366,43 @@ func TestPrivateKeyDoesNotPrint(t *testing.T) {
 		t.Fatalf("printed: %s", s)
 	}
 }
+
+// A sealed custom event costs the sealed-message overhead plus the
+// {type, payload} wrapper and the event content type, all under base64url:
+// about 4/3 of the plaintext payload plus a fixed few hundred bytes.
+func TestSealedEventCost(t *testing.T) {
+	a := newMember(t)
+	key := bytes.Repeat([]byte{1}, 32)
+	for _, n := range []int{0, 100, 4000, 48000} {
+		payload := mustJSON(t, map[string]any{"type": "propose", "text": strings.Repeat("x", n)})
+		in, err := EventInner("round.turn", payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg, err := SealMessage(rand.Reader, key, room, 1, a.id, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sealed := mustJSON(t, msg)
+		fixed := len(sealed) - b64Len(len(payload))
+		if fixed > 300 {
+			t.Errorf("%d-byte text: sealed event %d bytes for a %d-byte payload: %d beyond 4/3 of it", n, len(sealed), len(payload), fixed)
+		}
+		t.Logf("payload %6d: sealed event %6d, beyond 4/3 of the payload %d", len(payload), len(sealed), fixed)
+		// It opens to the same event.
+		got, err := OpenMessage(key, room, a.id, &msg.Content)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev, err := ParseInnerEvent(got.Content)
+		if err != nil || ev.Type != "round.turn" || !bytes.Equal(ev.Payload, payload) || got.ContentType != EventContentType {
+			t.Fatalf("opened %+v %v", ev, err)
+		}
+	}
+	// Hostile bodies are refused by ParseInnerEvent.
+	for _, b := range []string{`{}`, `{"type":"x"}`, `{"type":"x","payload":[]}`, `{"type":"","payload":{}}`, `{"type":"x","payload":{},"more":1}`, `[]`} {
+		if _, err := ParseInnerEvent([]byte(b)); err == nil {
+			t.Errorf("%s accepted", b)
+		}
+	}
+}

@@ -190,7 +190,8 @@ func roundProposeCmd() *cobra.Command {
 					return nil
 				}
 			}
-			rec, err := c.Post(cmd.Context(), roomID, 10, func(*client.Room, []*record.Record) (string, any, error) {
+			// In a member-only room Send seals the turn (decision 23).
+			rec, err := c.Send(cmd.Context(), roomID, 10, nil, func(*client.Room, []*record.Record) (string, any, error) {
 				return rounds.EventType, p, nil
 			})
 			if err != nil {
@@ -230,7 +231,7 @@ func roundTurnCmd(typ string) *cobra.Command {
 			}
 			me := c.Key.ID.String()
 			done := false
-			rec, err := c.Post(cmd.Context(), roomID, 10, func(*client.Room, []*record.Record) (string, any, error) {
+			rec, err := c.Send(cmd.Context(), roomID, 10, nil, func(*client.Room, []*record.Record) (string, any, error) {
 				res, _, err := c.Rounds(cmd.Context(), roomID)
 				if err != nil {
 					return "", nil, err
@@ -297,10 +298,11 @@ func roundShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, recs, err := c.Rounds(cmd.Context(), roomID)
+			co, err := c.Coordination(cmd.Context(), roomID)
 			if err != nil {
 				return err
 			}
+			res := co.Rounds
 			now := time.Now().Unix()
 			if asJSON {
 				printJSON(res)
@@ -333,7 +335,7 @@ func roundShowCmd() *cobra.Command {
 			for _, s := range res.Orphans {
 				fmt.Printf("ignored seq %d: %s\n", s.Seq, termSafe(s.Reason))
 			}
-			bad := printReceipts(recs)
+			bad := printReceipts(co)
 			if bad > 0 {
 				return withCode(exitVerifyFailed, fmt.Errorf("%d deal receipts do not verify", bad))
 			}
@@ -345,16 +347,29 @@ func roundShowCmd() *cobra.Command {
 	return cmd
 }
 
-// printReceipts prints the deal receipts in recs and returns how many fail.
-func printReceipts(recs []*record.Record) int {
+// printReceipts prints a room's deal receipts (the sealed ones this agent
+// opened among them) and returns how many fail.
+func printReceipts(co *client.Coordination) int {
 	bad := 0
-	for _, rc := range client.Receipts(recs) {
+	for _, rc := range co.Receipts {
+		sealed := ""
+		if rc.Sealed {
+			sealed = " (sealed)"
+		}
 		if rc.Err != nil {
 			bad++
-			fmt.Printf("BAD deal receipt seq %d: %s\n", rc.Seq, termSafe(rc.Err.Error()))
+			fmt.Printf("BAD deal receipt seq %d%s: %s\n", rc.Seq, sealed, termSafe(rc.Err.Error()))
 			continue
 		}
-		fmt.Printf("deal receipt seq %d: co-signed by %s and %s, terms hash %s\n", rc.Seq, rc.Receipt.PartyA, rc.Receipt.PartyB, rc.Receipt.TermsHash)
+		fmt.Printf("deal receipt seq %d%s: co-signed by %s and %s, terms hash %s\n", rc.Seq, sealed, rc.Receipt.PartyA, rc.Receipt.PartyB, rc.Receipt.TermsHash)
+	}
+	for _, e := range co.Flagged {
+		if e.Type != rounds.EventType && e.Type != receipt.EventType { // those are listed above
+			fmt.Printf("FLAGGED sealed event seq %d by %s: %s\n", e.Seq, e.Actor, termSafe(e.Flag.Error()))
+		}
+	}
+	if co.Unopened > 0 {
+		fmt.Printf("%d sealed records not opened (epochs this agent was not given): their turns and receipts are not shown\n", co.Unopened)
 	}
 	return bad
 }
@@ -550,17 +565,17 @@ func dealPostCmd() *cobra.Command {
 			if err != nil {
 				return withCode(exitVerifyFailed, fmt.Errorf("not posted: %v", err))
 			}
-			recs, err := c.History(cmd.Context(), roomID, 0)
+			co, err := c.Coordination(cmd.Context(), roomID)
 			if err != nil {
 				return err
 			}
-			for _, have := range client.Receipts(recs) {
+			for _, have := range co.Receipts {
 				if have.Receipt != nil && *have.Receipt == *rc {
 					fmt.Printf("already posted: seq %d\n", have.Seq)
 					return nil
 				}
 			}
-			rec, err := c.Post(cmd.Context(), roomID, 10, func(*client.Room, []*record.Record) (string, any, error) {
+			rec, err := c.Send(cmd.Context(), roomID, 10, nil, func(*client.Room, []*record.Record) (string, any, error) {
 				return receipt.EventType, json.RawMessage(rc.Marshal()), nil
 			})
 			if err != nil {
@@ -589,11 +604,11 @@ func dealReceiptsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			recs, err := c.History(cmd.Context(), roomID, 0)
+			co, err := c.Coordination(cmd.Context(), roomID)
 			if err != nil {
 				return err
 			}
-			if bad := printReceipts(recs); bad > 0 {
+			if bad := printReceipts(co); bad > 0 {
 				return withCode(exitVerifyFailed, fmt.Errorf("%d deal receipts do not verify", bad))
 			}
 			return nil

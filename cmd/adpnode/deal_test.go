@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -24,66 +25,8 @@ import (
 // refused by deal post, accepted by the host (shape only), and flagged by
 // deal receipts, round show, verify on the file and verify on the archive.
 func TestREADMEDealExample(t *testing.T) {
-	script := readmeBlock(t, "**Worked example: a deal from proposal to co-signed receipt.**")
-	const nodeLine = "NODE=http://127.0.0.1:8080\n"
-	const buildLine = "go build -o adpnode ./cmd/adpnode\n"
-	const split = "./adpnode round confirm "
-	if !strings.HasPrefix(script, nodeLine) || !strings.Contains(script, buildLine) || strings.Count(script, split) != 1 {
-		t.Fatalf("the deal example must start with %q, build with %q and confirm once:\n%s", nodeLine, buildLine, script)
-	}
-	addr := freeAddr(t)
-	data, work := t.TempDir(), t.TempDir()
-	nodeSet := "NODE=http://" + addr + "\n"
-	script = strings.Replace(strings.Replace(script, nodeLine, nodeSet, 1), buildLine, "", 1)
-	i := strings.Index(script, split)
-	part1 := script[:i] + "declare -p ROOM ROUND > vars.sh\n"
-	part2 := nodeSet + "source vars.sh\n" + script[i:]
-
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(work, "adpnode"), ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	bash := func(s string) string {
-		t.Helper()
-		run := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", s)
-		run.Dir = work
-		run.WaitDelay = 5 * time.Second
-		out, err := run.CombinedOutput()
-		if err != nil {
-			t.Fatalf("script failed: %v\n%s\n--- script:\n%s", err, out, s)
-		}
-		return string(out)
-	}
-	cli := func(want int, args ...string) string {
-		t.Helper()
-		run := exec.CommandContext(ctx, filepath.Join(work, "adpnode"), args...)
-		run.Dir = work
-		out, err := run.CombinedOutput()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		if code != want {
-			t.Fatalf("adpnode %s: exit %d, want %d\n%s", strings.Join(args, " "), code, want, out)
-		}
-		return string(out)
-	}
-
-	s := startTestStack(t, addr, data)
-	defer func() { s.close() }()
-	bash(part1)
-	vars, _ := os.ReadFile(filepath.Join(work, "vars.sh"))
-	room := regexp.MustCompile(`ROOM="([^"]+)"`).FindSubmatch(vars)
-	round := regexp.MustCompile(`ROUND="([^"]+)"`).FindSubmatch(vars)
-	if room == nil || round == nil {
-		t.Fatalf("vars.sh: %s", vars)
-	}
-	roomID, roundID := string(room[1]), string(round[1])
-	node := "http://" + addr
+	d := startDealExample(t, func(s string) string { return s })
+	roomID, roundID, node, cli, bash := d.roomID, d.roundID, d.node, d.cli, d.bash
 	before := cli(0, "round", "show", roomID, "--node", node, "--json")
 	if !strings.Contains(before, `"State": "agreed"`) {
 		t.Fatalf("before restart: %s", before)
@@ -91,10 +34,7 @@ func TestREADMEDealExample(t *testing.T) {
 
 	// Restart on the same data dir mid-round: the same state is derived,
 	// and re-running the accept is a no-op.
-	if err := s.close(); err != nil {
-		t.Fatal(err)
-	}
-	s = startTestStack(t, addr, data)
+	d.restart()
 	if after := cli(0, "round", "show", roomID, "--node", node, "--json"); after != before {
 		t.Fatalf("round derived differently after restart:\n%s\nvs\n%s", before, after)
 	}
@@ -106,23 +46,10 @@ func TestREADMEDealExample(t *testing.T) {
 		t.Fatalf("counter after accept: %s", out)
 	}
 
-	out := bash(part2)
+	out := bash(d.part2)
 	t.Logf("second half of the example:\n%s", out)
-	for _, want := range []string{
-		"round " + roundID + ": completed — 10 widgets",
-		"* option fast: Express, 8 EUR",
-		"delivered box: 10 widgets https://carrier.example/track/123",
-		"co-signed by did:agent:",
-		"deal receipt posted",
-		"OK deal receipt co-signed by",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("deal example output lacks %q", want)
-		}
-	}
-	if t.Failed() {
-		t.Fatalf("output:\n%s", out)
-	}
+	d.checkPart2(out)
+	work := d.work
 	if out := cli(0, "deal", "draft", roomID, roundID, "--terms", "terms.txt", "--node", node, "--key", "alice.key", "-o", "receipt.json"); !strings.Contains(out, "already drafted") {
 		t.Fatalf("re-run draft: %s", out)
 	}
@@ -192,6 +119,116 @@ func TestREADMEDealExample(t *testing.T) {
 	}
 }
 
+// dealExample is the README's deal example running against a node on a
+// random port: only the NODE line is substituted and the go build line
+// replaced by a binary built here; edit may change the script first (the
+// sealed variant adds one flag). The first part, up to the confirm, has
+// run; part2 is the rest, to run after a restart.
+type dealExample struct {
+	t               *testing.T
+	ctx             context.Context
+	addr, node      string
+	data, work      string
+	s               *stack
+	part2           string
+	roomID, roundID string
+}
+
+func startDealExample(t *testing.T, edit func(string) string) *dealExample {
+	t.Helper()
+	script := readmeBlock(t, "**Worked example: a deal from proposal to co-signed receipt.**")
+	const nodeLine = "NODE=http://127.0.0.1:8080\n"
+	const buildLine = "go build -o adpnode ./cmd/adpnode\n"
+	const split = "./adpnode round confirm "
+	if !strings.HasPrefix(script, nodeLine) || !strings.Contains(script, buildLine) || strings.Count(script, split) != 1 {
+		t.Fatalf("the deal example must start with %q, build with %q and confirm once:\n%s", nodeLine, buildLine, script)
+	}
+	d := &dealExample{t: t, addr: freeAddr(t), data: t.TempDir(), work: t.TempDir()}
+	d.node = "http://" + d.addr
+	nodeSet := "NODE=" + d.node + "\n"
+	script = edit(strings.Replace(strings.Replace(script, nodeLine, nodeSet, 1), buildLine, "", 1))
+	i := strings.Index(script, split)
+	part1 := script[:i] + "declare -p ROOM ROUND > vars.sh\n"
+	d.part2 = nodeSet + "source vars.sh\n" + script[i:]
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	d.ctx = ctx
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(d.work, "adpnode"), ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	d.s = startTestStack(t, d.addr, d.data)
+	t.Cleanup(func() { d.s.close() })
+	d.bash(part1)
+	vars, _ := os.ReadFile(filepath.Join(d.work, "vars.sh"))
+	room := regexp.MustCompile(`ROOM="([^"]+)"`).FindSubmatch(vars)
+	round := regexp.MustCompile(`ROUND="([^"]+)"`).FindSubmatch(vars)
+	if room == nil || round == nil {
+		t.Fatalf("vars.sh: %s", vars)
+	}
+	d.roomID, d.roundID = string(room[1]), string(round[1])
+	return d
+}
+
+// restart stops the node and starts it again on the same data dir.
+func (d *dealExample) restart() {
+	d.t.Helper()
+	if err := d.s.close(); err != nil {
+		d.t.Fatal(err)
+	}
+	d.s = startTestStack(d.t, d.addr, d.data)
+}
+
+func (d *dealExample) bash(s string) string {
+	d.t.Helper()
+	run := exec.CommandContext(d.ctx, "bash", "-euo", "pipefail", "-c", s)
+	run.Dir = d.work
+	run.WaitDelay = 5 * time.Second
+	out, err := run.CombinedOutput()
+	if err != nil {
+		d.t.Fatalf("script failed: %v\n%s\n--- script:\n%s", err, out, s)
+	}
+	return string(out)
+}
+
+func (d *dealExample) cli(want int, args ...string) string {
+	d.t.Helper()
+	run := exec.CommandContext(d.ctx, filepath.Join(d.work, "adpnode"), args...)
+	run.Dir = d.work
+	out, err := run.CombinedOutput()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		d.t.Fatal(err)
+	}
+	if code != want {
+		d.t.Fatalf("adpnode %s: exit %d, want %d\n%s", strings.Join(args, " "), code, want, out)
+	}
+	return string(out)
+}
+
+// checkPart2 checks what the second half of the example prints.
+func (d *dealExample) checkPart2(out string) {
+	d.t.Helper()
+	for _, want := range []string{
+		"round " + d.roundID + ": completed — 10 widgets",
+		"* option fast: Express, 8 EUR",
+		"delivered box: 10 widgets https://carrier.example/track/123",
+		"co-signed by did:agent:",
+		"deal receipt posted",
+		"OK deal receipt co-signed by",
+	} {
+		if !strings.Contains(out, want) {
+			d.t.Errorf("deal example output lacks %q", want)
+		}
+	}
+	if d.t.Failed() {
+		d.t.Fatalf("output:\n%s", out)
+	}
+}
+
 func mustRead(t *testing.T, path string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -217,5 +254,108 @@ func TestDashLeadingRoundID(t *testing.T) {
 	code = run([]string{"round", "accept", "room", id, "ok", "--node", "http://127.0.0.1:1", "--key", key}, &out, &errb)
 	if code == exitOK || !strings.Contains(errb.String(), id+` looks like an id that begins with "-"`) {
 		t.Fatalf("before --: exit %d, %q (want the hint)", code, errb.String())
+	}
+}
+
+// The README's deal example word for word in a member-only room: the one
+// change is --confidentiality member-only on room create, as the README
+// says. Every turn and the receipt go out sealed and the same steps print
+// the same results; a restart mid-round derives the same state; a reader
+// without a key sees sealed records, not rounds; seal open writes the
+// member's opened export mode 0600; a bad sealed receipt fails deal
+// receipts; tail shows [opened round.turn]; verify on the archive reports
+// the sealed records as not checked, and with --key opens them and checks
+// the sealed receipts' signatures.
+func TestREADMEDealExampleSealed(t *testing.T) {
+	const create = "./adpnode room create --node $NODE --key alice.key "
+	d := startDealExample(t, func(s string) string {
+		if strings.Count(s, create) != 1 {
+			t.Fatalf("the deal example must create its room once with %q", create)
+		}
+		return strings.Replace(s, create, create+"--confidentiality member-only ", 1)
+	})
+	roomID, roundID, node, cli, work := d.roomID, d.roundID, d.node, d.cli, d.work
+	show := []string{"round", "show", roomID, "--node", node, "--json", "--key", "alice.key"}
+	before := cli(0, show...)
+	if !strings.Contains(before, `"State": "agreed"`) {
+		t.Fatalf("before restart: %s", before)
+	}
+	d.restart()
+	if after := cli(0, show...); after != before {
+		t.Fatalf("round derived differently after restart:\n%s\nvs\n%s", before, after)
+	}
+	if out := cli(0, "round", "accept", roomID, roundID, "Express, please.", "--choice", "fast", "--node", node, "--key", "bob.key"); !strings.Contains(out, "already done") {
+		t.Fatalf("re-run accept: %s", out)
+	}
+	out := d.bash(d.part2)
+	t.Logf("second half of the sealed example:\n%s", out)
+	d.checkPart2(out)
+	if !strings.Contains(out, "(sealed): co-signed by") {
+		t.Fatalf("the receipt was not read sealed:\n%s", out)
+	}
+	// Without a key a reader sees that records are sealed, and no round.
+	if out := cli(0, "round", "show", roomID, "--node", node); strings.Contains(out, "10 widgets") || !strings.Contains(out, "sealed records not opened") {
+		t.Fatalf("round show without a member's key: %s", out)
+	}
+	// The member's opened export.
+	cli(0, "seal", "open", roomID, "--node", node, "--key", "bob.key", "-o", "opened.json")
+	if fi, err := os.Stat(filepath.Join(work, "opened.json")); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("opened.json: %v %v", fi, err)
+	}
+	var exp OpenedExport
+	if err := json.Unmarshal(mustRead(t, filepath.Join(work, "opened.json")), &exp); err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, e := range exp.Entries {
+		kinds[e.EventType]++
+		if e.Flag != "" {
+			t.Errorf("entry %d flagged: %s", e.Seq, e.Flag)
+		}
+	}
+	if kinds["round.turn"] != 5 || kinds["deal.receipt"] != 1 || exp.RoomID != roomID || len(exp.Unopened) != 0 {
+		t.Fatalf("opened export: %v, %d entries, unopened %v", kinds, len(exp.Entries), exp.Unopened)
+	}
+
+	// One bad signature, posted raw: sealed by post, flagged by readers.
+	raw := mustRead(t, filepath.Join(work, "receipt.json"))
+	good, err := receipt.Check([]byte(strings.TrimSpace(string(raw))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := client.LoadKey(filepath.Join(work, "bob.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := *good
+	other.TS++
+	if err := other.Sign(bob.Private()); err != nil {
+		t.Fatal(err)
+	}
+	bad := *good
+	bad.SigB = other.SigB
+	os.WriteFile(filepath.Join(work, "bad.json"), bad.Marshal(), 0o644)
+	posted := cli(0, "post", roomID, "--type", "deal.receipt", "--payload", "@bad.json", "--node", node, "--key", "bob.key")
+	if !strings.HasSuffix(strings.TrimSpace(posted), "(sealed)") {
+		t.Fatalf("post --type deal.receipt in a member-only room: %s", posted)
+	}
+	seq := strings.Fields(posted)[1]
+	out = cli(exitVerifyFailed, "deal", "receipts", roomID, "--node", node, "--key", "alice.key")
+	if !strings.Contains(out, "BAD deal receipt seq "+seq+" (sealed): receipt: sigB: signature does not verify") {
+		t.Fatalf("deal receipts: %s", out)
+	}
+
+	cli(0, "room", "close", roomID, "--node", node, "--key", "alice.key")
+	if out := cli(0, "tail", roomID, "--node", node, "--key", "bob.key"); !strings.Contains(out, "[opened round.turn]") || !strings.Contains(out, "[opened deal.receipt]") {
+		t.Fatalf("tail: %s", out)
+	}
+	cli(0, "export", roomID, "--node", node, "--format", "json", "-o", "archive.json")
+	if out := cli(0, "verify", "archive.json"); !strings.Contains(out, "OK room "+roomID) || !strings.Contains(out, "not checked: ") || strings.Contains(out, "deal receipt at seq") {
+		t.Fatalf("verify without a key: %s", out)
+	}
+	out = cli(exitVerifyFailed, "verify", "archive.json", "--key", "bob.key")
+	if !strings.Contains(out, "OK room "+roomID) || !strings.Contains(out, "sealed deal receipt at seq") || !strings.Contains(out, "FAIL sealed deal receipt at seq "+seq) ||
+		strings.Contains(out, "10 widgets") {
+		t.Fatalf("verify --key: %s", out)
 	}
 }

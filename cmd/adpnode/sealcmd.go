@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/client"
+	"github.com/adpnode/adpnode/seal"
 )
 
 // sealCmd manages an agent's part in member-only rooms.
@@ -74,29 +76,123 @@ moderator may run it right after removing a member.`,
 	rf.add(rotate)
 	rotate.Flags().BoolVar(&force, "force", false, "start a new epoch even if the current one still fits")
 
-	cmd.AddCommand(key, rotate)
+	cmd.AddCommand(key, rotate, sealOpenCmd())
 	return cmd
 }
 
-// postSealed posts a message.create payload (as built by post) sealed.
-func postSealed(ctx context.Context, c *client.Client, roomID string, mentions []identity.AgentID, p any) (*record.Record, error) {
-	m, ok := p.(map[string]any)
-	if !ok {
-		return nil, usageErrorf("message.create payload must be a JSON object")
-	}
-	ct, _ := m["content_type"].(string)
-	if ct == "" {
-		return nil, usageErrorf("message.create payload needs content_type")
-	}
-	var refs []string
-	if rs, ok := m["references"].([]any); ok {
-		for _, r := range rs {
-			if s, ok := r.(string); ok {
-				refs = append(refs, s)
+// OpenedExport is what `seal open` writes: a member's opened view of a
+// member-only room's sealed records. It holds plaintext, so it is written
+// mode 0600, and it is the member's to share: the viewer's "Sealed events"
+// card loads it and matches each entry to a verified record by seq and
+// record hash.
+type OpenedExport struct {
+	Type     string        `json:"type"` // "adpnode.sealed-open/1"
+	RoomID   string        `json:"room_id"`
+	Member   string        `json:"member"`
+	Entries  []OpenedEntry `json:"entries"`
+	Unopened []int64       `json:"unopened,omitempty"` // sealed records this member cannot open
+}
+
+// OpenedEntry is one opened sealed record.
+type OpenedEntry struct {
+	Seq         int64           `json:"seq"`
+	Hash        string          `json:"hash"`       // the record hash
+	EventHash   string          `json:"event_hash"` // the outer message.create's event hash
+	Actor       string          `json:"actor"`
+	Epoch       int64           `json:"epoch"`
+	ContentType string          `json:"content_type"`
+	Content     json.RawMessage `json:"content,omitempty"` // a message's content
+	EventType   string          `json:"event_type,omitempty"`
+	Payload     json.RawMessage `json:"payload,omitempty"` // a sealed event's payload
+	Flag        string          `json:"flag,omitempty"`    // why the event fails the room's rules
+}
+
+const openedExportType = "adpnode.sealed-open/1"
+
+func sealOpenCmd() *cobra.Command {
+	var af agentFlags
+	var out string
+	cmd := &cobra.Command{
+		Use:   "open <room id or URL>",
+		Short: "Write your opened view of a member-only room's sealed records to a file (mode 0600)",
+		Long: `open reads the room's verified records, opens every sealed message and
+event of the epochs you were given, checks each opened event against the
+room's types and roles at its seq, and writes them with their seq and record
+hash to --out, mode 0600: the file holds plaintext. Load it in the viewer's
+"Sealed events" card, or keep it as your copy; nothing is sent anywhere.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, id, err := af.roomRef(args[0])
+			if err != nil {
+				return err
 			}
-		}
+			recs, err := c.History(cmd.Context(), id, 0)
+			if err != nil {
+				return err
+			}
+			exp := OpenedExport{Type: openedExportType, RoomID: id, Member: c.Key.ID.String(), Entries: []OpenedEntry{}}
+			for _, r := range recs {
+				o, ok, err := c.Open(cmd.Context(), id, r)
+				if err != nil {
+					return err
+				}
+				if !ok || !o.Sealed {
+					continue
+				}
+				if o.Err != nil {
+					exp.Unopened = append(exp.Unopened, r.Seq)
+					continue
+				}
+				e := OpenedEntry{Seq: r.Seq, Hash: r.Hash, EventHash: o.Hash, Actor: string(o.Actor), Epoch: o.Epoch, ContentType: o.ContentType}
+				if o.ContentType == seal.EventContentType {
+					e.EventType, e.Payload = o.Type, o.Payload
+					if o.Flag != nil {
+						e.Flag = o.Flag.Error()
+					}
+				} else {
+					e.Content = o.Content
+				}
+				exp.Entries = append(exp.Entries, e)
+			}
+			b, err := json.MarshalIndent(exp, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := writePrivate(out, append(b, '\n')); err != nil {
+				return err
+			}
+			fmt.Printf("%s: %d opened, %d not opened (mode 0600: it holds plaintext)\n", out, len(exp.Entries), len(exp.Unopened))
+			return nil
+		},
 	}
-	return c.SendSealedMentions(ctx, roomID, mentions, ct, m["content"], refs...)
+	af.add(cmd)
+	cmd.Flags().StringVarP(&out, "out", "o", "opened.json", "where to write the opened records")
+	return cmd
+}
+
+// writePrivate writes b to path readable by its owner only, also when the
+// file already exists with wider permissions (a temp file renamed over it).
+func writePrivate(path string, b []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp, 0o600); err != nil { // a pre-existing tmp keeps its mode
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// isSealedRecord reports whether a record is a sealed message.create.
+func isSealedRecord(r *record.Record) bool {
+	env, err := identity.ParseEnvelope(r.Envelope)
+	if err != nil || env.Event.Type != "message.create" {
+		return false
+	}
+	var p struct {
+		ContentType string `json:"content_type"`
+	}
+	return json.Unmarshal(env.Event.Payload, &p) == nil && p.ContentType == seal.ContentType
 }
 
 // describeOpened renders a message.create of a member-only room: opened
@@ -112,6 +208,13 @@ func describeOpened(ctx context.Context, c *client.Client, roomID string, r *rec
 	line := describe(r)
 	if o.Err != nil {
 		return line, true // describe already says sealed (epoch N)
+	}
+	if o.ContentType == seal.EventContentType {
+		// A sealed custom event: its type was hidden from the host too.
+		if o.Flag != nil {
+			return fmt.Sprintf("%s [opened %s, FLAGGED: %s]", line, termSafe(o.Type), termSafe(oneLine(o.Flag.Error(), 200))), true
+		}
+		return fmt.Sprintf("%s [opened %s] %s", line, termSafe(o.Type), termSafe(oneLine(string(o.Payload), 200))), true
 	}
 	body := string(o.Content)
 	var s string

@@ -5,11 +5,13 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/cmd/adpnode/internal/verifycmd"
 )
 
 func verifyCmd() *cobra.Command {
-	return &cobra.Command{
+	var key string
+	cmd := &cobra.Command{
 		Use:   "verify <archive, evidence or deal receipt file>",
 		Short: "Verify an archive (JSON or JSONL) or a piece of misbehaviour evidence offline, kernel only",
 		Long: `verify runs the five ADP §19 steps on an archive file with nothing but the
@@ -41,6 +43,14 @@ parties' signatures. In an archive, every deal.receipt event is checked the
 same way after the chain; one bad receipt makes verify fail (exit 2) even
 though the chain verifies.
 
+In a member-only room the chain covers the sealed records' ciphertext, so
+they verify like any other; their content is reported as not checked. With
+--key FILE (an agent key, its sealing keys beside it in FILE.seal) verify
+opens the sealed records of the epochs that member was given, checks each
+opened event against the room's types and roles at its seq, and checks both
+signatures of each sealed deal receipt; a failing one makes verify exit 2.
+It prints no sealed content.
+
 Markdown transcripts (archive.md) are for reading and cannot be verified.
 
 Exit status (verify's own): 0 when the file verifies; 2 when it does not,
@@ -52,7 +62,19 @@ errors (for example an unreadable file).`,
 			if err != nil {
 				return withCode(exitFailure, err)
 			}
-			ok, err := verifycmd.File(cmd.OutOrStdout(), args[0], b)
+			var m verifycmd.Member
+			if key != "" {
+				k, err := loadAgentKey(key)
+				if err != nil {
+					return err
+				}
+				ks, err := client.LoadSealKeys(client.SealKeyPath(key), k.ID)
+				if err != nil {
+					return err
+				}
+				m = verifycmd.Member{ID: k.ID, Find: ks.Find}
+			}
+			ok, err := verifycmd.FileAs(cmd.OutOrStdout(), args[0], b, m)
 			if err != nil {
 				return withCode(exitVerifyFailed, err)
 			}
@@ -62,4 +84,6 @@ errors (for example an unreadable file).`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&key, "key", "", "open a member-only room's sealed events as this agent (key file; sealing keys in FILE.seal)")
+	return cmd
 }

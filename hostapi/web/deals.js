@@ -251,5 +251,110 @@
     return el;
   }
 
-  Object.assign(V, { RoundsState, roundNotice, verifyReceipt, renderRoundTurn, renderReceipt, roundsCard });
+  // ---------------------------------------------------------------- sealed
+
+  // A member-only room's turns and receipts are sealed (decision 23): this
+  // viewer never decrypts and holds no key. A member may load the opened
+  // export `adpnode seal open` wrote; it stays in this page. Each entry is
+  // tied to a verified record (same seq, record hash, event hash and
+  // sender; the record a sealed message.create), receipts are checked again
+  // here, and the opened turns are folded into rounds by RoundsState. The
+  // plaintext itself is the member's word: without the key nothing here can
+  // tie it to the ciphertext.
+  const EXPORT_TYPE = 'adpnode.sealed-open/1';
+  const SEALED_CT = 'application/vnd.adpnode.sealed+json';
+  const MAX_EXPORT = 16 << 20; // bytes of an export this page reads
+
+  // matchEntry returns '' when entry e is a verified sealed record, else why not.
+  function matchEntry(rp, e) {
+    if (!e || typeof e !== 'object' || !Number.isInteger(e.seq)) return 'not an entry';
+    const hash = rp.verifier.hashes.get(e.seq);
+    if (!hash) return 'no verified record #' + e.seq;
+    if (hash !== e.hash) return 'its hash is not the verified record #' + e.seq + '\'s';
+    const rec = rp.model.bySeq.get(e.seq);
+    const ev = rec && rec.envelope && rec.envelope.event;
+    if (!ev || ev.type !== 'message.create' || !ev.payload || ev.payload.content_type !== SEALED_CT) return 'record #' + e.seq + ' is not a sealed message';
+    if (ev.actor !== e.actor) return 'record #' + e.seq + ' has another sender';
+    if (rp.model.seqOf(e.event_hash) !== e.seq) return 'its event hash is not record #' + e.seq + '\'s';
+    return '';
+  }
+
+  function sealedCard(rp) {
+    const input = h('input', { type: 'file', class: 'sealed-file' });
+    input.accept = '.json,application/json';
+    const out = h('div', { class: 'sealed-out', data: { state: 'empty' } });
+    const el = h('section', { class: 'card sealed-card' }, h('h3', { text: 'Sealed events' }),
+      h('p', { class: 'muted small', text: 'This room is member-only: its messages, turns and receipts are sealed and this viewer never decrypts them. ' +
+        'A member can load the opened export (adpnode seal open ROOM -o opened.json); it stays in this page. Each entry is matched to a verified record by seq and hash, ' +
+        'and receipt signatures are checked here; the opened text itself is the member\'s word.' }),
+      input, out);
+    input.addEventListener('change', async () => {
+      const f = input.files && input.files[0];
+      if (f) el.load(f.size > MAX_EXPORT ? '' : await f.text());
+    });
+    // load shows an export (its JSON text); it resolves when every receipt is checked.
+    el.load = async (text) => {
+      let x = null;
+      try {
+        x = JSON.parse(text);
+      } catch (e) { /* shown below */ }
+      if (!x || typeof x !== 'object' || x.type !== EXPORT_TYPE || !Array.isArray(x.entries)) {
+        out.dataset.state = 'bad';
+        out.replaceChildren(h('div', { class: 'bad small', text: 'Not an opened export (' + EXPORT_TYPE + ').' }));
+        return;
+      }
+      if (x.room_id !== rp.src.id) {
+        out.dataset.state = 'bad';
+        out.replaceChildren(h('div', { class: 'bad small', text: 'This export is of another room.' }));
+        return;
+      }
+      const entries = x.entries.filter((e) => e && typeof e === 'object').sort((a, b) => a.seq - b.seq);
+      const rounds = new RoundsState();
+      const checks = [];
+      const rows = entries.map((e) => {
+        const why = matchEntry(rp, e);
+        const p = e.payload && typeof e.payload === 'object' && !Array.isArray(e.payload) ? e.payload : null;
+        const flag = str(e.flag);
+        const state = why ? 'unmatched' : flag ? 'flagged' : 'matched';
+        const li = h('li', { class: 'sealed-entry', data: { seq: String(e.seq), state, type: str(e.event_type) } },
+          Number.isInteger(e.seq) ? rp.ctx.seqLink(e.seq) : '?', ' ',
+          h('strong', { text: e.event_type ? str(e.event_type) : 'message' }), ' ',
+          why ? h('span', { class: 'bad small sealed-why', text: '✗ ' + why }) : h('span', { class: 'ok small', text: '✓ matches the verified record' }),
+          flag ? h('div', { class: 'bad small', text: 'flagged by the member: ' + flag }) : null);
+        if (!why && !flag && e.event_type === 'round.turn' && p) {
+          const step = rounds.apply({ seq: e.seq, hash: str(e.event_hash), actor: str(e.actor), payload: p });
+          li.append(h('div', { class: 'plain small', text: str(p.type) + (step.ignored ? ' (ignored: ' + step.reason + ')' : ' → ' + step.to) + ' — ' + str(p.text) }));
+        } else if (e.event_type === 'deal.receipt' && p) {
+          const status = h('span', { class: 'receipt-status', data: { state: 'pending' }, text: 'checking signatures…' });
+          li.append(h('div', { class: 'small' }, 'receipt between ', rp.ctx.agent(p.partyA), ' and ', rp.ctx.agent(p.partyB), ' · ', status));
+          checks.push(verifyReceipt(p).then((bad) => {
+            if (bad === null && !why && !flag) {
+              Object.assign(status, { className: 'receipt-status ok', textContent: '✓ co-signed: both signatures verify' });
+              status.dataset.state = 'ok';
+            } else if (bad === 'unsupported') {
+              status.dataset.state = 'unsupported';
+              status.textContent = 'not checked: this browser cannot verify Ed25519';
+            } else {
+              Object.assign(status, { className: 'receipt-status bad', textContent: '✗ ' + (bad ? 'receipt signature invalid — ' + bad : 'not a verified record') });
+              status.dataset.state = 'bad';
+            }
+          }));
+        } else if (!e.event_type) {
+          li.append(h('div', { class: 'plain small', text: typeof e.content === 'string' ? e.content : JSON.stringify(e.content === undefined ? null : e.content) }));
+        }
+        return li;
+      });
+      const unopened = Array.isArray(x.unopened) ? x.unopened.length : 0;
+      out.replaceChildren(
+        h('div', { class: 'small', text: `${entries.length} opened by ${str(x.member)}` + (unopened ? `, ${unopened} not opened` : '') }),
+        rounds.rounds.length ? h('ul', { class: 'rounds sealed-rounds' }, rounds.rounds.map((r) => h('li', { class: 'round', data: { round: r.id, state: r.state } },
+          h('span', { class: 'pill pill-round-' + r.state, text: r.state }), ' ', h('strong', { text: r.goal }), ' ', rp.ctx.seqLink(r.seq)))) : null,
+        h('ul', { class: 'sealed-entries' }, rows));
+      await Promise.all(checks);
+      out.dataset.state = 'loaded';
+    };
+    return el;
+  }
+
+  Object.assign(V, { RoundsState, roundNotice, verifyReceipt, renderRoundTurn, renderReceipt, roundsCard, sealedCard });
 })(window.ADPViewer = window.ADPViewer || {});

@@ -41,7 +41,9 @@
         mirrorCard = mirrorInfoCard(res, rp.ctx, rp.verifier);
         el.append(mirrorCard);
       }
-      el.append(contractEl, logEl || mirrorLogNote(), rounds, members.el, typesEl);
+      const extra = res.policy && res.policy.extra && typeof res.policy.extra === 'object' ? res.policy.extra : {};
+      const sealed = extra.confidentiality === 'member-only' ? V.sealedCard(rp) : null;
+      el.append(contractEl, logEl || mirrorLogNote(), rounds, sealed || '', members.el, typesEl);
     }
 
     function update(res) {

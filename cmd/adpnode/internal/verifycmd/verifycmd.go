@@ -26,6 +26,12 @@ import (
 // line to w. ok is false when the file does not verify; err is for files
 // that are neither (unreadable, malformed).
 func File(w io.Writer, name string, b []byte) (ok bool, err error) {
+	return FileAs(w, name, b, Member{})
+}
+
+// FileAs is File for a member of a member-only room: with m's keys the
+// sealed events of an archive are opened and checked too (Member).
+func FileAs(w io.Writer, name string, b []byte, m Member) (ok bool, err error) {
 	if isEvidence(b) {
 		return verifyEvidence(w, b), nil
 	}
@@ -40,11 +46,13 @@ func File(w io.Writer, name string, b []byte) (ok bool, err error) {
 	}
 	var rep *archive.Report
 	var raws [][]byte
+	var packs []archive.PackDoc
 	if t := bytes.TrimSpace(b); len(t) > 0 && bytes.Contains(t[:bytes.IndexByte(append(t, '\n'), '\n')], []byte(`"manifest"`)) {
 		a, perr := archive.ParseJSON(b)
 		if perr != nil {
 			return false, fmt.Errorf("%s: %w", name, perr)
 		}
+		packs = a.Packs
 		raws = make([][]byte, len(a.Records))
 		for i, r := range a.Records {
 			raws[i] = r
@@ -53,13 +61,13 @@ func File(w io.Writer, name string, b []byte) (ok bool, err error) {
 		rep, err = archive.Verify(a, archive.Options{Parsed: p.Get})
 		p.Stop()
 	} else {
-		m, packs, recs, perr := archive.ParseJSONL(b)
+		man, pk, recs, perr := archive.ParseJSONL(b)
 		if perr != nil {
 			return false, fmt.Errorf("%s: %w", name, perr)
 		}
-		raws = recs
+		raws, packs = recs, pk
 		p := StartParse(recs)
-		rep, err = archive.VerifyRecords(m, packs, recs, archive.Options{Parsed: p.Get})
+		rep, err = archive.VerifyRecords(man, pk, recs, archive.Options{Parsed: p.Get})
 		p.Stop()
 	}
 	var f *archive.Failure
@@ -81,7 +89,11 @@ func File(w io.Writer, name string, b []byte) (ok bool, err error) {
 		fmt.Fprintf(w, "   not checked: %d checkpoint.cosign entries in extra.witnesses (a retired format; the host log's witnesses replace it)\n", rep.LegacyWitnesses)
 	}
 	fmt.Fprintf(w, "   host-asserted (not signed): host %s, url %s\n", rep.HostAsserted.Host, rep.HostAsserted.URL)
-	return verifyArchiveReceipts(w, raws), nil
+	ok = verifyArchiveReceipts(w, raws)
+	if !verifySealed(w, rep.RoomID, raws, packs, m) {
+		ok = false
+	}
+	return ok, nil
 }
 
 // isMarkdown reports whether a file is a Markdown transcript rather than a
