@@ -10,7 +10,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/rounds"
 	"github.com/adpnode/adpnode/adp/types"
-	"github.com/adpnode/adpnode/seal"
+	"github.com/adpnode/adpnode/adp/seal"
 )
 
 // BundledPack returns the type declaration that imports the bundled pack

@@ -24,7 +24,7 @@ import (
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/seal"
+	"github.com/adpnode/adpnode/adp/seal"
 )
 
 // lockedBuffer collects slog output from the node's goroutines.

@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/adpnode/adpnode/adp/identity"
-	"github.com/adpnode/adpnode/seal"
+	"github.com/adpnode/adpnode/adp/seal"
 )
 
 // SealKeys are an agent's X25519 keys for member-only rooms

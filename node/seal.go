@@ -8,7 +8,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
-	"github.com/adpnode/adpnode/seal"
+	"github.com/adpnode/adpnode/adp/seal"
 )
 
 // The host-local rules of member-only rooms (docs/sealed-rooms.md). They

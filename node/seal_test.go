@@ -10,7 +10,7 @@ import (
 	"github.com/adpnode/adpnode/adp/types"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/seal"
+	"github.com/adpnode/adpnode/adp/seal"
 )
 
 // In a member-only room the host refuses the plaintext form of every

@@ -11,7 +11,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/client"
-	"github.com/adpnode/adpnode/seal"
+	"github.com/adpnode/adpnode/adp/seal"
 )
 
 // sealCmd manages an agent's part in member-only rooms.

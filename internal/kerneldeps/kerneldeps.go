@@ -22,8 +22,10 @@ const Kernel = Module + "/adp"
 // Std lists the standard library packages a kernel package may import
 // directly. Nothing here does I/O except crypto/rand (key and nonce
 // generation) and embed (the built-in pack, read at build time).
+// crypto/ecdh, crypto/hpke and crypto/subtle are adp/seal's (member-only
+// rooms: X25519 keys, HPKE epoch-key wraps, constant-time compares).
 var Std = []string{
-	"bufio", "bytes", "crypto/ed25519", "crypto/rand", "crypto/sha256", "crypto/sha3",
+	"bufio", "bytes", "crypto/ecdh", "crypto/ed25519", "crypto/hpke", "crypto/rand", "crypto/sha256", "crypto/sha3", "crypto/subtle",
 	"embed", "encoding/base64", "encoding/binary", "encoding/json", "errors", "fmt", "io", "math",
 	"net/url", "regexp", "regexp/syntax", "slices", "sort", "strconv", "strings",
 	"sync", "unicode/utf8",
@@ -35,7 +37,8 @@ var Modules = []string{
 	"github.com/gowebpki/jcs",               // RFC 8785 canonical JSON
 	"github.com/santhosh-tekuri/jsonschema", // payload schemas (Types §5)
 	"golang.org/x/text",                     // jsonschema's messages
-	"golang.org/x/crypto",                   // allowed for crypto helpers; unused today
+	"golang.org/x/crypto",                   // chacha20poly1305 (adp/seal)
+	"golang.org/x/sys",                      // cpu feature detection for x/crypto's assembly; pure
 	"golang.org/x/mod",                      // sumdb/note: C2SP signed notes (adp/tlogproof); pure
 	"github.com/transparency-dev/merkle",    // RFC 6962 proof verification (adp/tlogproof); pure
 }

@@ -10,7 +10,6 @@ import (
 // TestVerifyLinksOnlyTheKernel checks that `adpnode verify` depends on the
 // standard library, adp/... and the kernel's allowlisted modules alone: no
 // storage (badger), no networking (libp2p), no host code (node, mirror).
-// The one exception is seal, pure like the kernel, for verify --key.
 func TestVerifyLinksOnlyTheKernel(t *testing.T) {
 	deps, err := kerneldeps.List(".", "-deps", ".")
 	if err != nil {
@@ -21,11 +20,6 @@ func TestVerifyLinksOnlyTheKernel(t *testing.T) {
 	for _, d := range deps {
 		switch {
 		case d.ImportPath == self, d.Standard:
-		case d.ImportPath == kerneldeps.Module+"/seal":
-			// Pure like the kernel (seal's own TestPure): verify --key opens
-			// a member-only room's sealed events with it.
-		case d.ImportPath == "golang.org/x/sys/cpu":
-			// x/crypto's chacha20poly1305 (seal) picks its assembly with it.
 		case kerneldeps.IsKernel(d.ImportPath):
 			sawKernel = true
 		case d.Module != nil && kerneldeps.InModules(d.Module.Path):

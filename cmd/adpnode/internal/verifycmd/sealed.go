@@ -9,7 +9,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/receipt"
 	"github.com/adpnode/adpnode/adp/record"
-	"github.com/adpnode/adpnode/seal"
+	"github.com/adpnode/adpnode/adp/seal"
 )
 
 // Member is who opens a member-only room's sealed events: an Agent ID and
