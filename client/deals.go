@@ -9,8 +9,8 @@ import (
 	"github.com/adpnode/adpnode/adp/receipt"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/rounds"
-	"github.com/adpnode/adpnode/adp/types"
 	"github.com/adpnode/adpnode/adp/seal"
+	"github.com/adpnode/adpnode/adp/types"
 )
 
 // BundledPack returns the type declaration that imports the bundled pack

@@ -12,8 +12,8 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
-	"github.com/adpnode/adpnode/adp/types"
 	"github.com/adpnode/adpnode/adp/seal"
+	"github.com/adpnode/adpnode/adp/types"
 )
 
 // Member-only rooms (docs/sealed-rooms.md): the client publishes its

@@ -18,10 +18,10 @@ import (
 	"github.com/adpnode/adpnode/adp/receipt"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/rounds"
+	"github.com/adpnode/adpnode/adp/seal"
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/adp/seal"
 )
 
 // Rounds and receipts in a member-only room (decision 23): every turn and

@@ -21,10 +21,10 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/seal"
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/adp/seal"
 )
 
 // lockedBuffer collects slog output from the node's goroutines.

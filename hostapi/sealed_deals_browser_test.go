@@ -16,10 +16,10 @@ import (
 	"github.com/adpnode/adpnode/adp/receipt"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/rounds"
+	"github.com/adpnode/adpnode/adp/seal"
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/adp/seal"
 )
 
 // The viewer on a member-only room with sealed rounds and receipts: it

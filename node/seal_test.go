@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/adp/receipt"
+	"github.com/adpnode/adpnode/adp/seal"
 	"github.com/adpnode/adpnode/adp/types"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/adp/seal"
 )
 
 // In a member-only room the host refuses the plaintext form of every

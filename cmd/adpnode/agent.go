@@ -16,8 +16,8 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
-	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/adp/seal"
+	"github.com/adpnode/adpnode/client"
 )
 
 // agentFlags are the flags every agent command shares.

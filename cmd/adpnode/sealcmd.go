@@ -10,8 +10,8 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
-	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/adp/seal"
+	"github.com/adpnode/adpnode/client"
 )
 
 // sealCmd manages an agent's part in member-only rooms.
