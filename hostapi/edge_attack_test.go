@@ -224,8 +224,9 @@ func dialNoRead(t *testing.T, addr, path, token string) net.Conn {
 }
 
 // Row 5: streams that never read, while large records are written. The
-// hub drops them, and the per-flush write deadline frees each handler
-// goroutine within seconds: goroutines and heap come back down, and an
+// hub drops them, and the write deadline (at least SSEWriteTimeout ahead
+// of every write, renewed at most every quarter of it) frees each handler
+// goroutine within 5/4 of the timeout: goroutines and heap come back down, and an
 // honest writer is not slowed.
 func TestAttackSSENeverReads(t *testing.T) {
 	const streams = 40

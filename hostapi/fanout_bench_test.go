@@ -37,9 +37,18 @@ import (
 //
 //	go test ./hostapi -run '^$' -bench SSEFanout -benchtime 1x
 //
-// Subscribers and writers run in the benchmark process, so on a small
-// machine they share the CPUs with the host.
-var fanoutFlush = flag.Duration("fanout.flush", hostapi.DefaultSSEFlushInterval, "BenchmarkSSEFanout: the host's SSEFlushInterval")
+// -fanout.rate R paces the writers: together they offer R records per
+// second (all rooms), record n at start + n/R, so the lag can be read at
+// a set load and not only at saturation; a writer behind the schedule
+// posts at once, so records/s below R says the host did not keep up.
+// 0 (the default) writes as fast as flow control lets.
+//
+// Writers run in the benchmark process, so on a small machine they share
+// the CPUs with the host.
+var (
+	fanoutFlush = flag.Duration("fanout.flush", hostapi.DefaultSSEFlushInterval, "BenchmarkSSEFanout: the host's SSEFlushInterval")
+	fanoutRate  = flag.Float64("fanout.rate", 0, "BenchmarkSSEFanout: records per second the writers offer in all (0: as fast as possible)")
+)
 
 func BenchmarkSSEFanout(b *testing.B) {
 	for _, c := range []struct{ rooms, subs, records int }{
@@ -160,11 +169,25 @@ func benchFanout(b *testing.B, rooms, subs, records int) {
 		}
 	}
 	writers := min(len(jobs), 64)
+	// pace waits for the next slot of the -fanout.rate schedule, shared
+	// by all writers (a schedule for the offered load, not a
+	// synchronisation: flow control below is what keeps order).
+	var tickets atomic.Int64
+	var start time.Time
+	pace := func() {
+		if *fanoutRate <= 0 {
+			return
+		}
+		at := start.Add(time.Duration(float64(tickets.Add(1)-1) / *fanoutRate * float64(time.Second)))
+		if d := time.Until(at); d > 0 {
+			time.Sleep(d)
+		}
+	}
 	var wg sync.WaitGroup
 	var wErr atomic.Value
 	cpu0 := procCPUTime()
 	b.StartTimer()
-	start := time.Now()
+	start = time.Now()
 	for w := range writers {
 		wg.Add(1)
 		go func() {
@@ -187,6 +210,7 @@ func benchFanout(b *testing.B, rooms, subs, records int) {
 						}
 						time.Sleep(200 * time.Microsecond)
 					}
+					pace()
 					resp, err := hc.Post(base+"/v1/rooms/"+r.id, "application/json", bytes.NewReader(j.pre[k]))
 					if err != nil {
 						wErr.CompareAndSwap(nil, err.Error())
@@ -222,6 +246,9 @@ func benchFanout(b *testing.B, rooms, subs, records int) {
 	frame := float64(res.Bytes) / float64(deliveries)
 	b.ReportMetric(rate, "deliveries/s")
 	b.ReportMetric(float64(rooms*records)/el.Seconds(), "records/s")
+	if *fanoutRate > 0 {
+		b.ReportMetric(*fanoutRate, "offered-records/s")
+	}
 	b.ReportMetric(res.P50, "p50-lag-ms")
 	b.ReportMetric(res.P99, "p99-lag-ms")
 	b.ReportMetric(float64(res.Bytes)/float64(rooms*subs), "bytes/sub")

@@ -17,11 +17,13 @@ type HTTPOptions struct {
 	// is read, so it never cuts a long-lived stream.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing an ordinary response (default 60 s).
-	// SSE streams instead get a fresh deadline of SSEWriteTimeout per
-	// flush.
+	// SSE streams instead get a rolling deadline from SSEWriteTimeout.
 	WriteTimeout time.Duration
-	// SSEWriteTimeout is the deadline of each SSE flush (default 10 s): a
-	// client that stops reading is cut after it, freeing its goroutine.
+	// SSEWriteTimeout is the least time every SSE write has before its
+	// deadline (default 10 s). The deadline is renewed at most every
+	// quarter of it (to 5/4 of it ahead), not per flush, so a client that
+	// stops reading is cut within 5/4 of it (12.5 s by default), freeing
+	// its goroutine.
 	SSEWriteTimeout time.Duration
 	// IdleTimeout closes keep-alive connections idle this long
 	// (default 60 s).

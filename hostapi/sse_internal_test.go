@@ -25,7 +25,11 @@ type sseRecorder struct {
 	fail    error
 	blocked chan struct{} // when set, Write waits until it is closed
 	inWrite chan struct{} // signalled when a Write starts blocking
+	// deadlines are the write deadlines set, with when each was set.
+	deadlines []deadlineSet
 }
+
+type deadlineSet struct{ at, deadline time.Time }
 
 func newSSERecorder() *sseRecorder {
 	return &sseRecorder{h: http.Header{}, inWrite: make(chan struct{}, 1)}
@@ -58,6 +62,12 @@ func (r *sseRecorder) FlushError() error {
 		return r.fail
 	}
 	r.flushes++
+	return nil
+}
+func (r *sseRecorder) SetWriteDeadline(d time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deadlines = append(r.deadlines, deadlineSet{time.Now(), d})
 	return nil
 }
 func (r *sseRecorder) state() (string, int) {
@@ -214,4 +224,61 @@ func TestSSEWriterReturnsAndLeavesNoGoroutines(t *testing.T) {
 		t.Fatalf("%d subscriptions left", h.Count())
 	}
 	eventuallySSE(t, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= base })
+}
+
+// An idle stream's first item is written at once, however long the flush
+// interval: the interval only spaces the flushes of a busy stream. (With
+// an hour's interval, holding the item would time the test out.)
+func TestSSEIdleStreamWritesFirstItemAtOnce(t *testing.T) {
+	h := live.NewHub[struct{}](64)
+	sub := h.Subscribe("room", struct{}{})
+	w := newSSERecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		writeSSE(context.Background(), w, sseConfig{heartbeat: time.Hour, flushInterval: time.Hour, writeTimeout: time.Second},
+			"subscribed", sub.C, sub.Reason)
+	}()
+	eventuallySSE(t, "the hello", func() bool { _, f := w.state(); return f == 1 })
+	h.Publish("room", frame(0), nil)
+	eventuallySSE(t, "the first item flushed", func() bool {
+		out, f := w.state()
+		return f == 2 && strings.Contains(out, string(frame(0).Frame))
+	})
+	h.Close(live.ReasonShutdown)
+	<-done
+}
+
+// The write deadline is not renewed per burst but at most every quarter
+// of the timeout, and each time to 5/4 of it ahead: a stream of many
+// bursts within a quarter of an hour's timeout sets it once, with at least
+// the full timeout left for every write.
+func TestSSEWriteDeadlineRenewedPerQuarter(t *testing.T) {
+	const timeout = time.Hour
+	h := live.NewHub[struct{}](64)
+	sub := h.Subscribe("room", struct{}{})
+	w := newSSERecorder()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		writeSSE(context.Background(), w, sseConfig{heartbeat: time.Hour, flushInterval: -1, writeTimeout: timeout},
+			"subscribed", sub.C, sub.Reason)
+	}()
+	for i := range 20 {
+		h.Publish("room", frame(i), nil)
+		eventuallySSE(t, "the item flushed", func() bool {
+			out, _ := w.state()
+			return strings.Count(out, "event: room.event\n") == i+1
+		})
+	}
+	h.Close(live.ReasonShutdown)
+	<-done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.deadlines) != 1 {
+		t.Fatalf("%d write deadlines set for 20 bursts within a quarter of the timeout; want 1", len(w.deadlines))
+	}
+	if d := w.deadlines[0]; d.deadline.Sub(d.at) < timeout {
+		t.Fatalf("deadline %v ahead; want at least the timeout %v", d.deadline.Sub(d.at), timeout)
+	}
 }
