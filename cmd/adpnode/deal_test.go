@@ -73,23 +73,7 @@ func TestREADMEDealExample(t *testing.T) {
 	}
 
 	// One bad signature: Bob's sigB over other content.
-	raw, _ := os.ReadFile(filepath.Join(work, "receipt.json"))
-	good, err := receipt.Check([]byte(strings.TrimSpace(string(raw))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bob, err := client.LoadKey(filepath.Join(work, "bob.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := *good
-	other.TS++
-	if err := other.Sign(bob.Private()); err != nil {
-		t.Fatal(err)
-	}
-	bad := *good
-	bad.SigB = other.SigB
-	os.WriteFile(filepath.Join(work, "bad.json"), bad.Marshal(), 0o644)
+	writeBadReceipt(t, work)
 	if out := cli(exitVerifyFailed, "deal", "post", roomID, "bad.json", "--node", node, "--key", "bob.key"); !strings.Contains(out, "not posted") || !strings.Contains(out, "sigB") {
 		t.Fatalf("deal post of a bad receipt: %s", out)
 	}
@@ -318,23 +302,7 @@ func TestREADMEDealExampleSealed(t *testing.T) {
 	}
 
 	// One bad signature, posted raw: sealed by post, flagged by readers.
-	raw := mustRead(t, filepath.Join(work, "receipt.json"))
-	good, err := receipt.Check([]byte(strings.TrimSpace(string(raw))))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bob, err := client.LoadKey(filepath.Join(work, "bob.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := *good
-	other.TS++
-	if err := other.Sign(bob.Private()); err != nil {
-		t.Fatal(err)
-	}
-	bad := *good
-	bad.SigB = other.SigB
-	os.WriteFile(filepath.Join(work, "bad.json"), bad.Marshal(), 0o644)
+	writeBadReceipt(t, work)
 	posted := cli(0, "post", roomID, "--type", "deal.receipt", "--payload", "@bad.json", "--node", node, "--key", "bob.key")
 	if !strings.HasSuffix(strings.TrimSpace(posted), "(sealed)") {
 		t.Fatalf("post --type deal.receipt in a member-only room: %s", posted)
@@ -357,5 +325,33 @@ func TestREADMEDealExampleSealed(t *testing.T) {
 	if !strings.Contains(out, "OK room "+roomID) || !strings.Contains(out, "sealed deal receipt at seq") || !strings.Contains(out, "FAIL sealed deal receipt at seq "+seq) ||
 		strings.Contains(out, "10 widgets") {
 		t.Fatalf("verify --key: %s", out)
+	}
+}
+
+// writeBadReceipt writes work/bad.json: work/receipt.json with Bob's sigB
+// replaced by his signature over other content (one bad signature).
+func writeBadReceipt(t *testing.T, work string) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(work, "receipt.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := receipt.Check([]byte(strings.TrimSpace(string(raw))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := client.LoadKey(filepath.Join(work, "bob.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := *good
+	other.TS++
+	if err := other.Sign(bob.Private()); err != nil {
+		t.Fatal(err)
+	}
+	bad := *good
+	bad.SigB = other.SigB
+	if err := os.WriteFile(filepath.Join(work, "bad.json"), bad.Marshal(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
