@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -673,4 +674,35 @@ func TestOriginChangeAcrossRestart(t *testing.T) {
 		t.Fatalf("a restart under the same origin warned: %v", w[1:])
 	}
 	e.checkAll(e.waitSize(21))
+}
+
+// A published checkpoint file damaged on disk (hostile or torn bytes)
+// does not stop the log: the start warns, withdraws it, and publishes the
+// same tree again under the configured origin, which every proof verifies
+// against.
+func TestDamagedCheckpointRepublished(t *testing.T) {
+	e := newEnv(t)
+	for i := range 10 {
+		e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%2)))
+	}
+	old := e.waitSize(10)
+	e.close()
+	path := filepath.Join(e.dir, tlog.Dir, "checkpoint")
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("no published checkpoint where the log keeps it: %v", err)
+	}
+	if err := os.WriteFile(path, []byte("\x00not a note\n\n\xff"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	e.logs = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	e.open()
+	if w := logs.warnings(t); len(w) != 1 {
+		t.Fatalf("warnings %v, want one about the damaged checkpoint", w)
+	}
+	cp := e.waitSize(10)
+	if cp.Hash != old.Hash || cp.Origin != old.Origin {
+		t.Fatalf("republished checkpoint: origin %q, same tree %v", cp.Origin, cp.Hash == old.Hash)
+	}
+	e.checkAll(cp)
 }

@@ -1,6 +1,7 @@
 // Package stack is the composition root: it builds one running adpnode —
 // node, gossiped index, federation peer, mirror, attention, metrics, the
-// host log with its witness submitter, and the HTTP API server with the production wiring (timeouts, connection cap,
+// host log with its witness submitter, and the HTTP API server with the
+// production wiring (timeouts, connection cap,
 // stream draining) — from one Config, and closes it in order. serve, the
 // devnet command and every multi-node test run it, so tests exercise the
 // wiring production runs. It is the only package besides the commands that
