@@ -154,18 +154,25 @@ func (m *Mirror) scanProofs() {
 	defer m.hl.scans.Add(1)
 	now, wall := m.now(), time.Now()
 	for _, r := range m.Rooms() {
+		// A room whose proof is done is not looked at again: its tip is
+		// final, and finalTip would take the room's lock, which ingest
+		// uses, for every ended room twice a second.
+		m.hl.mu.Lock()
+		ps := m.hl.rooms[r.rk]
+		skip := ps != nil && (ps.done || ps.queued)
+		m.hl.mu.Unlock()
+		if skip {
+			continue
+		}
 		seq, hash, ok := r.finalTip(now)
 		if !ok {
 			continue
 		}
 		m.hl.mu.Lock()
-		ps := m.hl.rooms[r.rk]
+		ps = m.hl.rooms[r.rk]
 		if ps == nil {
 			ps = &proofState{}
 			m.hl.rooms[r.rk] = ps
-		}
-		if ps.stored != nil && ps.stored.RecordHash != hash {
-			ps.done = false // proves a record that is no longer the last
 		}
 		due := !ps.queued && !ps.done && !wall.Before(ps.next)
 		if due {
