@@ -515,40 +515,27 @@ func (l *Log) mark(roomID string) (int64, error) {
 	return wm, nil
 }
 
-// commit journals leaves (in chunks of one transaction each) and hands
-// them to tessera.
+// commit journals leaves, a chunk at a time, and hands them to tessera.
+//
+// A chunk's leaf entries (index → leaf, hash → index) are written as
+// transactions of journalPart leaves, committed together: Badger's
+// writer folds them into the group commits it is making for the node's
+// records, where one transaction of a whole chunk (8,192 keys) would hold
+// every writer behind it. The journal length and the rooms' watermarks
+// move in a last transaction, once every part is durable, so a crash
+// between them leaves entries beyond the journal's length: they are
+// ignored (Leaf, IndexOf check the length and the leaf) and overwritten
+// when those indices are journalled again.
 func (l *Log) commit(leaves []Leaf) error {
 	for len(leaves) > 0 {
 		n := min(len(leaves), chunk)
 		part := leaves[:n]
 		leaves = leaves[n:]
 		first := l.next
-		err := l.cfg.DB.Update(func(txn *badger.Txn) error {
-			top := map[string]int64{}
-			for i, lf := range part {
-				idx := first + uint64(i)
-				v := make([]byte, 0, 40+len(lf.RoomID))
-				v = append(v, lf.Hash[:]...)
-				v = binary.BigEndian.AppendUint64(v, uint64(lf.Seq))
-				v = append(v, lf.RoomID...)
-				if err := txn.Set(indexKey(idx), v); err != nil {
-					return err
-				}
-				if err := txn.Set(append([]byte(pfxHash), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, idx)); err != nil {
-					return err
-				}
-				top[lf.RoomID] = max(top[lf.RoomID], lf.Seq)
-			}
-			for r, s := range top {
-				if err := txn.Set([]byte(pfxMark+r), binary.BigEndian.AppendUint64(nil, uint64(s))); err != nil {
-					return err
-				}
-			}
-			return txn.Set([]byte(keyNext), binary.BigEndian.AppendUint64(nil, first+uint64(len(part))))
-		})
+		err := l.journal(first, part)
 		if err != nil {
-			// Nothing of this chunk is journalled: forget the cached
-			// watermarks so the rooms are read again.
+			// Nothing of this chunk counts as journalled: forget the
+			// cached watermarks so the rooms are read again.
 			clear(l.marks)
 			return err
 		}
@@ -562,6 +549,63 @@ func (l *Log) commit(leaves []Leaf) error {
 		}
 	}
 	return nil
+}
+
+// journalPart is the leaves per journal transaction.
+const journalPart = 256
+
+// journal makes leaves first, first+1, … durable in the journal, then
+// the journal length and watermarks that count them.
+func (l *Log) journal(first uint64, leaves []Leaf) error {
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	for off := 0; off < len(leaves); off += journalPart {
+		txn := l.cfg.DB.NewTransaction(true)
+		err := func() error {
+			for i, lf := range leaves[off:min(off+journalPart, len(leaves))] {
+				idx := first + uint64(off+i)
+				v := make([]byte, 0, 40+len(lf.RoomID))
+				v = append(v, lf.Hash[:]...)
+				v = binary.BigEndian.AppendUint64(v, uint64(lf.Seq))
+				v = append(v, lf.RoomID...)
+				if err := txn.Set(indexKey(idx), v); err != nil {
+					return err
+				}
+				if err := txn.Set(append([]byte(pfxHash), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, idx)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}()
+		if err != nil {
+			txn.Discard()
+			wg.Wait()
+			return err
+		}
+		wg.Add(1)
+		txn.CommitWith(func(err error) {
+			if err != nil {
+				failed.CompareAndSwap(nil, &err)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if p := failed.Load(); p != nil {
+		return *p
+	}
+	return l.cfg.DB.Update(func(txn *badger.Txn) error {
+		top := map[string]int64{}
+		for _, lf := range leaves {
+			top[lf.RoomID] = max(top[lf.RoomID], lf.Seq)
+		}
+		for r, s := range top {
+			if err := txn.Set([]byte(pfxMark+r), binary.BigEndian.AppendUint64(nil, uint64(s))); err != nil {
+				return err
+			}
+		}
+		return txn.Set([]byte(keyNext), binary.BigEndian.AppendUint64(nil, first+uint64(len(leaves))))
+	})
 }
 
 // catchUp appends every record above its room's watermark. Rooms are
@@ -699,8 +743,14 @@ func (l *Log) IndexOf(hash [32]byte) (uint64, bool, error) {
 		if err != nil {
 			return err
 		}
-		found = true
-		return item.Value(func(v []byte) error { idx = binary.BigEndian.Uint64(v); return nil })
+		if err := item.Value(func(v []byte) error { idx = binary.BigEndian.Uint64(v); return nil }); err != nil {
+			return err
+		}
+		// An entry left beyond the journal's length by a crash, or one
+		// whose index was journalled again for another leaf, is no answer.
+		lf, ok, err := leafIn(txn, idx)
+		found = ok && lf.Hash == hash
+		return err
 	})
 	return idx, found, err
 }
@@ -709,36 +759,51 @@ func (l *Log) IndexOf(hash [32]byte) (uint64, bool, error) {
 func (l *Log) Leaf(i uint64) (Leaf, bool, error) {
 	var lf Leaf
 	found := false
-	err := l.cfg.DB.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(indexKey(i))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		found = true
-		return item.Value(func(v []byte) error {
-			if len(v) < 40 {
-				return fmt.Errorf("tlog: journal entry %d is short", i)
-			}
-			lf = Leaf{Hash: [32]byte(v[:32]), Seq: int64(binary.BigEndian.Uint64(v[32:40])), RoomID: string(v[40:])}
-			return nil
-		})
+	err := l.cfg.DB.View(func(txn *badger.Txn) (err error) {
+		lf, found, err = leafIn(txn, i)
+		return err
 	})
 	return lf, found, err
+}
+
+// leafIn reads the journalled leaf at index i: none at or beyond the
+// journal's length.
+func leafIn(txn *badger.Txn, i uint64) (Leaf, bool, error) {
+	var lf Leaf
+	if i >= journalLength(txn) {
+		return lf, false, nil
+	}
+	item, err := txn.Get(indexKey(i))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return lf, false, nil
+	}
+	if err != nil {
+		return lf, false, err
+	}
+	err = item.Value(func(v []byte) error {
+		if len(v) < 40 {
+			return fmt.Errorf("tlog: journal entry %d is short", i)
+		}
+		lf = Leaf{Hash: [32]byte(v[:32]), Seq: int64(binary.BigEndian.Uint64(v[32:40])), RoomID: string(v[40:])}
+		return nil
+	})
+	return lf, err == nil, err
+}
+
+func journalLength(txn *badger.Txn) uint64 {
+	var n uint64
+	item, err := txn.Get([]byte(keyNext))
+	if err != nil {
+		return 0
+	}
+	_ = item.Value(func(v []byte) error { n = binary.BigEndian.Uint64(v); return nil })
+	return n
 }
 
 // Journalled returns how many leaves the journal holds (integrated or
 // about to be).
 func (l *Log) Journalled() uint64 {
 	var n uint64
-	_ = l.cfg.DB.View(func(txn *badger.Txn) error {
-		item, err := txn.Get([]byte(keyNext))
-		if err != nil {
-			return nil
-		}
-		return item.Value(func(v []byte) error { n = binary.BigEndian.Uint64(v); return nil })
-	})
+	_ = l.cfg.DB.View(func(txn *badger.Txn) error { n = journalLength(txn); return nil })
 	return n
 }

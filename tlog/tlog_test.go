@@ -24,6 +24,14 @@ import (
 	"github.com/adpnode/adpnode/tlog"
 )
 
+// code is err's ADP code ("other: …" for any other error).
+func code(err error) adp.Code {
+	if ae, ok := err.(*adp.Error); ok {
+		return ae.Code
+	}
+	return "other: " + adp.Code(fmt.Sprint(err))
+}
+
 // rooms is a fake node: each room's record hashes in seq order.
 type rooms struct {
 	mu sync.Mutex
@@ -405,6 +413,78 @@ func TestJournalAheadOfLogIsReplayed(t *testing.T) {
 	e.checkAll(e.waitSize(15))
 }
 
+// TestJournalPartsBeyondLengthIgnored: a crash between a chunk's journal
+// parts and the transaction that moves the journal length leaves entries
+// beyond the length. They answer nothing (no leaf, no inclusion), also
+// once their index is journalled again for another record, and the
+// records they named are logged once, at their own indices.
+func TestJournalPartsBeyondLengthIgnored(t *testing.T) {
+	e := newEnv(t)
+	for range 10 {
+		e.log.Append(e.src.accept("r"))
+	}
+	e.waitSize(10)
+	e.close()
+	// Parts of a chunk that never counted: room s's four records (which
+	// the node holds) at 13, 12, 11, 10, and a hash no record has at 14.
+	s := make([]tlog.Leaf, 4)
+	for i := range s {
+		s[i] = e.src.accept("s")
+	}
+	stray := sha256.Sum256([]byte("never a record"))
+	db, err := badger.Open(badger.DefaultOptions(filepath.Join(e.dir, "db")).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(txn *badger.Txn, idx uint64, lf tlog.Leaf) error {
+		v := append(append([]byte(nil), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, uint64(lf.Seq))...)
+		v = append(v, lf.RoomID...)
+		if err := txn.Set(binary.BigEndian.AppendUint64([]byte("l/i/"), idx), v); err != nil {
+			return err
+		}
+		return txn.Set(append([]byte("l/h/"), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, idx))
+	}
+	err = db.Update(func(txn *badger.Txn) error {
+		for i, lf := range s {
+			if err := put(txn, uint64(13-i), lf); err != nil {
+				return err
+			}
+		}
+		if err := put(txn, 14, tlog.Leaf{RoomID: "s", Seq: 5, Hash: stray}); err != nil {
+			return err
+		}
+		return txn.Delete([]byte("l/clean"))
+	})
+	db.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.open()
+	// The start's scan logs s at 10..13; then t's record takes index 14.
+	e.waitSize(14)
+	if lf, ok, _ := e.log.Leaf(14); ok {
+		t.Fatalf("the stray part at 14, beyond the journal's length, answers as a leaf: %+v", lf)
+	}
+	e.log.Append(e.src.accept("t"))
+	cp := e.waitSize(15)
+	e.checkAll(cp)
+	for i, lf := range s {
+		rp, err := e.log.Inclusion(context.Background(), lf.Hash, 0)
+		if err != nil || rp.Inclusion.LeafIndex != uint64(10+i) {
+			t.Fatalf("s seq %d: leaf %d, %v; want leaf %d", i+1, rp.Inclusion.LeafIndex, err, 10+i)
+		}
+	}
+	if _, err := e.log.Inclusion(context.Background(), stray, 0); code(err) != adp.CodeNotFound {
+		t.Fatalf("a stray journal part's hash answers %v, want not_found", err)
+	}
+	if lf, ok, _ := e.log.Leaf(14); !ok || lf.RoomID != "t" {
+		t.Fatalf("leaf 14 is %+v (%v), want room t's record", lf, ok)
+	}
+	if _, ok, _ := e.log.Leaf(15); ok {
+		t.Fatal("a leaf beyond the journal's length answers")
+	}
+}
+
 // TestHostileRequests: bad sizes, indices beyond a size, unknown hashes and
 // malformed or escaping tile paths get clear ADP errors; no tile answer is
 // larger than one tile.
@@ -416,12 +496,6 @@ func TestHostileRequests(t *testing.T) {
 	}
 	cp := e.waitSize(600)
 	last := e.src.r["r"][599]
-	code := func(err error) adp.Code {
-		if ae, ok := err.(*adp.Error); ok {
-			return ae.Code
-		}
-		return "other: " + adp.Code(fmt.Sprint(err))
-	}
 	if _, err := e.log.Inclusion(ctx, [32]byte{1}, 0); code(err) != adp.CodeNotFound {
 		t.Errorf("unknown hash: %v", err)
 	}
