@@ -371,29 +371,53 @@ func TestRestartAppendsMissedRecordsOnce(t *testing.T) {
 	}
 }
 
+// loggedAndStopped logs n records of room r, waits for a checkpoint over
+// them and stops the log cleanly.
+func loggedAndStopped(t *testing.T, n int) *env {
+	e := newEnv(t)
+	for range n {
+		e.log.Append(e.src.accept("r"))
+	}
+	e.waitSize(uint64(n))
+	e.close()
+	return e
+}
+
+// editJournal changes the stopped log's database as a crash could have
+// left it.
+func (e *env) editJournal(edit func(txn *badger.Txn) error) {
+	e.t.Helper()
+	db, err := badger.Open(badger.DefaultOptions(filepath.Join(e.dir, "db")).WithLogger(nil))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	err = db.Update(edit)
+	db.Close()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// putJournal writes journal entry idx (index → leaf, hash → index) as
+// the log's journal does, for tests that fake a crash's leftovers.
+func putJournal(txn *badger.Txn, idx uint64, lf tlog.Leaf) error {
+	v := append(append([]byte(nil), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, uint64(lf.Seq))...)
+	v = append(v, lf.RoomID...)
+	if err := txn.Set(binary.BigEndian.AppendUint64([]byte("l/i/"), idx), v); err != nil {
+		return err
+	}
+	return txn.Set(append([]byte("l/h/"), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, idx))
+}
+
 // TestJournalAheadOfLogIsReplayed simulates a crash after the journal
 // transaction committed and before tessera integrated the leaves.
 func TestJournalAheadOfLogIsReplayed(t *testing.T) {
-	e := newEnv(t)
-	for range 10 {
-		e.log.Append(e.src.accept("r"))
-	}
-	e.waitSize(10)
-	e.close()
+	e := loggedAndStopped(t, 10)
 	// Write journal entries 10..14 as commit() would, without tessera.
-	db, err := badger.Open(badger.DefaultOptions(filepath.Join(e.dir, "db")).WithLogger(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(txn *badger.Txn) error {
+	e.editJournal(func(txn *badger.Txn) error {
 		for i := range 5 {
 			lf := e.src.accept("r")
-			v := append(append([]byte(nil), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, uint64(lf.Seq))...)
-			v = append(v, "r"...)
-			if err := txn.Set(binary.BigEndian.AppendUint64([]byte("l/i/"), uint64(10+i)), v); err != nil {
-				return err
-			}
-			if err := txn.Set(append([]byte("l/h/"), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, uint64(10+i))); err != nil {
+			if err := putJournal(txn, uint64(10+i), lf); err != nil {
 				return err
 			}
 			if err := txn.Set([]byte("l/w/r"), binary.BigEndian.AppendUint64(nil, uint64(lf.Seq))); err != nil {
@@ -405,10 +429,6 @@ func TestJournalAheadOfLogIsReplayed(t *testing.T) {
 		}
 		return txn.Set([]byte("l/n"), binary.BigEndian.AppendUint64(nil, 15))
 	})
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.open()
 	e.checkAll(e.waitSize(15))
 }
@@ -419,12 +439,7 @@ func TestJournalAheadOfLogIsReplayed(t *testing.T) {
 // once their index is journalled again for another record, and the
 // records they named are logged once, at their own indices.
 func TestJournalPartsBeyondLengthIgnored(t *testing.T) {
-	e := newEnv(t)
-	for range 10 {
-		e.log.Append(e.src.accept("r"))
-	}
-	e.waitSize(10)
-	e.close()
+	e := loggedAndStopped(t, 10)
 	// Parts of a chunk that never counted: room s's four records (which
 	// the node holds) at 13, 12, 11, 10, and a hash no record has at 14.
 	s := make([]tlog.Leaf, 4)
@@ -432,33 +447,17 @@ func TestJournalPartsBeyondLengthIgnored(t *testing.T) {
 		s[i] = e.src.accept("s")
 	}
 	stray := sha256.Sum256([]byte("never a record"))
-	db, err := badger.Open(badger.DefaultOptions(filepath.Join(e.dir, "db")).WithLogger(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	put := func(txn *badger.Txn, idx uint64, lf tlog.Leaf) error {
-		v := append(append([]byte(nil), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, uint64(lf.Seq))...)
-		v = append(v, lf.RoomID...)
-		if err := txn.Set(binary.BigEndian.AppendUint64([]byte("l/i/"), idx), v); err != nil {
-			return err
-		}
-		return txn.Set(append([]byte("l/h/"), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, idx))
-	}
-	err = db.Update(func(txn *badger.Txn) error {
+	e.editJournal(func(txn *badger.Txn) error {
 		for i, lf := range s {
-			if err := put(txn, uint64(13-i), lf); err != nil {
+			if err := putJournal(txn, uint64(13-i), lf); err != nil {
 				return err
 			}
 		}
-		if err := put(txn, 14, tlog.Leaf{RoomID: "s", Seq: 5, Hash: stray}); err != nil {
+		if err := putJournal(txn, 14, tlog.Leaf{RoomID: "s", Seq: 5, Hash: stray}); err != nil {
 			return err
 		}
 		return txn.Delete([]byte("l/clean"))
 	})
-	db.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	e.open()
 	// The start's scan logs s at 10..13; then t's record takes index 14.
 	e.waitSize(14)
