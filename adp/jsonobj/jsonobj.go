@@ -72,19 +72,40 @@ func (o *Object) Has(key string) bool { _, ok := o.Get(key); return ok }
 
 // Decode splits raw, which must hold exactly one JSON object (whitespace
 // around it allowed), into its members. Values alias raw.
-func Decode(raw []byte) (*Object, error) { return decode(raw, false, nil) }
+func Decode(raw []byte) (*Object, error) {
+	if err := valid(raw); err != nil {
+		return nil, err
+	}
+	return decode(raw, false, nil)
+}
 
 // Closed is Decode for a closed object: every member name must be one of
 // allowed.
-func Closed(raw []byte, allowed ...string) (*Object, error) { return decode(raw, true, allowed) }
+func Closed(raw []byte, allowed ...string) (*Object, error) {
+	if err := valid(raw); err != nil {
+		return nil, err
+	}
+	return decode(raw, true, allowed)
+}
 
-func decode(raw []byte, closed bool, allowed []string) (*Object, error) {
+// ClosedStrict is Closed for raw that identity.CheckJSON accepted (strict
+// I-JSON: valid UTF-8, valid JSON, one value), which it does not check
+// again: a record is checked whole before it is split, and scanning it
+// twice more cost a tenth of its parse beyond the signature.
+func ClosedStrict(raw []byte, allowed ...string) (*Object, error) { return decode(raw, true, allowed) }
+
+func valid(raw []byte) error {
 	if !utf8.Valid(raw) {
-		return nil, &Error{Kind: Syntax, Msg: "is not valid UTF-8"}
+		return &Error{Kind: Syntax, Msg: "is not valid UTF-8"}
 	}
 	if !json.Valid(raw) {
-		return nil, &Error{Kind: Syntax, Msg: "is not valid JSON"}
+		return &Error{Kind: Syntax, Msg: "is not valid JSON"}
 	}
+	return nil
+}
+
+// decode splits raw, which must be valid JSON.
+func decode(raw []byte, closed bool, allowed []string) (*Object, error) {
 	i := skipWS(raw, 0)
 	if raw[i] != '{' {
 		return nil, &Error{Kind: NotObject, Msg: "must be a JSON object"}

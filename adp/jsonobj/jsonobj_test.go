@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestDecode(t *testing.T) {
@@ -115,6 +117,15 @@ func FuzzDecode(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		// On valid JSON, ClosedStrict (which skips the validity scans)
+		// answers exactly what Closed does.
+		if utf8.Valid(b) && json.Valid(b) {
+			o1, e1 := Closed(b, "a", "x")
+			o2, e2 := ClosedStrict(b, "a", "x")
+			if !reflect.DeepEqual(o1, o2) || !reflect.DeepEqual(e1, e2) {
+				t.Fatalf("%q: Closed %v %v, ClosedStrict %v %v", b, o1, e1, o2, e2)
+			}
+		}
 		o, err := Decode(b)
 		if err != nil {
 			if _, ok := err.(*Error); !ok {

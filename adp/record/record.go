@@ -141,7 +141,7 @@ func Parse(data []byte) (*Record, *identity.Envelope, error) {
 	if err := identity.CheckJSON(data); err != nil {
 		return nil, nil, adp.Reason(adp.CodeInvalidEvent, "record_json", "record: "+err.Error())
 	}
-	obj, err := jsonobj.Closed(data, "room_id", "seq", "pre_hash", "hash", "received_at", "envelope")
+	obj, err := jsonobj.ClosedStrict(data, "room_id", "seq", "pre_hash", "hash", "received_at", "envelope")
 	if err != nil {
 		if e := err.(*jsonobj.Error); e.Kind == jsonobj.Unknown {
 			return nil, nil, adp.Reason(adp.CodeInvalidEvent, "record_shape", fmt.Sprintf("record has unknown field %q", e.Key))
@@ -198,8 +198,15 @@ func Parse(data []byte) (*Record, *identity.Envelope, error) {
 }
 
 func decodeString(raw json.RawMessage, s *string) error {
-	if len(raw) == 0 || raw[0] != '"' {
+	if len(raw) < 2 || raw[0] != '"' {
 		return fmt.Errorf("not a string")
+	}
+	// The record was checked as strict JSON, so a string without a
+	// backslash is its own text between the quotes (IDs and hashes
+	// always are); one with escapes is decoded.
+	if bytes.IndexByte(raw, '\\') < 0 {
+		*s = string(raw[1 : len(raw)-1])
+		return nil
 	}
 	return json.Unmarshal(raw, s)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -81,6 +82,18 @@ func TestParseRoundTrip(t *testing.T) {
 			t.Fatalf("seq %d: %v", r.Seq, err)
 		}
 		prev = got
+	}
+	// Escaped member strings decode to the same record: the fast path
+	// for strings without a backslash changes nothing accepted.
+	b := string(marshal(t, recs[1]))
+	esc := strings.Replace(b, `"room_id":"d`, `"room_id":"\u0064`, 1)
+	esc = strings.Replace(esc, `"hash":"`+recs[1].Hash[:1], `"hash":"\u00`+fmt.Sprintf("%x", recs[1].Hash[0]), 1)
+	if esc == b || !strings.Contains(esc, `"hash":"\u00`) {
+		t.Fatal("the escapes did not apply")
+	}
+	got, _, err := record.Parse([]byte(esc))
+	if err != nil || got.RoomID != recs[1].RoomID || got.Hash != recs[1].Hash || got.PreHash != recs[1].PreHash {
+		t.Fatalf("escaped record: %+v, %v", got, err)
 	}
 }
 
