@@ -94,6 +94,23 @@ func Closed(raw []byte, allowed ...string) (*Object, error) {
 // twice more cost a tenth of its parse beyond the signature.
 func ClosedStrict(raw []byte, allowed ...string) (*Object, error) { return decode(raw, true, allowed) }
 
+// String returns the text of v, a member value split out by Decode,
+// Closed or ClosedStrict (so a whole, valid JSON value); ok is false if v
+// is not a string. A string without a backslash is its own text between
+// the quotes, so most need no decoding; one with escapes is decoded.
+func String(v json.RawMessage) (s string, ok bool) {
+	if len(v) < 2 || v[0] != '"' {
+		return "", false
+	}
+	if bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1]), true
+	}
+	if json.Unmarshal(v, &s) != nil {
+		return "", false
+	}
+	return s, true
+}
+
 func valid(raw []byte) error {
 	if !utf8.Valid(raw) {
 		return &Error{Kind: Syntax, Msg: "is not valid UTF-8"}

@@ -152,8 +152,35 @@ func FuzzDecode(f *testing.F) {
 			if fmt.Sprint(x) != fmt.Sprint(y) {
 				t.Fatalf("%q: member %q = %q, encoding/json %q", b, mem.Key, mem.Value, m[mem.Key])
 			}
+			// String answers as encoding/json does.
+			var want string
+			wantOK := json.Unmarshal(mem.Value, &want) == nil && mem.Value[0] == '"'
+			if got, ok := String(mem.Value); ok != wantOK || got != want {
+				t.Fatalf("%q: String(%q) = %q, %v; encoding/json %q, %v", b, mem.Value, got, ok, want, wantOK)
+			}
 		}
 	})
+}
+
+func TestString(t *testing.T) {
+	for _, c := range []struct {
+		in, want string
+		ok       bool
+	}{
+		{`"plain"`, "plain", true},
+		{`""`, "", true},
+		{`"a\"b"`, `a"b`, true},
+		{`"\u0064\n"`, "d\n", true},
+		{`"é ✓"`, "é ✓", true},
+		{`1`, "", false},
+		{`null`, "", false},
+		{`["x"]`, "", false},
+		{`"`, "", false},
+	} {
+		if got, ok := String(json.RawMessage(c.in)); got != c.want || ok != c.ok {
+			t.Errorf("String(%s) = %q, %v; want %q, %v", c.in, got, ok, c.want, c.ok)
+		}
+	}
 }
 
 var payload = []byte(`{"content":"a message of ordinary length, with a few words in it","content_type":"text/plain","extra":{"k":"v"},"references":["QmFzZTY0dXJsLXByZXZpb3VzLXJlY29yZC1oYXNoMDA"]}`)

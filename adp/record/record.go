@@ -198,17 +198,12 @@ func Parse(data []byte) (*Record, *identity.Envelope, error) {
 }
 
 func decodeString(raw json.RawMessage, s *string) error {
-	if len(raw) < 2 || raw[0] != '"' {
+	v, ok := jsonobj.String(raw)
+	if !ok {
 		return fmt.Errorf("not a string")
 	}
-	// The record was checked as strict JSON, so a string without a
-	// backslash is its own text between the quotes (IDs and hashes
-	// always are); one with escapes is decoded.
-	if bytes.IndexByte(raw, '\\') < 0 {
-		*s = string(raw[1 : len(raw)-1])
-		return nil
-	}
-	return json.Unmarshal(raw, s)
+	*s = v
+	return nil
 }
 
 // decodeInt decodes a JSON integer literal (strict JSON already bounded it).

@@ -51,7 +51,8 @@ func (o object) str(name string) (s string, present bool, err error) {
 	if !ok {
 		return "", false, nil
 	}
-	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+	s, ok = jsonobj.String(raw)
+	if !ok {
 		return "", true, o.fieldErr(name, "a string")
 	}
 	return s, true, nil
