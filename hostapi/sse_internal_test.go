@@ -117,19 +117,26 @@ func TestSSEBurstIsOneFlushAndCloseReasonIsLast(t *testing.T) {
 	}
 }
 
-// Items arriving while the stream is live are flushed (at once when the
-// stream was idle, and at most SSEFlushInterval later otherwise); an idle
-// stream gets heartbeats.
-func TestSSELiveItemsAndHeartbeat(t *testing.T) {
-	h := live.NewHub[struct{}](64)
+// streamSSE subscribes to "room" on a new hub queueing up to buffer items
+// per subscriber and runs writeSSE for it on a goroutine; done closes when
+// the writer returns.
+func streamSSE(buffer int, cfg sseConfig) (*live.Hub[struct{}], *live.Subscription[struct{}], *sseRecorder, chan struct{}) {
+	h := live.NewHub[struct{}](buffer)
 	sub := h.Subscribe("room", struct{}{})
 	w := newSSERecorder()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		writeSSE(context.Background(), w, sseConfig{heartbeat: 20 * time.Millisecond, flushInterval: 5 * time.Millisecond, writeTimeout: time.Second},
-			"subscribed", sub.C, sub.Reason)
+		writeSSE(context.Background(), w, cfg, "subscribed", sub.C, sub.Reason)
 	}()
+	return h, sub, w, done
+}
+
+// Items arriving while the stream is live are flushed (at once when the
+// stream was idle, and at most SSEFlushInterval later otherwise); an idle
+// stream gets heartbeats.
+func TestSSELiveItemsAndHeartbeat(t *testing.T) {
+	h, _, w, done := streamSSE(64, sseConfig{heartbeat: 20 * time.Millisecond, flushInterval: 5 * time.Millisecond, writeTimeout: time.Second})
 	eventuallySSE(t, "a heartbeat", func() bool { out, _ := w.state(); return strings.Contains(out, ": heartbeat\n\n") })
 	for i := range 20 {
 		h.Publish("room", frame(i), nil)
@@ -149,15 +156,7 @@ func TestSSELiveItemsAndHeartbeat(t *testing.T) {
 // slow_consumer once its queue is full, without blocking the publisher; the
 // writer ends the stream with that reason when the client reads again.
 func TestSSESlowSubscriberDroppedWithReason(t *testing.T) {
-	h := live.NewHub[struct{}](2)
-	sub := h.Subscribe("room", struct{}{})
-	w := newSSERecorder()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		writeSSE(context.Background(), w, sseConfig{heartbeat: time.Hour, flushInterval: -1, writeTimeout: time.Second},
-			"subscribed", sub.C, sub.Reason)
-	}()
+	h, sub, w, done := streamSSE(2, sseConfig{heartbeat: time.Hour, flushInterval: -1, writeTimeout: time.Second})
 	eventuallySSE(t, "the hello", func() bool { _, f := w.state(); return f == 1 })
 	release := make(chan struct{})
 	w.mu.Lock()
@@ -230,15 +229,7 @@ func TestSSEWriterReturnsAndLeavesNoGoroutines(t *testing.T) {
 // interval: the interval only spaces the flushes of a busy stream. (With
 // an hour's interval, holding the item would time the test out.)
 func TestSSEIdleStreamWritesFirstItemAtOnce(t *testing.T) {
-	h := live.NewHub[struct{}](64)
-	sub := h.Subscribe("room", struct{}{})
-	w := newSSERecorder()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		writeSSE(context.Background(), w, sseConfig{heartbeat: time.Hour, flushInterval: time.Hour, writeTimeout: time.Second},
-			"subscribed", sub.C, sub.Reason)
-	}()
+	h, _, w, done := streamSSE(64, sseConfig{heartbeat: time.Hour, flushInterval: time.Hour, writeTimeout: time.Second})
 	eventuallySSE(t, "the hello", func() bool { _, f := w.state(); return f == 1 })
 	h.Publish("room", frame(0), nil)
 	eventuallySSE(t, "the first item flushed", func() bool {
@@ -255,15 +246,7 @@ func TestSSEIdleStreamWritesFirstItemAtOnce(t *testing.T) {
 // the full timeout left for every write.
 func TestSSEWriteDeadlineRenewedPerQuarter(t *testing.T) {
 	const timeout = time.Hour
-	h := live.NewHub[struct{}](64)
-	sub := h.Subscribe("room", struct{}{})
-	w := newSSERecorder()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		writeSSE(context.Background(), w, sseConfig{heartbeat: time.Hour, flushInterval: -1, writeTimeout: timeout},
-			"subscribed", sub.C, sub.Reason)
-	}()
+	h, _, w, done := streamSSE(64, sseConfig{heartbeat: time.Hour, flushInterval: -1, writeTimeout: timeout})
 	for i := range 20 {
 		h.Publish("room", frame(i), nil)
 		eventuallySSE(t, "the item flushed", func() bool {
