@@ -41,15 +41,8 @@ func TestSealedRoundsAndReceipts(t *testing.T) {
 	ctx := context.Background()
 	a, b, c := newClient(t, h, "sd-alice"), newClient(t, h, "sd-bob"), newClient(t, h, "sd-carol")
 
-	decls := []any{map[string]any{"type": "mod.note", "kind": "message", "title": "Moderator note", "roles": []string{"moderator"},
-		"schema": map[string]any{"type": "object"}}}
-	for _, id := range []string{rounds.PackID, receipt.PackID} {
-		d, err := client.BundledPack(h.URL, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		decls = append(decls, d)
-	}
+	decls := append([]any{map[string]any{"type": "mod.note", "kind": "message", "title": "Moderator note", "roles": []string{"moderator"},
+		"schema": map[string]any{"type": "object"}}}, h.BundledPacks(t, rounds.PackID, receipt.PackID)...)
 	payload := h.RoomPayload("public")
 	payload["types"] = decls
 	cr, err := a.CreateSealedRoom(ctx, payload)

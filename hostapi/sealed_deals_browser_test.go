@@ -45,16 +45,8 @@ func TestViewerSealedDealsBrowser(t *testing.T) {
 		return c
 	}
 	alice, bob := mk("alice"), mk("bob")
-	var decls []any
-	for _, id := range []string{rounds.PackID, receipt.PackID} {
-		d, err := client.BundledPack(h.URL, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		decls = append(decls, d)
-	}
 	p := h.RoomPayload("public")
-	p["types"] = decls
+	p["types"] = h.BundledPacks(t, rounds.PackID, receipt.PackID)
 	cr, err := alice.CreateSealedRoom(ctx, p)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,8 @@ package adptest
 import (
 	"net/http"
 	"testing"
+
+	"github.com/adpnode/adpnode/adp/types"
 )
 
 // Head is a room head as the room resource reports it.
@@ -17,6 +19,21 @@ func (h *Host) RoomPayload(visibility string) map[string]any {
 	now := h.Clock.Ms()
 	return map[string]any{"topic": "Test room", "visibility": visibility, "start_time": now, "end_time": now + 3_600_000,
 		"types": []any{map[string]any{"use": "adp:reactions/1.0"}}}
+}
+
+// BundledPacks returns the declarations of the node's bundled packs with
+// these IDs (as client.BundledPack gives them), to add to a payload's types.
+func (h *Host) BundledPacks(t testing.TB, ids ...string) []any {
+	t.Helper()
+	decls := make([]any, 0, len(ids))
+	for _, id := range ids {
+		b, ok := types.BundledPackByID(id)
+		if !ok {
+			t.Fatalf("no bundled pack %q", id)
+		}
+		decls = append(decls, b.Declaration(h.URL))
+	}
+	return decls
 }
 
 // CreateRoom submits room.create and returns the new room ID.
