@@ -15,15 +15,7 @@ import (
 )
 
 func newClient(t *testing.T, h *adptest.Host, name string) *client.Client {
-	seed := make([]byte, 32)
-	copy(seed, "client "+name)
-	priv, err := identity.KeyFromSeed(seed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client.New(h.URL, client.KeyFromPrivate(priv))
-	c.Now = h.Clock.Now
-	return c
+	return adptest.SeededClient(t, h.URL, h.Clock, "client "+name)
 }
 
 // Ten concurrent writers on one room, using the retry loop, all land: no

@@ -34,15 +34,7 @@ func TestViewerSealedDealsBrowser(t *testing.T) {
 	h := adptest.StartHost(t, node.Config{Rates: highRates()})
 	ctx := context.Background()
 	mk := func(name string) *client.Client {
-		seed := make([]byte, 32)
-		copy(seed, "viewer sealed deals "+name)
-		priv, err := identity.KeyFromSeed(seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := client.New(h.URL, client.KeyFromPrivate(priv))
-		c.Now = h.Clock.Now
-		return c
+		return adptest.SeededClient(t, h.URL, h.Clock, "viewer sealed deals "+name)
 	}
 	alice, bob := mk("alice"), mk("bob")
 	p := h.RoomPayload("public")

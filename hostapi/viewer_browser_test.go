@@ -1138,15 +1138,7 @@ func browserSealed(t *testing.T, b *browser) {
 	h := adptest.StartHost(t, node.Config{Rates: highRates()})
 	ctx := context.Background()
 	mk := func(name string) *client.Client {
-		seed := make([]byte, 32)
-		copy(seed, "viewer sealed "+name)
-		priv, err := identity.KeyFromSeed(seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := client.New(h.URL, client.KeyFromPrivate(priv))
-		c.Now = h.Clock.Now
-		return c
+		return adptest.SeededClient(t, h.URL, h.Clock, "viewer sealed "+name)
 	}
 	alice, bob := mk("alice"), mk("bob")
 	cr, err := alice.CreateSealedRoom(ctx, h.RoomPayload("public"))

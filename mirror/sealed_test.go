@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/client"
+	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/mirror"
 )
@@ -23,15 +23,7 @@ func TestMirrorSealedRoom(t *testing.T) {
 	}
 	ctx := context.Background()
 	mk := func(name string) *client.Client {
-		seed := make([]byte, 32)
-		copy(seed, "mirror sealed "+name)
-		priv, err := identity.KeyFromSeed(seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := client.New(a.URL, client.KeyFromPrivate(priv))
-		c.Now = a.Clock.Now
-		return c
+		return adptest.SeededClient(t, a.URL, a.Clock, "mirror sealed "+name)
 	}
 	alice, bob := mk("alice"), mk("bob")
 	now := a.Clock.Ms()
