@@ -65,3 +65,10 @@ func (n *Node) RecordHashes(roomID string, after int64, limit int) ([][32]byte, 
 func errCorruptRecord(roomID string) error {
 	return fmt.Errorf("stored record of room %s has no record hash", roomID)
 }
+
+// Locate returns the room and seq of the record with this record hash (or
+// envelope hash: the log then finds a leaf that is not this hash, and
+// answers that it holds no such record).
+func (n *Node) Locate(recordHash [32]byte) (string, int64, bool, error) {
+	return n.lookupEnvelope(recordHash)
+}

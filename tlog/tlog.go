@@ -56,6 +56,9 @@ type Source interface {
 	RoomHeads(fn func(roomID string, seq int64) bool) error
 	// RecordHashes returns up to limit record hashes with seq > after.
 	RecordHashes(roomID string, after int64, limit int) ([][32]byte, error)
+	// Locate returns the room and seq of the record with this hash
+	// (false: no such record).
+	Locate(recordHash [32]byte) (roomID string, seq int64, ok bool, err error)
 }
 
 // Config configures the host log.
@@ -94,11 +97,13 @@ type Config struct {
 // Journal key space: key and value shapes are in the storage layout
 // table (internal/storelayout, docs/storage.md).
 const (
-	pfxIndex = storelayout.TlogIndex
-	pfxHash  = storelayout.TlogHash
-	pfxMark  = storelayout.TlogMark
-	keyNext  = storelayout.TlogNext
-	keyClean = storelayout.TlogClean
+	pfxPart    = storelayout.TlogPart
+	pfxRun     = storelayout.TlogRun
+	pfxMark    = storelayout.TlogMark
+	keyNext    = storelayout.TlogNext
+	keyClean   = storelayout.TlogClean
+	pfxV1Index = storelayout.TlogIndex
+	pfxV1Hash  = storelayout.TlogHash
 )
 
 const (
@@ -215,6 +220,9 @@ func Open(cfg Config) (*Log, error) {
 	l := &Log{cfg: cfg, log: cfg.Log, add: app.Add, shutdown: shutdown, reader: reader, verifier: v, vkey: vkey,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), stop: make(chan struct{}), wake: make(chan struct{}, 1), marks: map[string]int64{}, nodes: map[compact.NodeID][]byte{}}
 	clean, err := l.loadJournal()
+	if err == nil {
+		err = l.convertV1()
+	}
 	if err != nil {
 		cancel()
 		return nil, err
@@ -295,21 +303,18 @@ func (l *Log) replayTail() error {
 		return fmt.Errorf("tlog: the log in %s has %d leaves but the journal only %d: it is not this node's log", l.cfg.Dir, size, l.next)
 	}
 	for from := size; from < l.next; {
-		var hashes [][32]byte
-		err := l.cfg.DB.View(func(txn *badger.Txn) error {
-			for i := from; i < l.next && len(hashes) < chunk; i++ {
-				item, err := txn.Get(indexKey(i))
-				if err != nil {
-					return fmt.Errorf("tlog: journal entry %d: %w", i, err)
-				}
-				if err := item.Value(func(v []byte) error { hashes = append(hashes, [32]byte(v[:32])); return nil }); err != nil {
-					return err
-				}
-			}
-			return nil
+		to := min(l.next, from+uint64(chunk))
+		var leaves []Leaf
+		err := l.cfg.DB.View(func(txn *badger.Txn) (err error) {
+			leaves, err = leavesIn(txn, from, to)
+			return err
 		})
 		if err != nil {
 			return err
+		}
+		hashes := make([][32]byte, len(leaves))
+		for i, lf := range leaves {
+			hashes[i] = lf.Hash
 		}
 		if err := l.integrate(from, hashes); err != nil {
 			return err
@@ -516,20 +521,11 @@ func (l *Log) mark(roomID string) (int64, error) {
 }
 
 // commit journals leaves, a chunk at a time, and hands them to tessera.
-//
-// A chunk's leaf entries (index → leaf, hash → index) are written as
-// transactions of journalPart leaves, committed together: Badger's
-// writer folds them into the group commits it is making for the node's
-// records, where one transaction of a whole chunk (8,192 keys) would hold
-// every writer behind it. The journal length and the rooms' watermarks
-// move in a last transaction, once every part is durable, so a crash
-// between them leaves entries beyond the journal's length: they are
-// ignored (Leaf, IndexOf check the length and the leaf) and overwritten
-// when those indices are journalled again.
+// Each chunk is grouped by room first (journal.go: one run per room).
 func (l *Log) commit(leaves []Leaf) error {
 	for len(leaves) > 0 {
 		n := min(len(leaves), chunk)
-		part := leaves[:n]
+		part := groupByRoom(leaves[:n])
 		leaves = leaves[n:]
 		first := l.next
 		err := l.journal(first, part)
@@ -549,63 +545,6 @@ func (l *Log) commit(leaves []Leaf) error {
 		}
 	}
 	return nil
-}
-
-// journalPart is the leaves per journal transaction.
-const journalPart = 256
-
-// journal makes leaves first, first+1, … durable in the journal, then
-// the journal length and watermarks that count them.
-func (l *Log) journal(first uint64, leaves []Leaf) error {
-	var wg sync.WaitGroup
-	var failed atomic.Pointer[error]
-	for off := 0; off < len(leaves); off += journalPart {
-		txn := l.cfg.DB.NewTransaction(true)
-		err := func() error {
-			for i, lf := range leaves[off:min(off+journalPart, len(leaves))] {
-				idx := first + uint64(off+i)
-				v := make([]byte, 0, 40+len(lf.RoomID))
-				v = append(v, lf.Hash[:]...)
-				v = binary.BigEndian.AppendUint64(v, uint64(lf.Seq))
-				v = append(v, lf.RoomID...)
-				if err := txn.Set(indexKey(idx), v); err != nil {
-					return err
-				}
-				if err := txn.Set(append([]byte(pfxHash), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, idx)); err != nil {
-					return err
-				}
-			}
-			return nil
-		}()
-		if err != nil {
-			txn.Discard()
-			wg.Wait()
-			return err
-		}
-		wg.Add(1)
-		txn.CommitWith(func(err error) {
-			if err != nil {
-				failed.CompareAndSwap(nil, &err)
-			}
-			wg.Done()
-		})
-	}
-	wg.Wait()
-	if p := failed.Load(); p != nil {
-		return *p
-	}
-	return l.cfg.DB.Update(func(txn *badger.Txn) error {
-		top := map[string]int64{}
-		for _, lf := range leaves {
-			top[lf.RoomID] = max(top[lf.RoomID], lf.Seq)
-		}
-		for r, s := range top {
-			if err := txn.Set([]byte(pfxMark+r), binary.BigEndian.AppendUint64(nil, uint64(s))); err != nil {
-				return err
-			}
-		}
-		return txn.Set([]byte(keyNext), binary.BigEndian.AppendUint64(nil, first+uint64(len(leaves))))
-	})
 }
 
 // catchUp appends every record above its room's watermark. Rooms are
@@ -650,8 +589,6 @@ func (l *Log) catchUp() error {
 	}
 	return nil
 }
-
-func indexKey(i uint64) []byte { return binary.BigEndian.AppendUint64([]byte(pfxIndex), i) }
 
 // Close ends a round's pace wait, drains the queue, waits until tessera has published a checkpoint
 // covering every leaf it was handed, and stops. The caller closes the
@@ -729,81 +666,4 @@ func (l *Log) CheckpointTime() (time.Time, error) {
 		return time.Time{}, err
 	}
 	return fi.ModTime(), nil
-}
-
-// IndexOf returns the leaf index of a record hash.
-func (l *Log) IndexOf(hash [32]byte) (uint64, bool, error) {
-	var idx uint64
-	found := false
-	err := l.cfg.DB.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(append([]byte(pfxHash), hash[:]...))
-		if errors.Is(err, badger.ErrKeyNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := item.Value(func(v []byte) error { idx = binary.BigEndian.Uint64(v); return nil }); err != nil {
-			return err
-		}
-		// An entry left beyond the journal's length by a crash, or one
-		// whose index was journalled again for another leaf, is no answer.
-		lf, ok, err := leafIn(txn, idx)
-		found = ok && lf.Hash == hash
-		return err
-	})
-	return idx, found, err
-}
-
-// Leaf returns the journalled leaf at index i.
-func (l *Log) Leaf(i uint64) (Leaf, bool, error) {
-	var lf Leaf
-	found := false
-	err := l.cfg.DB.View(func(txn *badger.Txn) (err error) {
-		lf, found, err = leafIn(txn, i)
-		return err
-	})
-	return lf, found, err
-}
-
-// leafIn reads the journalled leaf at index i: none at or beyond the
-// journal's length.
-func leafIn(txn *badger.Txn, i uint64) (Leaf, bool, error) {
-	var lf Leaf
-	if i >= journalLength(txn) {
-		return lf, false, nil
-	}
-	item, err := txn.Get(indexKey(i))
-	if errors.Is(err, badger.ErrKeyNotFound) {
-		return lf, false, nil
-	}
-	if err != nil {
-		return lf, false, err
-	}
-	err = item.Value(func(v []byte) error {
-		if len(v) < 40 {
-			return fmt.Errorf("tlog: journal entry %d is short", i)
-		}
-		lf = Leaf{Hash: [32]byte(v[:32]), Seq: int64(binary.BigEndian.Uint64(v[32:40])), RoomID: string(v[40:])}
-		return nil
-	})
-	return lf, err == nil, err
-}
-
-func journalLength(txn *badger.Txn) uint64 {
-	var n uint64
-	item, err := txn.Get([]byte(keyNext))
-	if err != nil {
-		return 0
-	}
-	_ = item.Value(func(v []byte) error { n = binary.BigEndian.Uint64(v); return nil })
-	return n
-}
-
-// Journalled returns how many leaves the journal holds (integrated or
-// about to be).
-func (l *Log) Journalled() uint64 {
-	var n uint64
-	_ = l.cfg.DB.View(func(txn *badger.Txn) error { n = journalLength(txn); return nil })
-	return n
 }

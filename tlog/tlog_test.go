@@ -36,9 +36,17 @@ func code(err error) adp.Code {
 type rooms struct {
 	mu sync.Mutex
 	r  map[string][][32]byte
+	at map[[32]byte]tlog.Leaf // record hash → its room and seq
 }
 
-func newRooms() *rooms { return &rooms{r: map[string][][32]byte{}} }
+func newRooms() *rooms { return &rooms{r: map[string][][32]byte{}, at: map[[32]byte]tlog.Leaf{}} }
+
+func (s *rooms) Locate(h [32]byte) (string, int64, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lf, ok := s.at[h]
+	return lf.RoomID, lf.Seq, ok, nil
+}
 
 func (s *rooms) RoomHeads(fn func(string, int64) bool) error {
 	s.mu.Lock()
@@ -81,8 +89,15 @@ func (s *rooms) accept(id string) tlog.Leaf {
 	binary.BigEndian.PutUint64(b[56:], uint64(seq))
 	h := sha256.Sum256(b[:])
 	s.r[id] = append(s.r[id], h)
-	return tlog.Leaf{RoomID: id, Seq: seq, Hash: h}
+	s.at[h] = tlog.Leaf{RoomID: id, Seq: seq, Hash: h}
+	// The node also finds a record by its envelope's hash.
+	s.at[envelopeHash(h)] = s.at[h]
+	return s.at[h]
 }
+
+// envelopeHash stands for the hash of the envelope of the record with
+// record hash h, which the node's Locate also answers.
+func envelopeHash(h [32]byte) [32]byte { return sha256.Sum256(h[:]) }
 
 type env struct {
 	t     testing.TB
@@ -398,9 +413,9 @@ func (e *env) editJournal(edit func(txn *badger.Txn) error) {
 	}
 }
 
-// putJournal writes journal entry idx (index → leaf, hash → index) as
-// the log's journal does, for tests that fake a crash's leftovers.
-func putJournal(txn *badger.Txn, idx uint64, lf tlog.Leaf) error {
+// putJournalV1 writes entry idx of a journal v1 (index → leaf, hash →
+// index), as a node before parts and runs left it.
+func putJournalV1(txn *badger.Txn, idx uint64, lf tlog.Leaf) error {
 	v := append(append([]byte(nil), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, uint64(lf.Seq))...)
 	v = append(v, lf.RoomID...)
 	if err := txn.Set(binary.BigEndian.AppendUint64([]byte("l/i/"), idx), v); err != nil {
@@ -413,14 +428,22 @@ func putJournal(txn *badger.Txn, idx uint64, lf tlog.Leaf) error {
 // transaction committed and before tessera integrated the leaves.
 func TestJournalAheadOfLogIsReplayed(t *testing.T) {
 	e := loggedAndStopped(t, 10)
-	// Write journal entries 10..14 as commit() would, without tessera.
+	// Journal leaves 10..14 as commit() would, without tessera: room r's
+	// next two records and room s's first three, so that part 0 is
+	// extended and r and s each get a run.
+	var lfs []tlog.Leaf
+	for _, id := range []string{"r", "r", "s", "s", "s"} {
+		lfs = append(lfs, e.src.accept(id))
+	}
 	e.editJournal(func(txn *badger.Txn) error {
-		for i := range 5 {
-			lf := e.src.accept("r")
-			if err := putJournal(txn, uint64(10+i), lf); err != nil {
-				return err
-			}
-			if err := txn.Set([]byte("l/w/r"), binary.BigEndian.AppendUint64(nil, uint64(lf.Seq))); err != nil {
+		if err := tlog.PutLeavesForTest(txn, 10, lfs); err != nil {
+			return err
+		}
+		for _, m := range []struct {
+			room string
+			seq  uint64
+		}{{"r", 12}, {"s", 3}} {
+			if err := txn.Set([]byte("l/w/"+m.room), binary.BigEndian.AppendUint64(nil, m.seq)); err != nil {
 				return err
 			}
 		}
@@ -431,56 +454,122 @@ func TestJournalAheadOfLogIsReplayed(t *testing.T) {
 	})
 	e.open()
 	e.checkAll(e.waitSize(15))
+	for i, lf := range lfs {
+		if got, ok, err := e.log.Leaf(uint64(10 + i)); !ok || err != nil || got != lf {
+			t.Fatalf("leaf %d is %+v (%v, %v), want %+v", 10+i, got, ok, err, lf)
+		}
+	}
 }
 
-// TestJournalPartsBeyondLengthIgnored: a crash between a chunk's journal
-// parts and the transaction that moves the journal length leaves entries
-// beyond the length. They answer nothing (no leaf, no inclusion), also
-// once their index is journalled again for another record, and the
-// records they named are logged once, at their own indices.
-func TestJournalPartsBeyondLengthIgnored(t *testing.T) {
-	e := loggedAndStopped(t, 10)
-	// Parts of a chunk that never counted: room s's four records (which
-	// the node holds) at 13, 12, 11, 10, and a hash no record has at 14.
-	s := make([]tlog.Leaf, 4)
-	for i := range s {
-		s[i] = e.src.accept("s")
+// TestJournalV1Converted: a data dir whose journal a previous release
+// wrote (two keys per leaf), ahead of tessera and with a crash's stray
+// entries beyond its length, and whose conversion a crash interrupted
+// after the first part, is converted at start: every record proves at its
+// own index, the strays answer nothing, no v1 key is left, and a second
+// start finds nothing to convert.
+func TestJournalV1Converted(t *testing.T) {
+	e := newEnv(t)
+	e.close()
+	const n = 600 // three parts
+	var lfs []tlog.Leaf
+	for i := range n {
+		lfs = append(lfs, e.src.accept([]string{"r", "s", "t"}[i%3]))
 	}
-	stray := sha256.Sum256([]byte("never a record"))
+	// Room s's next four records in parts that never counted (reversed,
+	// beyond the length), and a hash no record has.
+	stray := make([]tlog.Leaf, 4)
+	for i := range stray {
+		stray[i] = e.src.accept("s")
+	}
+	never := sha256.Sum256([]byte("never a record"))
 	e.editJournal(func(txn *badger.Txn) error {
-		for i, lf := range s {
-			if err := putJournal(txn, uint64(13-i), lf); err != nil {
+		if err := tlog.PutLeavesForTest(txn, 0, lfs[:256]); err != nil {
+			return err
+		}
+		for i := 256; i < n; i++ {
+			if err := putJournalV1(txn, uint64(i), lfs[i]); err != nil {
 				return err
 			}
 		}
-		if err := putJournal(txn, 14, tlog.Leaf{RoomID: "s", Seq: 5, Hash: stray}); err != nil {
+		for i, lf := range stray {
+			if err := putJournalV1(txn, uint64(n+3-i), lf); err != nil {
+				return err
+			}
+		}
+		if err := putJournalV1(txn, n+4, tlog.Leaf{RoomID: "s", Seq: 205, Hash: never}); err != nil {
 			return err
 		}
-		return txn.Delete([]byte("l/clean"))
+		for _, id := range []string{"r", "s", "t"} {
+			if err := txn.Set([]byte("l/w/"+id), binary.BigEndian.AppendUint64(nil, n/3)); err != nil {
+				return err
+			}
+		}
+		if err := txn.Delete([]byte("l/clean")); err != nil {
+			return err
+		}
+		return txn.Set([]byte("l/n"), binary.BigEndian.AppendUint64(nil, n))
 	})
 	e.open()
-	// The start's scan logs s at 10..13; then t's record takes index 14.
-	e.waitSize(14)
-	if lf, ok, _ := e.log.Leaf(14); ok {
-		t.Fatalf("the stray part at 14, beyond the journal's length, answers as a leaf: %+v", lf)
-	}
-	e.log.Append(e.src.accept("t"))
-	cp := e.waitSize(15)
+	// The journal's 600 are replayed, the start's scan logs s's four.
+	cp := e.waitSize(n + 4)
 	e.checkAll(cp)
-	for i, lf := range s {
-		rp, err := e.log.Inclusion(context.Background(), lf.Hash, 0)
-		if err != nil || rp.Inclusion.LeafIndex != uint64(10+i) {
-			t.Fatalf("s seq %d: leaf %d, %v; want leaf %d", i+1, rp.Inclusion.LeafIndex, err, 10+i)
+	for i, lf := range lfs {
+		if got, ok, err := e.log.Leaf(uint64(i)); !ok || err != nil || got != lf {
+			t.Fatalf("leaf %d is %+v (%v, %v), want %+v", i, got, ok, err, lf)
 		}
 	}
-	if _, err := e.log.Inclusion(context.Background(), stray, 0); code(err) != adp.CodeNotFound {
-		t.Fatalf("a stray journal part's hash answers %v, want not_found", err)
+	for i, lf := range stray {
+		rp, err := e.log.Inclusion(context.Background(), lf.Hash, 0)
+		if err != nil || rp.Inclusion.LeafIndex != uint64(n+i) {
+			t.Fatalf("s seq %d: leaf %d, %v; want leaf %d", lf.Seq, rp.Inclusion.LeafIndex, err, n+i)
+		}
 	}
-	if lf, ok, _ := e.log.Leaf(14); !ok || lf.RoomID != "t" {
-		t.Fatalf("leaf 14 is %+v (%v), want room t's record", lf, ok)
+	if _, err := e.log.Inclusion(context.Background(), never, 0); code(err) != adp.CodeNotFound {
+		t.Fatalf("a stray v1 entry's hash answers %v, want not_found", err)
 	}
-	if _, ok, _ := e.log.Leaf(15); ok {
+	if _, ok, _ := e.log.Leaf(n + 4); ok {
 		t.Fatal("a leaf beyond the journal's length answers")
+	}
+	countV1 := func() (keys int) {
+		_ = e.db.View(func(txn *badger.Txn) error {
+			for _, p := range []string{"l/i/", "l/h/"} {
+				it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(p)})
+				for it.Rewind(); it.Valid(); it.Next() {
+					keys++
+				}
+				it.Close()
+			}
+			return nil
+		})
+		return keys
+	}
+	if k := countV1(); k != 0 {
+		t.Fatalf("%d journal v1 keys left after the conversion", k)
+	}
+	e.close()
+	e.open()
+	e.checkAll(e.waitSize(n + 4))
+}
+
+// TestJournalPartEntriesBeyondLengthDropped: a journal part holding
+// entries beyond the journal's length (which no transaction of ours
+// leaves, but a damaged or hand-edited dir can) answers nothing for them,
+// and the next chunk that extends the part replaces them.
+func TestJournalPartEntriesBeyondLengthDropped(t *testing.T) {
+	e := loggedAndStopped(t, 10)
+	never := sha256.Sum256([]byte("never a record"))
+	e.editJournal(func(txn *badger.Txn) error {
+		return tlog.PutLeavesForTest(txn, 10, []tlog.Leaf{{RoomID: "q", Seq: 1, Hash: never}})
+	})
+	e.open()
+	if lf, ok, _ := e.log.Leaf(10); ok {
+		t.Fatalf("an entry beyond the journal's length answers as a leaf: %+v", lf)
+	}
+	lf := e.src.accept("t")
+	e.log.Append(lf)
+	e.checkAll(e.waitSize(11))
+	if got, ok, _ := e.log.Leaf(10); !ok || got != lf {
+		t.Fatalf("leaf 10 is %+v (%v), want room t's record", got, ok)
 	}
 }
 
@@ -497,6 +586,9 @@ func TestHostileRequests(t *testing.T) {
 	last := e.src.r["r"][599]
 	if _, err := e.log.Inclusion(ctx, [32]byte{1}, 0); code(err) != adp.CodeNotFound {
 		t.Errorf("unknown hash: %v", err)
+	}
+	if _, err := e.log.Inclusion(ctx, envelopeHash(last), 0); code(err) != adp.CodeNotFound {
+		t.Errorf("an envelope's hash (its record is logged): %v", err)
 	}
 	if _, err := e.log.Inclusion(ctx, last, cp.Size+1); code(err) != adp.CodeInvalidRequest {
 		t.Errorf("size beyond checkpoint: %v", err)
@@ -778,4 +870,36 @@ func TestDamagedCheckpointRepublished(t *testing.T) {
 		t.Fatalf("republished checkpoint: origin %q, same tree %v", cp.Origin, cp.Hash == old.Hash)
 	}
 	e.checkAll(cp)
+}
+
+// TestJournalKeysPerRound bounds what the journal costs the node's
+// database: records of eight rooms arriving interleaved make one part per
+// 256 leaves and one run per room and chunk, not a key per leaf.
+func TestJournalKeysPerRound(t *testing.T) {
+	defer tlog.SetChunkForTest(1024)()
+	e := newEnvRound(t, time.Hour) // one round takes everything queued
+	e.log.Append(e.src.accept("first"))
+	e.waitSize(1)
+	const n = 4096
+	for i := range n {
+		e.log.Append(e.src.accept(fmt.Sprint("room", i%8)))
+	}
+	e.log.Close() // ends the pace wait; drains the queue in one round
+	e.log = nil
+	keys := map[string]int{}
+	_ = e.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("l/")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys[string(it.Item().Key()[:4])]++
+		}
+		return nil
+	})
+	// 4,097 leaves: 17 parts; 4 chunks × 8 rooms + "first" = 33 runs.
+	if keys["l/p/"] != 17 || keys["l/r/"] != 33 || keys["l/i/"]+keys["l/h/"] != 0 {
+		t.Fatalf("journal keys %v, want 17 parts and 33 runs", keys)
+	}
+	e.close()
+	e.open()
+	e.checkAll(e.waitSize(n + 1))
 }

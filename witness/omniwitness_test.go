@@ -64,6 +64,20 @@ func (r *rooms) RecordHashes(id string, after int64, limit int) ([][32]byte, err
 	return append([][32]byte{}, hs[after:min(int64(len(hs)), after+int64(limit))]...), nil
 }
 
+// Locate finds a record by its hash (for inclusion proofs).
+func (r *rooms) Locate(h [32]byte) (string, int64, bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, hs := range r.hashes {
+		for i, x := range hs {
+			if x == h {
+				return id, int64(i + 1), true, nil
+			}
+		}
+	}
+	return "", 0, false, nil
+}
+
 func (r *rooms) add(l *tlogpkg.Log, id string, n int) {
 	for i := 0; i < n; i++ {
 		r.mu.Lock()

@@ -56,11 +56,15 @@ const (
 
 // The host's transparency log journal (package tlog).
 const (
-	TlogIndex = "l/i/"    // l/i/<index:8 BE>
-	TlogHash  = "l/h/"    // l/h/<hash:32>
+	TlogPart  = "l/p/"    // l/p/<part:8 BE>
+	TlogRun   = "l/r/"    // l/r/<room>/<last seq:8 BE>
 	TlogMark  = "l/w/"    // l/w/<room>
 	TlogNext  = "l/n"     // the journal length
 	TlogClean = "l/clean" // the clean-stop mark
+	// TlogIndex and TlogHash were journal v1 (two keys per leaf); retired,
+	// converted to parts and runs at start.
+	TlogIndex = "l/i/" // l/i/<index:8 BE>
+	TlogHash  = "l/h/" // l/h/<hash:32>
 	// TlogCosigned is the newest checkpoint witnesses cosigned (package witness).
 	TlogCosigned = "l/cosigned"
 )
@@ -122,8 +126,10 @@ var Table = []Space{
 	{"IndexConflict", IndexConflict, false, "index", "ic/<first 16 bytes of SHA-256, hex>", "signed announcement claiming another host's room ID (evidence)", 1},
 	{"IndexOwn", IndexOwn, false, "index", "io/<room>", "this host's latest signed announcement", 3},
 	{"FederationBinding", FederationBinding, false, "federation", "fv/<host key>", "verified binding check JSON", 1},
-	{"TlogIndex", TlogIndex, false, "tlog", "l/i/<index:8 BE>", "record hash:32 | seq:8 BE | room ID (only indices below l/n count: a crash can leave entries of a chunk's parts beyond it)", 3},
-	{"TlogHash", TlogHash, false, "tlog", "l/h/<record hash:32>", "index:8 BE (answers only if below l/n and l/i at that index holds this hash)", 3},
+	{"TlogPart", TlogPart, false, "tlog", "l/p/<part:8 BE>", "the leaves at indices 256·part … 256·part+255 (fewer in the last part), each record hash:32 | seq:8 BE | len(room):uvarint | room ID; written with l/n, and only indices below it count", 3},
+	{"TlogRun", TlogRun, false, "tlog", "l/r/<room>/<last seq:8 BE>", "first seq:8 BE | first index:8 BE: the room's seqs first … last are the leaves at consecutive indices from first index", 3},
+	{"TlogIndex", TlogIndex, false, "tlog", "l/i/<index:8 BE>", "retired (journal v1): record hash:32 | seq:8 BE | room ID; converted to l/p/ and l/r/ at start", 3},
+	{"TlogHash", TlogHash, false, "tlog", "l/h/<record hash:32>", "retired (journal v1): index:8 BE; dropped at start", 3},
 	{"TlogMark", TlogMark, false, "tlog", "l/w/<room>", "highest logged seq:8 BE", 3},
 	{"TlogNext", TlogNext, true, "tlog", "l/n", "journal length:8 BE (the next leaf index)", 3},
 	{"TlogClean", TlogClean, true, "tlog", "l/clean", "empty: the log stopped cleanly (deleted at start)", 3},
