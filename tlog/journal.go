@@ -1,6 +1,7 @@
 package tlog
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -314,6 +315,9 @@ func (l *Log) Journalled() uint64 {
 // (a crash's leftovers that never counted) and every l/h key go too.
 func (l *Log) convertV1() error {
 	converted := 0
+	// Each pass seeks past what the last one deleted: a pass that
+	// rewound would walk every tombstone before it again.
+	seek := []byte(pfxV1Index)
 	for {
 		var part []Leaf
 		var del [][]byte
@@ -321,14 +325,19 @@ func (l *Log) convertV1() error {
 		err := l.cfg.DB.View(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(pfxV1Index)})
 			defer it.Close()
-			for it.Rewind(); it.Valid() && len(del) < 3*partSize; it.Next() {
+			// A pass converts one whole part (a pass that stopped inside
+			// one would resume in its middle), and deletes at most
+			// 3 × partSize keys beside it that count for nothing.
+			for it.Seek(seek); it.Valid(); it.Next() {
 				k := it.Item().KeyCopy(nil)
-				if len(k) != len(pfxV1Index)+8 {
-					del = append(del, k)
-					continue
+				var idx uint64
+				if len(k) == len(pfxV1Index)+8 {
+					idx = binary.BigEndian.Uint64(k[len(pfxV1Index):])
 				}
-				idx := binary.BigEndian.Uint64(k[len(pfxV1Index):])
-				if idx >= l.next {
+				if len(k) != len(pfxV1Index)+8 || idx >= l.next {
+					if len(del) >= 3*partSize {
+						break
+					}
 					del = append(del, k)
 					continue
 				}
@@ -380,6 +389,7 @@ func (l *Log) convertV1() error {
 			return fmt.Errorf("tlog: convert journal v1: %w", err)
 		}
 		converted += len(part)
+		seek = after(maxV1Key(del))
 	}
 	if err := l.dropPrefix([]byte(pfxV1Hash)); err != nil {
 		return err
@@ -390,14 +400,29 @@ func (l *Log) convertV1() error {
 	return nil
 }
 
+// maxV1Key is the greatest l/i/ key among keys.
+func maxV1Key(keys [][]byte) []byte {
+	var m []byte
+	for _, k := range keys {
+		if bytes.HasPrefix(k, []byte(pfxV1Index)) && bytes.Compare(k, m) > 0 {
+			m = k
+		}
+	}
+	return m
+}
+
+// after returns the least key greater than k.
+func after(k []byte) []byte { return append(append([]byte(nil), k...), 0) }
+
 // dropPrefix deletes every key with this prefix, a transaction per batch.
 func (l *Log) dropPrefix(prefix []byte) error {
+	seek := prefix
 	for {
 		var keys [][]byte
 		err := l.cfg.DB.View(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
 			defer it.Close()
-			for it.Rewind(); it.Valid() && len(keys) < 1024; it.Next() {
+			for it.Seek(seek); it.Valid() && len(keys) < 1024; it.Next() {
 				keys = append(keys, it.Item().KeyCopy(nil))
 			}
 			return nil
@@ -416,5 +441,6 @@ func (l *Log) dropPrefix(prefix []byte) error {
 		if err != nil {
 			return err
 		}
+		seek = after(keys[len(keys)-1])
 	}
 }
