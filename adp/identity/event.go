@@ -431,8 +431,9 @@ const (
 // Codes: invalid_event for malformed JSON, shape, field types and encodings;
 // invalid_actor for a malformed actor.
 func ParseEnvelope(data []byte) (*Envelope, error) {
-	var nb [16][]byte
-	p := parser{d: data, canon: true, names: nb[:0]}
+	np := getNames()
+	p := parser{d: data, canon: true, names: *np}
+	defer func() { putNames(np, p.names) }()
 	var pe parsedEvent
 	var hash, sig string
 	if err := p.envelope(&pe, &hash, &sig); err != nil {

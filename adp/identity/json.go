@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/gowebpki/jcs"
@@ -46,12 +47,38 @@ func CheckJSON(data []byte) error {
 // checkJSON is CheckJSON that also reports whether data is already in JCS
 // canonical form.
 func checkJSON(data []byte) (canonical bool, err error) {
-	var nb [16][]byte
-	p := parser{d: data, canon: true, names: nb[:0]}
+	np := getNames()
+	p := parser{d: data, canon: true, names: *np}
+	defer func() { putNames(np, p.names) }()
 	if _, err := p.document(); err != nil {
 		return false, err
 	}
 	return p.canon, nil
+}
+
+// namesPool holds parsers' member-name stacks: a checked document or
+// envelope otherwise allocates one (a parser's fields all leak to the heap
+// in escape analysis, so a stack array does not stay on the stack).
+var namesPool = sync.Pool{New: func() any { s := make([][]byte, 0, 16); return &s }}
+
+func getNames() *[][]byte { return namesPool.Get().(*[][]byte) }
+
+// putNames returns a stack (s, as the parser left it, in the holder np
+// it came in), cleared: its entries point into the parsed document, which
+// the pool must not keep alive.
+func putNames(np *[][]byte, s [][]byte) {
+	if cap(s) > 256 {
+		return
+	}
+	*np = cleared(s)
+	namesPool.Put(np)
+}
+
+// cleared empties s and zeroes its backing array.
+func cleared(s [][]byte) [][]byte {
+	s = s[:cap(s)]
+	clear(s)
+	return s[:0]
 }
 
 // ParseJSON is CheckJSON that also returns the value: map[string]any, []any,

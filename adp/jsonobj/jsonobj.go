@@ -129,7 +129,10 @@ func decode(raw []byte, closed bool, allowed []string) (*Object, error) {
 	}
 	// raw is valid JSON from here on, so the scan below need not check
 	// syntax: it only finds where each name and value begins and ends.
-	o := &Object{}
+	// The object and room for its first members in one allocation.
+	ob := &objectBuf{}
+	o := &ob.o
+	o.Members = ob.m[:0]
 	var seen map[string]struct{} // member names, once there are many
 	i = skipWS(raw, i+1)
 	if raw[i] == '}' {
@@ -137,12 +140,20 @@ func decode(raw []byte, closed bool, allowed []string) (*Object, error) {
 	}
 	for {
 		end := skipString(raw, i)
-		key, err := name(raw[i:end])
-		if err != nil {
-			return nil, err
+		key, known := "", false
+		if closed {
+			// An allowed name written without escapes is that string: no
+			// copy of it is made.
+			key, known = allowedName(raw[i+1:end-1], allowed)
 		}
-		if closed && !contains(allowed, key) {
-			return nil, &Error{Kind: Unknown, Key: key, Msg: "has unknown member " + strconv.Quote(key)}
+		if !known {
+			var err error
+			if key, err = name(raw[i:end]); err != nil {
+				return nil, err
+			}
+			if closed && !contains(allowed, key) {
+				return nil, &Error{Kind: Unknown, Key: key, Msg: "has unknown member " + strconv.Quote(key)}
+			}
 		}
 		if seen == nil && len(o.Members) >= mapThreshold {
 			seen = make(map[string]struct{}, 2*len(o.Members))
@@ -170,6 +181,23 @@ func decode(raw []byte, closed bool, allowed []string) (*Object, error) {
 		}
 		i = skipWS(raw, i+1) // ','
 	}
+}
+
+// objectBuf holds an Object and the first members' storage.
+type objectBuf struct {
+	o Object
+	m [8]Member
+}
+
+// allowedName returns the allowed name equal to the raw text of a name
+// (between its quotes), if the text has no escape.
+func allowedName(text []byte, allowed []string) (string, bool) {
+	for _, a := range allowed {
+		if string(text) == a {
+			return a, true
+		}
+	}
+	return "", false
 }
 
 func contains(list []string, s string) bool {

@@ -204,3 +204,21 @@ func BenchmarkUnmarshalMap(b *testing.B) {
 		}
 	}
 }
+
+// TestClosedAllocatesOnce bounds what splitting a closed object costs: one
+// allocation for the object and its first eight members, none per name
+// (an allowed name without escapes is the allowed string itself).
+func TestClosedAllocatesOnce(t *testing.T) {
+	o, err := ClosedStrict(payload, "content_type", "content", "references", "extra")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := o.Get("content_type"); string(v) != `"text/plain"` {
+		t.Fatalf("content_type = %s", v)
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		_, _ = ClosedStrict(payload, "content_type", "content", "references", "extra")
+	}); n != 1 {
+		t.Fatalf("ClosedStrict allocates %v times per object, want 1", n)
+	}
+}
