@@ -234,7 +234,7 @@ func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*R
 	if opt.Parsed != nil {
 		parse = opt.Parsed
 	}
-	st, recs, failure := replayRecords(len(raws), parse, raws, lim, src)
+	st, recs, sums, failure := replayRecords(len(raws), parse, raws, lim, src)
 	if failure != nil {
 		return nil, failure
 	}
@@ -248,11 +248,11 @@ func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*R
 	case m.LastHash != last.Hash:
 		return nil, &Failure{Seq: last.Seq, Step: 4, Reason: "manifest last_hash is not the final record's hash"}
 	}
-	digest := EventsDigest(recs)
+	digest := sums.eventsDigest()
 	if m.EventsSHA3 != digest {
 		return nil, &Failure{Step: 5, Reason: "events_sha3_256 does not match the records"}
 	}
-	if m.ArchiveRoot != "" && m.ArchiveRoot != digest && m.ArchiveRoot != Root(recs) {
+	if m.ArchiveRoot != "" && m.ArchiveRoot != digest && m.ArchiveRoot != sums.archiveRoot() {
 		return nil, &Failure{Step: 5, Reason: "archive_root is neither the records' Merkle root nor events_sha3_256"}
 	}
 	witnesses, f := verifyHostLog(m)
@@ -294,32 +294,78 @@ func legacyWitnesses(m *Manifest) int {
 // is step 2 of the i-th). When a record is out of place but the whole set
 // is a complete permutation of 1..n, it sorts them (step 1) and starts
 // again; otherwise the first failing position names the seq.
-func replayRecords(n int, parse func(int) Parsed, raws [][]byte, lim room.Limits, src packSource) (*room.State, []*record.Record, *Failure) {
+func replayRecords(n int, parse func(int) Parsed, raws [][]byte, lim room.Limits, src packSource) (*room.State, []*record.Record, *digests, *Failure) {
 	st := room.New(room.Config{Limits: lim, Packs: src})
 	recs := make([]*record.Record, 0, n)
+	sums := newDigests()
 	for i := 0; i < n; i++ {
 		seq := int64(i + 1)
 		p := parse(i)
 		if p.Err != nil {
-			return nil, nil, fail(seq, 2, p.Err)
+			return nil, nil, nil, fail(seq, 2, p.Err)
 		}
 		rec, env := p.Record, p.Envelope
 		if rec.Seq != seq {
 			if order, ok := sortedIfPermutation(raws); ok {
 				return replayRecords(n, func(i int) Parsed { return parse(order[i]) }, permute(raws, order), lim, src)
 			}
-			return nil, nil, &Failure{Seq: seq, Step: 1, Reason: fmt.Sprintf("expected seq %d, found %d", seq, rec.Seq)}
+			return nil, nil, nil, &Failure{Seq: seq, Step: 1, Reason: fmt.Sprintf("expected seq %d, found %d", seq, rec.Seq)}
 		}
 		if err := st.Apply(rec, env, nil); err != nil {
 			var ce *record.ChainError
 			if errors.As(err, &ce) {
-				return nil, nil, &Failure{Seq: seq, Step: 4, Reason: ce.Reason}
+				return nil, nil, nil, &Failure{Seq: seq, Step: 4, Reason: ce.Reason}
 			}
-			return nil, nil, fail(seq, 3, err)
+			return nil, nil, nil, fail(seq, 3, err)
 		}
+		sums.add(rec)
 		recs = append(recs, rec)
 	}
-	return st, recs, nil
+	return st, recs, sums, nil
+}
+
+// digests folds records, in order, into events_sha3_256 and archive_root
+// as the replay takes them (EventsDigest and Root over the same records),
+// so that the caller's other cores keep verifying signatures meanwhile
+// instead of one core hashing everything again at the end.
+type digests struct {
+	events *sha3.SHA3
+	buf    []byte
+	n      int
+	tree   tlogproof.RootBuilder
+	bad    bool // a record hash that is not 32 bytes (Apply checked it: never)
+}
+
+func newDigests() *digests {
+	d := &digests{events: sha3.New256(), buf: make([]byte, 0, 4096)}
+	d.events.Write([]byte{'['})
+	return d
+}
+
+func (d *digests) add(r *record.Record) {
+	d.buf = d.buf[:0]
+	if d.n > 0 {
+		d.buf = append(d.buf, ',')
+	}
+	d.buf = r.AppendCanonical(d.buf)
+	d.events.Write(d.buf)
+	d.n++
+	leaf, err := tlogproof.RecordLeaf(r.Hash)
+	d.bad = d.bad || err != nil
+	d.tree.Add(leaf)
+}
+
+func (d *digests) eventsDigest() string {
+	d.events.Write([]byte{']'})
+	return identity.EncodeB64(d.events.Sum(nil))
+}
+
+func (d *digests) archiveRoot() string {
+	if d.bad {
+		return ""
+	}
+	r := d.tree.Root()
+	return identity.EncodeB64(r[:])
 }
 
 // sortedIfPermutation returns the order (order[k] is the index of the

@@ -186,7 +186,9 @@ func Open(signed []byte, v note.Verifier, others ...note.Verifier) (Checkpoint, 
 
 // LeafHash is the RFC 6962 leaf hash of a record hash's 32 raw bytes.
 func LeafHash(recordHash [32]byte) [32]byte {
-	return [32]byte(rfc6962.DefaultHasher.HashLeaf(recordHash[:]))
+	var b [1 + 32]byte // RFC 6962: SHA-256(0x00 || leaf data)
+	copy(b[1:], recordHash[:])
+	return sha256.Sum256(b[:])
 }
 
 // RecordLeaf decodes a record's "hash" field (base64url of 32 bytes) into
@@ -205,34 +207,54 @@ func EmptyRoot() [32]byte { return sha256.Sum256(nil) }
 // Root returns the RFC 6962 root over record hashes in order: the per-room
 // archive_root and a host checkpoint's hash over the same leaves agree.
 func Root(recordHashes [][32]byte) [32]byte {
-	if len(recordHashes) == 0 {
+	var b RootBuilder
+	for _, rh := range recordHashes {
+		b.Add(rh)
+	}
+	return b.Root()
+}
+
+// RootBuilder computes Root over record hashes given one at a time, in
+// order, holding the compact range of those so far: at most 64 perfect
+// subtrees, folded right to left by Root.
+type RootBuilder struct {
+	stack []subtree
+}
+
+type subtree struct {
+	h     [32]byte
+	count uint64
+}
+
+// Add appends the next record hash.
+func (b *RootBuilder) Add(recordHash [32]byte) {
+	s := subtree{LeafHash(recordHash), 1}
+	for len(b.stack) > 0 && b.stack[len(b.stack)-1].count == s.count {
+		top := b.stack[len(b.stack)-1]
+		b.stack = b.stack[:len(b.stack)-1]
+		s = subtree{nodeHash(top.h, s.h), top.count * 2}
+	}
+	b.stack = append(b.stack, s)
+}
+
+// Root returns the root over the hashes added so far.
+func (b *RootBuilder) Root() [32]byte {
+	if len(b.stack) == 0 {
 		return EmptyRoot()
 	}
-	// A stack of perfect subtrees (at most 64 entries): the compact range
-	// of the leaves so far, folded right to left at the end.
-	type sub struct {
-		h     [32]byte
-		count uint64
-	}
-	var stack []sub
-	for _, rh := range recordHashes {
-		s := sub{LeafHash(rh), 1}
-		for len(stack) > 0 && stack[len(stack)-1].count == s.count {
-			top := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			s = sub{nodeHash(top.h, s.h), top.count * 2}
-		}
-		stack = append(stack, s)
-	}
-	h := stack[len(stack)-1].h
-	for i := len(stack) - 2; i >= 0; i-- {
-		h = nodeHash(stack[i].h, h)
+	h := b.stack[len(b.stack)-1].h
+	for i := len(b.stack) - 2; i >= 0; i-- {
+		h = nodeHash(b.stack[i].h, h)
 	}
 	return h
 }
 
 func nodeHash(l, r [32]byte) [32]byte {
-	return [32]byte(rfc6962.DefaultHasher.HashChildren(l[:], r[:]))
+	var b [1 + 32 + 32]byte // RFC 6962: SHA-256(0x01 || left || right)
+	b[0] = 1
+	copy(b[1:], l[:])
+	copy(b[33:], r[:])
+	return sha256.Sum256(b[:])
 }
 
 // InclusionProof proves that the leaf at LeafIndex is in the tree of

@@ -53,6 +53,17 @@ func buildSumdb(ls [][32]byte) *sumdbTree {
 func TestRootAndProofsAgreeWithSumdb(t *testing.T) {
 	ls := leaves(300)
 	st := buildSumdb(ls)
+	// The incremental builder agrees with Root at every size.
+	var b tlogproof.RootBuilder
+	if b.Root() != tlogproof.EmptyRoot() {
+		t.Fatal("an empty builder's root is not the empty tree's")
+	}
+	for n, l := range ls {
+		b.Add(l)
+		if b.Root() != tlogproof.Root(ls[:n+1]) {
+			t.Fatalf("size %d: RootBuilder differs from Root", n+1)
+		}
+	}
 	for _, n := range []int{1, 2, 3, 7, 8, 9, 255, 256, 257, 300} {
 		root := tlogproof.Root(ls[:n])
 		want, err := tlog.TreeHash(int64(n), st)
