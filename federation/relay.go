@@ -15,6 +15,8 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/assertion"
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/jsonobj"
 	"github.com/adpnode/adpnode/httpwire"
 	"github.com/adpnode/adpnode/index"
 )
@@ -193,6 +195,88 @@ type BackfillBatch struct {
 	Error       string            `json:"error,omitempty"`
 }
 
+// encode writes the batch as JSON, each record and checkpoint as stored:
+// json.Marshal would rescan and compact every one of them, and escape its
+// <, > and & so that the receiver's strict parse finds the envelope no
+// longer canonical and canonicalizes it again.
+func (b BackfillBatch) encode() []byte {
+	n := 32 + len(b.Error)
+	for _, r := range b.Records {
+		n += len(r) + 1
+	}
+	for _, c := range b.Checkpoints {
+		n += len(c) + 1
+	}
+	out := make([]byte, 0, n)
+	list := func(name string, items []json.RawMessage) {
+		out = append(out, '"')
+		out = append(out, name...)
+		out = append(out, `":[`...)
+		for i, it := range items {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, it...)
+		}
+		out = append(out, ']')
+	}
+	out = append(out, '{')
+	list("records", b.Records)
+	if len(b.Checkpoints) > 0 {
+		out = append(out, ',')
+		list("checkpoints", b.Checkpoints)
+	}
+	if b.Error != "" {
+		e, _ := json.Marshal(b.Error)
+		out = append(out, `,"error":`...)
+		out = append(out, e...)
+	}
+	return append(out, '}')
+}
+
+// decodeBackfill reads a peer's batch: one strict scan of the whole
+// frame (UTF-8, syntax, no duplicate names), then a split of the record
+// and checkpoint arrays into sub-slices, where encoding/json would copy
+// and rescan each record. Members it does not know are ignored.
+func decodeBackfill(b []byte) (BackfillBatch, error) {
+	var out BackfillBatch
+	if err := identity.CheckJSON(b); err != nil {
+		return out, fmt.Errorf("backfill batch: %w", err)
+	}
+	obj, err := jsonobj.ClosedStrict(b, "records", "checkpoints", "error")
+	if err != nil && !isUnknown(err) {
+		return out, fmt.Errorf("backfill batch %w", err)
+	}
+	if err != nil { // a member a newer peer added: read the known ones
+		if obj, err = jsonobj.Decode(b); err != nil {
+			return out, fmt.Errorf("backfill batch %w", err)
+		}
+	}
+	for _, m := range []struct {
+		name string
+		to   *[]json.RawMessage
+	}{{"records", &out.Records}, {"checkpoints", &out.Checkpoints}} {
+		v, ok := obj.Get(m.name)
+		if !ok || string(v) == "null" {
+			continue
+		}
+		if *m.to, err = jsonobj.Elements(v); err != nil {
+			return out, fmt.Errorf("backfill batch %s %w", m.name, err)
+		}
+	}
+	if v, ok := obj.Get("error"); ok && string(v) != "null" {
+		if out.Error, ok = jsonobj.String(v); !ok {
+			return out, errors.New("backfill batch error is not a string")
+		}
+	}
+	return out, nil
+}
+
+func isUnknown(err error) bool {
+	var e *jsonobj.Error
+	return errors.As(err, &e) && e.Kind == jsonobj.Unknown
+}
+
 // BackfillSource lets mirrors serve backfill for rooms this node mirrors.
 type BackfillSource func(roomID string, after int64, limit int) (BackfillBatch, bool)
 
@@ -252,8 +336,7 @@ func (f *Federation) serveBackfill(s network.Stream) {
 			resp.Error = string(adp.CodeOf(err))
 		}
 	}
-	out, _ := json.Marshal(resp)
-	writeFrame(s, out)
+	writeFrame(s, resp.encode())
 }
 
 // Backfill fetches up to limit records of roomID after afterSeq from peer
@@ -280,8 +363,8 @@ func (f *Federation) Backfill(ctx context.Context, id peer.ID, roomID string, af
 	if err != nil {
 		return nil, err
 	}
-	var resp BackfillBatch
-	if err := json.Unmarshal(b, &resp); err != nil {
+	resp, err := decodeBackfill(b)
+	if err != nil {
 		return nil, err
 	}
 	if resp.Error != "" {

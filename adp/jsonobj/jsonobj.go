@@ -33,6 +33,7 @@ const (
 	NotObject                 // valid JSON, but not an object
 	Duplicate                 // a member name occurs twice
 	Unknown                   // a member name the caller does not allow
+	NotArray                  // valid JSON, but not an array (Elements)
 )
 
 // Error is a decoding failure. Key is the member concerned (Duplicate,
@@ -198,6 +199,32 @@ func allowedName(text []byte, allowed []string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// Elements splits a JSON array into its elements' raw texts (sub-slices of
+// raw, no copies). raw must be valid JSON (checked by the caller, as
+// identity.CheckJSON does): the scan only finds where each element begins
+// and ends. A value that is not an array is a NotArray error.
+func Elements(raw []byte) ([]json.RawMessage, error) {
+	i := skipWS(raw, 0)
+	if i >= len(raw) || raw[i] != '[' {
+		return nil, &Error{Kind: NotArray, Msg: "must be a JSON array"}
+	}
+	var out []json.RawMessage
+	i = skipWS(raw, i+1)
+	if i < len(raw) && raw[i] == ']' {
+		return out, nil
+	}
+	for i < len(raw) {
+		end := skipValue(raw, i)
+		out = append(out, raw[i:end:end])
+		i = skipWS(raw, end)
+		if i >= len(raw) || raw[i] != ',' {
+			break
+		}
+		i = skipWS(raw, i+1)
+	}
+	return out, nil
 }
 
 func contains(list []string, s string) bool {

@@ -113,7 +113,8 @@ func TestManyMembersCostLinear(t *testing.T) {
 }
 
 func FuzzDecode(f *testing.F) {
-	for _, s := range []string{`{}`, `{"a":1}`, `{"a":{"b":[1,"]"]},"c":"\u0041"}`, `{"a":1,"a":2}`, `[]`, `{"a":`, ` {"x" : null } `} {
+	for _, s := range []string{`{}`, `{"a":1}`, `{"a":{"b":[1,"]"]},"c":"\u0041"}`, `{"a":1,"a":2}`, `[]`, `{"a":`, ` {"x" : null } `,
+		` [ 1 , "a,]" , {"b":[2,3]} , null ] `, `[[]]`, `"[1]"`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -124,6 +125,24 @@ func FuzzDecode(f *testing.F) {
 			o2, e2 := ClosedStrict(b, "a", "x")
 			if !reflect.DeepEqual(o1, o2) || !reflect.DeepEqual(e1, e2) {
 				t.Fatalf("%q: Closed %v %v, ClosedStrict %v %v", b, o1, e1, o2, e2)
+			}
+		}
+		// On valid JSON, Elements splits an array as encoding/json does.
+		if utf8.Valid(b) && json.Valid(b) {
+			els, err := Elements(b)
+			var want []json.RawMessage
+			if json.Unmarshal(b, &want) != nil {
+				if err == nil {
+					t.Fatalf("%q is no array, Elements gave %q", b, els)
+				}
+			} else if err != nil || len(els) != len(want) {
+				t.Fatalf("%q: Elements %q %v, encoding/json %q", b, els, err, want)
+			} else {
+				for i := range els {
+					if !bytes.Equal(els[i], want[i]) {
+						t.Fatalf("%q: element %d is %q, encoding/json %q", b, i, els[i], want[i])
+					}
+				}
 			}
 		}
 		o, err := Decode(b)
