@@ -38,11 +38,13 @@ func TestREADMEDealExample(t *testing.T) {
 	if after := cli(0, "round", "show", roomID, "--node", node, "--json"); after != before {
 		t.Fatalf("round derived differently after restart:\n%s\nvs\n%s", before, after)
 	}
-	if out := cli(0, "round", "accept", roomID, roundID, "Express, please.", "--choice", "fast", "--node", node, "--key", "bob.key"); !strings.Contains(out, "already done") {
+	// Flags first and ids after "--", as the README writes them: a round
+	// id begins with "-" about one time in 64.
+	if out := cli(0, "round", "accept", "--choice", "fast", "--node", node, "--key", "bob.key", "--", roomID, roundID, "Express, please."); !strings.Contains(out, "already done") {
 		t.Fatalf("re-run accept: %s", out)
 	}
 	// A backward turn is refused before it is sent, with the reason.
-	if out := cli(exitConflict, "round", "counter", roomID, roundID, "Wait", "--option", "x=X", "--node", node, "--key", "bob.key"); !strings.Contains(out, "would move the round back from agreed to open") {
+	if out := cli(exitConflict, "round", "counter", "--option", "x=X", "--node", node, "--key", "bob.key", "--", roomID, roundID, "Wait"); !strings.Contains(out, "would move the round back from agreed to open") {
 		t.Fatalf("counter after accept: %s", out)
 	}
 
@@ -50,7 +52,7 @@ func TestREADMEDealExample(t *testing.T) {
 	t.Logf("second half of the example:\n%s", out)
 	d.checkPart2(out)
 	work := d.work
-	if out := cli(0, "deal", "draft", roomID, roundID, "--terms", "terms.txt", "--node", node, "--key", "alice.key", "-o", "receipt.json"); !strings.Contains(out, "already drafted") {
+	if out := cli(0, "deal", "draft", "--terms", "terms.txt", "--node", node, "--key", "alice.key", "-o", "receipt.json", "--", roomID, roundID); !strings.Contains(out, "already drafted") {
 		t.Fatalf("re-run draft: %s", out)
 	}
 	if out := cli(0, "deal", "sign", "receipt.json", "--terms", "terms.txt", "--key", "bob.key"); !strings.Contains(out, "already co-signed") {
@@ -268,7 +270,7 @@ func TestREADMEDealExampleSealed(t *testing.T) {
 	if after := cli(0, show...); after != before {
 		t.Fatalf("round derived differently after restart:\n%s\nvs\n%s", before, after)
 	}
-	if out := cli(0, "round", "accept", roomID, roundID, "Express, please.", "--choice", "fast", "--node", node, "--key", "bob.key"); !strings.Contains(out, "already done") {
+	if out := cli(0, "round", "accept", "--choice", "fast", "--node", node, "--key", "bob.key", "--", roomID, roundID, "Express, please."); !strings.Contains(out, "already done") {
 		t.Fatalf("re-run accept: %s", out)
 	}
 	out := d.bash(d.part2)
