@@ -62,36 +62,6 @@ type Archive struct {
 	Records  []json.RawMessage `json:"records"`
 }
 
-// EventsDigest returns events_sha3_256: base64url(SHA3-256(JCS(records))).
-func EventsDigest(recs []*record.Record) string {
-	h := sha3.New256()
-	buf := make([]byte, 0, 4096)
-	h.Write([]byte{'['})
-	for i, r := range recs {
-		buf = buf[:0]
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = r.AppendCanonical(buf)
-		h.Write(buf)
-	}
-	h.Write([]byte{']'})
-	return identity.EncodeB64(h.Sum(nil))
-}
-
-// Root returns archive_root: base64url of the RFC 6962 root over the
-// records' raw hashes in order (leaf = SHA-256(0x00 || hash)), the same
-// leaves as the host log's, so one record's inclusion in a room is an
-// O(log n) proof against it.
-func Root(recs []*record.Record) string {
-	leaves := make([][32]byte, len(recs))
-	for i, r := range recs {
-		leaves[i], _ = tlogproof.RecordLeaf(r.Hash)
-	}
-	root := tlogproof.Root(leaves)
-	return identity.EncodeB64(root[:])
-}
-
 // PackDocs returns the archive pack entries for a room's imports.
 func PackDocs(imports []types.Import) []PackDoc {
 	out := make([]PackDoc, 0, len(imports))
@@ -115,8 +85,11 @@ func NewManifest(host, url string, recs []*record.Record, generatedAt int64) Man
 		m.LastSeq = recs[len(recs)-1].Seq
 		m.LastHash = recs[len(recs)-1].Hash
 	}
-	m.EventsSHA3 = EventsDigest(recs)
-	m.ArchiveRoot = Root(recs)
+	d := newDigests()
+	for _, r := range recs {
+		d.add(r)
+	}
+	m.EventsSHA3, m.ArchiveRoot = d.eventsDigest(), d.archiveRoot()
 	return m
 }
 
@@ -324,10 +297,17 @@ func replayRecords(n int, parse func(int) Parsed, raws [][]byte, lim room.Limits
 	return st, recs, sums, nil
 }
 
-// digests folds records, in order, into events_sha3_256 and archive_root
-// as the replay takes them (EventsDigest and Root over the same records),
-// so that the caller's other cores keep verifying signatures meanwhile
-// instead of one core hashing everything again at the end.
+// digests folds records, in order, into the manifest's two digests:
+//
+//   - events_sha3_256: base64url(SHA3-256(JCS(records)));
+//   - archive_root: base64url of the RFC 6962 root over the records' raw
+//     hashes in order (leaf = SHA-256(0x00 || hash)), the same leaves as
+//     the host log's, so one record's inclusion in a room is an O(log n)
+//     proof against it.
+//
+// Verification folds each record as the replay takes it, so that the
+// caller's other cores keep verifying signatures meanwhile instead of one
+// core hashing everything again at the end.
 type digests struct {
 	events *sha3.SHA3
 	buf    []byte
