@@ -190,13 +190,20 @@ type Agent struct {
 
 // NewAgent derives a deterministic key from name.
 func NewAgent(name string) *Agent {
-	seed := make([]byte, 32)
-	copy(seed, "adptest:"+name)
-	k, err := identity.KeyFromSeed(seed)
+	k := seededKey("adptest:" + name)
+	return &Agent{Name: name, Key: k, ID: identity.AgentIDFromKey(k.Public().(ed25519.PublicKey))}
+}
+
+// seededKey is the Ed25519 key whose seed is seed's first 32 bytes
+// (zero-padded): the same seed, the same agent.
+func seededKey(seed string) ed25519.PrivateKey {
+	s := make([]byte, 32)
+	copy(s, seed)
+	k, err := identity.KeyFromSeed(s)
 	if err != nil {
 		panic(err)
 	}
-	return &Agent{Name: name, Key: k, ID: identity.AgentIDFromKey(k.Public().(ed25519.PublicKey))}
+	return k
 }
 
 // Nonce returns the next nonce: max(last+1, nowMs).

@@ -3,7 +3,6 @@ package adptest
 import (
 	"testing"
 
-	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/client"
 )
 
@@ -12,13 +11,7 @@ import (
 // clock.
 func SeededClient(t testing.TB, url string, clock *Clock, seed string) *client.Client {
 	t.Helper()
-	s := make([]byte, 32)
-	copy(s, seed)
-	priv, err := identity.KeyFromSeed(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := client.New(url, client.KeyFromPrivate(priv))
+	c := client.New(url, client.KeyFromPrivate(seededKey(seed)))
 	c.Now = clock.Now
 	return c
 }
