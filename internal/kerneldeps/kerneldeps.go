@@ -25,7 +25,7 @@ const Kernel = Module + "/adp"
 // crypto/ecdh, crypto/hpke and crypto/subtle are adp/seal's (member-only
 // rooms: X25519 keys, HPKE epoch-key wraps, constant-time compares).
 var Std = []string{
-	"bufio", "bytes", "crypto/ecdh", "crypto/ed25519", "crypto/hpke", "crypto/rand", "crypto/sha256", "crypto/sha3", "crypto/subtle",
+	"bufio", "bytes", "crypto/ecdh", "crypto/ed25519", "crypto/hpke", "crypto/rand", "crypto/sha256", "crypto/sha3", "crypto/sha512", "crypto/subtle",
 	"embed", "encoding/base64", "encoding/binary", "encoding/json", "errors", "fmt", "io", "math",
 	"net/url", "regexp", "regexp/syntax", "slices", "sort", "strconv", "strings",
 	"sync", "unicode/utf8",
@@ -41,6 +41,7 @@ var Modules = []string{
 	"golang.org/x/sys",                      // cpu feature detection for x/crypto's assembly; pure
 	"golang.org/x/mod",                      // sumdb/note: C2SP signed notes (adp/tlogproof); pure
 	"github.com/transparency-dev/merkle",    // RFC 6962 proof verification (adp/tlogproof); pure
+	"filippo.io/edwards25519",               // Ed25519 verification with cached key decodes (adp/identity); pure
 }
 
 // Package is the part of `go list -json` output the checks read.
