@@ -69,6 +69,9 @@ type options struct {
 	logBatchAge  time.Duration
 	logCpEvery   time.Duration
 	logRound     time.Duration
+	floor        bool
+	floorServe   string
+	floorListen  string
 }
 
 func main() {
@@ -96,7 +99,17 @@ func main() {
 	flag.DurationVar(&o.logBatchAge, "log-batch-age", 0, "with -hostlog: tessera batch max age (0: the daemon's default)")
 	flag.DurationVar(&o.logCpEvery, "log-checkpoint-interval", 0, "with -hostlog: checkpoint interval (0: the daemon's default)")
 	flag.DurationVar(&o.logRound, "log-round", 0, "with -hostlog: least time between two host-log rounds (0: the daemon's default, the checkpoint interval)")
+	flag.BoolVar(&o.floor, "floor", false, "instead of a node, measure the CPU floor of the node's stack: its HTTP edge, then with the durable write of a record, then with envelope verification, each served by a child process (see floor.go)")
+	flag.StringVar(&o.floorServe, "floor-serve", "", "internal: serve one -floor stage (edge, store or verify)")
+	flag.StringVar(&o.floorListen, "floor-listen", "", "internal: the -floor-serve address")
 	flag.Parse()
+	if o.floorServe != "" {
+		if err := floorServe(o.floorServe, o.floorListen, o.dataDir); err != nil {
+			fmt.Fprintln(os.Stderr, "adpload -floor-serve:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "adpload:", err)
 		os.Exit(1)
@@ -105,13 +118,13 @@ func main() {
 
 func run(o options) error {
 	hosts := 0
-	for _, set := range []bool{o.url != "", o.inproc, o.spawn != ""} {
+	for _, set := range []bool{o.url != "", o.inproc, o.spawn != "", o.floor} {
 		if set {
 			hosts++
 		}
 	}
 	if hosts != 1 {
-		return errors.New("give exactly one of -url, -inproc or -spawn")
+		return errors.New("give exactly one of -url, -inproc, -spawn or -floor")
 	}
 	if o.hostLog && !o.inproc {
 		return errors.New("-hostlog needs -inproc")
@@ -161,6 +174,9 @@ func run(o options) error {
 		fmt.Printf("verify ceiling:  %.0f envelopes/s  (identity.OpenEnvelope, %d goroutines, %s; %.1f µs/envelope per core, %d-byte envelopes)\n",
 			ceiling, procs, o.verifyFor, float64(procs)*1e6/ceiling, len(envs[0]))
 		fmt.Printf("                 cpu: %s\n", note)
+	}
+	if o.floor {
+		return runFloor(o, perVerify)
 	}
 	sc, err := measureSigning(o.mode, o.contentBytes, 500*time.Millisecond)
 	if err != nil {
