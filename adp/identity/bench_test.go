@@ -116,17 +116,3 @@ func TestCheckJSONReusesNameStacks(t *testing.T) {
 		}
 	}
 }
-
-// BenchmarkVerifyStrictCached is BenchmarkEd25519Verify through the
-// identity layer's verification, whose key decode is cached: the two side
-// by side show what the cache saves.
-func BenchmarkVerifyStrictCached(b *testing.B) {
-	env, pub := benchEnvelope(b)
-	sig, _ := DecodeB64(env.Signature)
-	b.ReportAllocs()
-	for b.Loop() {
-		if !VerifyStrict(pub, env.Digest[:], sig) {
-			b.Fatal("verify failed")
-		}
-	}
-}
