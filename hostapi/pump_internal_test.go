@@ -29,14 +29,14 @@ func (w *writeCounter) Write(b []byte) (int, error) {
 
 func (w *writeCounter) WriteString(s string) (int, error) { return w.Write([]byte(s)) }
 
-func runPump(t *testing.T, interval time.Duration, items []live.Item) *writeCounter {
+func runPump(t *testing.T, interval time.Duration, items []*live.Item) *writeCounter {
 	t.Helper()
 	gin.SetMode(gin.ReleaseMode)
 	w := &writeCounter{ResponseRecorder: httptest.NewRecorder()}
 	c, _ := gin.CreateTestContext(w)
 	c.Request = httptest.NewRequest(http.MethodGet, "/v1/rooms/r/events/live", nil)
 	s := &Server{opts: Options{Heartbeat: time.Hour, SSEFlushInterval: interval, HTTP: HTTPOptions{}.WithDefaults()}}
-	ch := make(chan live.Item, len(items))
+	ch := make(chan *live.Item, len(items))
 	for _, it := range items {
 		ch <- it
 	}
@@ -54,7 +54,7 @@ func runPump(t *testing.T, interval time.Duration, items []live.Item) *writeCoun
 // A burst that is queued when the stream wakes is written in one piece,
 // in order, complete, and the close reason follows it.
 func TestPumpWritesBurstOnce(t *testing.T) {
-	var items []live.Item
+	var items []*live.Item
 	var want bytes.Buffer
 	want.WriteString(": subscribed\n\n")
 	for i := range 200 {
@@ -80,7 +80,7 @@ func TestPumpWritesBurstOnce(t *testing.T) {
 // no single write, so no gathered batch, is much over sseBatchBytes.
 func TestPumpBoundsBatch(t *testing.T) {
 	big := strings.Repeat("x", 20<<10)
-	var items []live.Item
+	var items []*live.Item
 	for range 64 {
 		items = append(items, live.NewItem("room.event", []byte(`{"b":"`+big+`"}`)))
 	}

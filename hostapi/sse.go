@@ -49,7 +49,7 @@ func (s *Server) sseConfig() sseConfig {
 
 // pump serves a subscription's channel as an SSE stream until it closes
 // (reason, if set, names why), the client goes away, or a write fails.
-func (s *Server) pump(c *gin.Context, hello string, ch <-chan live.Item, reason func() string) {
+func (s *Server) pump(c *gin.Context, hello string, ch <-chan *live.Item, reason func() string) {
 	writeSSE(c.Request.Context(), unwrap(c.Writer), s.sseConfig(), hello, ch, reason)
 }
 
@@ -64,7 +64,7 @@ func unwrap(w gin.ResponseWriter) http.ResponseWriter {
 
 // writeSSE is the SSE writer (see above). w must support flushing (through
 // http.NewResponseController); deadlines are set where w supports them.
-func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello string, ch <-chan live.Item, reason func() string) {
+func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello string, ch <-chan *live.Item, reason func() string) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetReadDeadline(time.Time{})
 	h := w.Header()
@@ -131,7 +131,7 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 			batch = nil
 		}
 	}
-	add := func(it live.Item) {
+	add := func(it *live.Item) {
 		batch = appendItem(batch, it)
 		if len(batch) >= sseBatchBytes {
 			werr = writeBatch(w, batch, werr)
@@ -208,7 +208,7 @@ const sseBatchBytes = 64 << 10
 
 // appendItem appends one SSE item's frame: the shared frame when one was
 // built, else the frame from its parts.
-func appendItem(b []byte, it live.Item) []byte {
+func appendItem(b []byte, it *live.Item) []byte {
 	if it.Frame != nil {
 		return append(b, it.Frame...)
 	}

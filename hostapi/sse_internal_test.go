@@ -87,7 +87,7 @@ func eventuallySSE(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func frame(i int) live.Item { return live.NewItem("room.event", fmt.Appendf(nil, `{"seq":%d}`, i)) }
+func frame(i int) *live.Item { return live.NewItem("room.event", fmt.Appendf(nil, `{"seq":%d}`, i)) }
 
 // A burst queued on a mirror-style stream is written with one flush, and
 // the stream ends with its close reason as the last thing written.

@@ -2,6 +2,7 @@ package live
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -300,4 +301,40 @@ func TestSubscribeAtMost(t *testing.T) {
 	if !ok || drainAll(late) != 0 || late.Reason() != ReasonShutdown || other.Reason() != ReasonShutdown {
 		t.Fatalf("after Close: ok %v, reason %q", ok, late.Reason())
 	}
+}
+
+// TestSubscriptionQueueMemory bounds what an open subscription holds: its
+// queue carries pointers to shared items, so 1,000 subscribers with the
+// node's default queue of 1,024 items take about 8 MiB, not the 64 MiB a
+// queue of item values took.
+func TestSubscriptionQueueMemory(t *testing.T) {
+	const subs, buf = 1000, 1024
+	h := NewHub[int](buf)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	held := make([]*Subscription[int], subs)
+	for i := range held {
+		held[i] = h.Subscribe("r", i)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (after.HeapAlloc - before.HeapAlloc) / subs
+	if per > 10<<10 {
+		t.Fatalf("an open subscription with a %d-item queue holds %d bytes; want at most 10 KiB", buf, per)
+	}
+	it := NewItem("e", []byte(`{}`))
+	h.Publish("r", it, nil)
+	for _, s := range held {
+		if got := <-s.C; got != it {
+			t.Fatal("a subscriber got another item than the one published")
+		}
+	}
+	h.Publish("r", nil, nil) // nothing to offer: nobody gets a nil item
+	for _, s := range held {
+		if len(s.C) != 0 {
+			t.Fatal("a nil item was queued")
+		}
+	}
+	runtime.KeepAlive(held)
 }

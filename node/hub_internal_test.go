@@ -21,7 +21,7 @@ func fanoutNode(buf int) *Node {
 func TestHubFramesRecordOnceForAllSubscribers(t *testing.T) {
 	const n, viewers = 500, 50
 	nd := fanoutNode(4)
-	chans := make([]<-chan live.Item, 0, n+viewers)
+	chans := make([]<-chan *live.Item, 0, n+viewers)
 	for i := range n {
 		chans = append(chans, nd.hub.subscribe("r1", identity.AgentID(fmt.Sprintf("agent%d", i)), false).C)
 	}
