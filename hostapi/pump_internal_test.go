@@ -123,3 +123,34 @@ func TestReadBodyIgnoresWrongLength(t *testing.T) {
 		t.Fatalf("a body over the limit with a small declared length read without MaxBytesError: %v", err)
 	}
 }
+
+// A frame larger than a whole batch is written whole, in order, between
+// small ones; the buffer it grew is not given back to the pool, so the
+// streams' pooled buffers stay at a batch's size.
+func TestPumpFrameLargerThanBatch(t *testing.T) {
+	big := live.NewItem("room.event", []byte(`{"pad":"`+strings.Repeat("x", 3*sseBatchBytes)+`"}`))
+	var items []*live.Item
+	var want bytes.Buffer
+	want.WriteString(": subscribed\n\n")
+	for i := range 5 {
+		it := live.NewItem("room.event", []byte(fmt.Sprintf(`{"seq":%d}`, i)))
+		items = append(items, it)
+		want.Write(it.Frame)
+		if i == 2 {
+			items = append(items, big)
+			want.Write(big.Frame)
+		}
+	}
+	want.WriteString(": closed room_ended\n\n")
+	w := runPump(t, time.Millisecond, items)
+	if got := w.Body.String(); got != want.String() {
+		t.Fatalf("stream differs: got %d bytes, want %d", len(got), want.Len())
+	}
+	grown := make([]byte, 0, 4*sseBatchBytes)
+	putBatchBuffer(&grown)
+	for range 8 {
+		if b := batchBuffers.Get().(*[]byte); cap(*b) > 2*sseBatchBytes || len(*b) != 0 {
+			t.Fatalf("the pool handed out a buffer of len %d, cap %d; want empty and at most %d", len(*b), cap(*b), 2*sseBatchBytes)
+		}
+	}
+}

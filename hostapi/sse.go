@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -124,17 +125,25 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 	// Write (one chunk, and one write syscall when it fits the connection
 	// buffer). A batch over sseBatchBytes is written as it grows, so a
 	// stream never holds more than that beyond the connection's buffers.
-	var batch []byte
+	// The batch buffer is borrowed from batchBuffers for one burst and
+	// given back once written: a stream holds none between bursts, and
+	// the buffers (at least sseBatchBytes each) are not grown again at
+	// every burst.
+	var batch *[]byte
 	reset := func() {
-		batch = batch[:0]
-		if cap(batch) > 16<<10 { // after a large burst: do not keep its buffer
+		if batch != nil {
+			putBatchBuffer(batch)
 			batch = nil
 		}
 	}
+	defer reset()
 	add := func(it *live.Item) {
-		batch = appendItem(batch, it)
-		if len(batch) >= sseBatchBytes {
-			werr = writeBatch(w, batch, werr)
+		if batch == nil {
+			batch = batchBuffers.Get().(*[]byte)
+		}
+		*batch = appendItem(*batch, it)
+		if len(*batch) >= sseBatchBytes {
+			werr = writeBatch(w, *batch, werr)
 			reset()
 		}
 	}
@@ -189,7 +198,9 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 				arm(now) // the wait may have passed a renewal
 				open = drain()
 			}
-			werr = writeBatch(w, batch, werr)
+			if batch != nil {
+				werr = writeBatch(w, *batch, werr)
+			}
 			reset()
 			if !open {
 				closed()
@@ -205,6 +216,24 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 
 // sseBatchBytes bounds the frames a stream gathers before writing them.
 const sseBatchBytes = 64 << 10
+
+// batchBuffers holds the streams' batch buffers between bursts. Only the
+// streams writing a burst hold one, so at a thousand subscribers of a busy
+// room the buffers number the bursts in flight, not the subscribers.
+var batchBuffers = sync.Pool{New: func() any {
+	b := make([]byte, 0, sseBatchBytes+8<<10)
+	return &b
+}}
+
+// putBatchBuffer gives a batch buffer back, unless a frame larger than a
+// batch grew it: that one is left to the collector.
+func putBatchBuffer(b *[]byte) {
+	if cap(*b) > 2*sseBatchBytes {
+		return
+	}
+	*b = (*b)[:0]
+	batchBuffers.Put(b)
+}
 
 // appendItem appends one SSE item's frame: the shared frame when one was
 // built, else the frame from its parts.
