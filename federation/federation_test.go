@@ -99,7 +99,12 @@ func TestIndexThreeNodes(t *testing.T) {
 // A restarted node rejoins and re-learns the index: entries survive in
 // Badger, and re-announcements refresh them.
 func TestRestartRelearns(t *testing.T) {
-	peers := network(t, 3, nil)
+	// Anti-entropy every few seconds: a restarted peer may miss the one
+	// gossip of an announcement while its mesh forms again (on a loaded
+	// machine CI once waited 15 s for it in vain), and anti-entropy is the
+	// node's repair for exactly that; in the field it runs every 2 min.
+	o := fedtest.Options{ReconcileInterval: 4 * time.Second}
+	peers := networkWith(t, 3, nil, o)
 	a, b := peers[0], peers[1]
 	alice := adptest.NewAgent("alice")
 	id := createRoom(t, a, alice, room.Public, "durable entry")
@@ -107,7 +112,7 @@ func TestRestartRelearns(t *testing.T) {
 
 	dir, clock, port := b.Dir, b.Clock, b.Port
 	b.Stop()
-	b2 := startPeer(t, "B'", dir, clock, port)
+	b2 := fedtest.Start(t, "B'", dir, clock, port, o)
 	if _, ok := listed(b2, id); !ok {
 		t.Fatal("index entry lost across restart")
 	}
