@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -125,9 +126,10 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 	// Write (one chunk, and one write syscall when it fits the connection
 	// buffer). A batch over sseBatchBytes is written as it grows, so a
 	// stream never holds more than that beyond the connection's buffers.
-	// The batch buffer is borrowed from batchBuffers for one burst and
-	// given back once written: a stream holds none between bursts, and
-	// the buffers (at least sseBatchBytes each) are not grown again at
+	// The batch buffer is borrowed from batchBuffers only to gather and
+	// write a burst, and given back at once: a stream holds none while it
+	// waits, between bursts or for its flush interval (the burst waits in
+	// the channel, as pointers), and the buffers are not grown again at
 	// every burst.
 	var batch *[]byte
 	reset := func() {
@@ -139,7 +141,7 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 	defer reset()
 	add := func(it *live.Item) {
 		if batch == nil {
-			batch = batchBuffers.Get().(*[]byte)
+			batch = getBatchBuffer()
 		}
 		*batch = appendItem(*batch, it)
 		if len(*batch) >= sseBatchBytes {
@@ -185,10 +187,10 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 			// per item) and are taken together when it is due. An idle
 			// stream (lastFlush zero, or more than flushInterval ago:
 			// hello and heartbeats do not count) writes its first item
-			// at once, so the interval only delays a busy stream.
-			add(it)
-			open := drain()
-			if wait := cfg.flushInterval - now.Sub(lastFlush); open && wait > 0 && werr == nil {
+			// at once, so the interval only delays a busy stream. The
+			// wait comes before the burst is gathered, so that nothing
+			// is buffered while it lasts.
+			if wait := cfg.flushInterval - now.Sub(lastFlush); wait > 0 {
 				coalesce.Reset(wait)
 				select {
 				case <-ctx.Done():
@@ -196,8 +198,9 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 				case now = <-coalesce.C:
 				}
 				arm(now) // the wait may have passed a renewal
-				open = drain()
 			}
+			add(it)
+			open := drain()
 			if batch != nil {
 				werr = writeBatch(w, *batch, werr)
 			}
@@ -217,17 +220,27 @@ func writeSSE(ctx context.Context, w http.ResponseWriter, cfg sseConfig, hello s
 // sseBatchBytes bounds the frames a stream gathers before writing them.
 const sseBatchBytes = 64 << 10
 
-// batchBuffers holds the streams' batch buffers between bursts. Only the
-// streams writing a burst hold one, so at a thousand subscribers of a busy
-// room the buffers number the bursts in flight, not the subscribers.
-var batchBuffers = sync.Pool{New: func() any {
-	b := make([]byte, 0, sseBatchBytes+8<<10)
-	return &b
-}}
+// batchBuffers holds the streams' batch buffers between bursts. Only a
+// stream gathering and writing a burst holds one, so at a thousand
+// subscribers of a busy room the buffers number the bursts being written,
+// not the subscribers; batchBuffersOut counts those lent out.
+var (
+	batchBuffers = sync.Pool{New: func() any {
+		b := make([]byte, 0, sseBatchBytes+8<<10)
+		return &b
+	}}
+	batchBuffersOut atomic.Int64
+)
+
+func getBatchBuffer() *[]byte {
+	batchBuffersOut.Add(1)
+	return batchBuffers.Get().(*[]byte)
+}
 
 // putBatchBuffer gives a batch buffer back, unless a frame larger than a
 // batch grew it: that one is left to the collector.
 func putBatchBuffer(b *[]byte) {
+	batchBuffersOut.Add(-1)
 	if cap(*b) > 2*sseBatchBytes {
 		return
 	}

@@ -265,3 +265,32 @@ func TestSSEWriteDeadlineRenewedPerQuarter(t *testing.T) {
 		t.Fatalf("deadline %v ahead; want at least the timeout %v", d.deadline.Sub(d.at), timeout)
 	}
 }
+
+// A busy stream waiting out its flush interval holds no batch buffer: the
+// burst waits in its queue as pointers, and a buffer is lent only while
+// the burst is gathered and written, then given back.
+func TestSSEWaitingStreamHoldsNoBuffer(t *testing.T) {
+	const interval = 300 * time.Millisecond
+	h, sub, w, done := streamSSE(64, sseConfig{heartbeat: time.Hour, flushInterval: interval, writeTimeout: time.Second})
+	before := batchBuffersOut.Load()
+	h.Publish("room", frame(0), nil) // an idle stream writes at once
+	eventuallySSE(t, "the first item", func() bool { out, _ := w.state(); return strings.Contains(out, `{"seq":0}`) })
+	sent := time.Now()
+	for i := 1; i <= 20; i++ {
+		h.Publish("room", frame(i), nil)
+	}
+	time.Sleep(interval / 3)
+	out, _ := w.state()
+	if time.Since(sent) < interval && strings.Contains(out, `{"seq":1}`) {
+		t.Fatal("the burst was written before the flush interval passed")
+	}
+	if n := batchBuffersOut.Load() - before; n != 0 {
+		t.Fatalf("a stream waiting for its flush interval holds %d batch buffers; want 0", n)
+	}
+	eventuallySSE(t, "the burst", func() bool { out, _ := w.state(); return strings.Contains(out, `{"seq":20}`) })
+	sub.Close()
+	<-done
+	if n := batchBuffersOut.Load() - before; n != 0 {
+		t.Fatalf("%d batch buffers still lent out after the stream ended", n)
+	}
+}
