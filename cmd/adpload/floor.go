@@ -152,15 +152,14 @@ func floorStage(o options, stage string, envs [][]byte) (floorResult, error) {
 					return
 				}
 				status, _, err := cl.post(path, envs[n%len(envs)], &buf)
-				t := time.Now()
-				if t.Before(from) || !t.Before(to) {
+				if err != nil {
+					time.Sleep(10 * time.Millisecond) // no spinning on a dead child
+				}
+				if t := time.Now(); t.Before(from) || !t.Before(to) {
 					continue
 				}
 				if err != nil || status != http.StatusCreated {
 					failed.Add(1)
-					if err != nil {
-						time.Sleep(10 * time.Millisecond)
-					}
 					continue
 				}
 				ok.Add(1)
@@ -168,16 +167,13 @@ func floorStage(o options, stage string, envs [][]byte) (floorResult, error) {
 		}()
 	}
 	time.Sleep(time.Until(from))
-	c0, err := procCPU(cmd.Process.Pid)
-	if err != nil {
-		return floorResult{}, err
-	}
+	c0, err0 := procCPU(cmd.Process.Pid)
 	time.Sleep(time.Until(to))
-	c1, err := procCPU(cmd.Process.Pid)
-	if err != nil {
+	c1, err1 := procCPU(cmd.Process.Pid)
+	wg.Wait() // the posters stop at the window's end
+	if err := errors.Join(err0, err1); err != nil {
 		return floorResult{}, err
 	}
-	wg.Wait()
 	if ok.Load() == 0 {
 		return floorResult{}, errors.New("no request answered 201")
 	}

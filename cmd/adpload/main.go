@@ -100,7 +100,7 @@ func main() {
 	flag.DurationVar(&o.logCpEvery, "log-checkpoint-interval", 0, "with -hostlog: checkpoint interval (0: the daemon's default)")
 	flag.DurationVar(&o.logRound, "log-round", 0, "with -hostlog: least time between two host-log rounds (0: the daemon's default, the checkpoint interval)")
 	flag.BoolVar(&o.floor, "floor", false, "instead of a node, measure the CPU floor of the node's stack: its HTTP edge, then with the durable write of a record, then with envelope verification, each served by a child process (see floor.go)")
-	flag.StringVar(&o.floorServe, "floor-serve", "", "internal: serve one -floor stage (edge, store or verify)")
+	flag.StringVar(&o.floorServe, "floor-serve", "", "internal: serve one -floor stage (edge, store, verify or verify-unsynced)")
 	flag.StringVar(&o.floorListen, "floor-listen", "", "internal: the -floor-serve address")
 	flag.Parse()
 	if o.floorServe != "" {
