@@ -170,3 +170,17 @@ func TestVerifyConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestVerifyAllocatesNothing bounds what a cached verification costs the
+// write path beside its arithmetic: no allocation once the key is cached.
+func TestVerifyAllocatesNothing(t *testing.T) {
+	pub, priv := seededPair(42)
+	msg := []byte("no allocations")
+	sig := ed25519.Sign(priv, msg)
+	if !VerifyStrictMessage(pub, msg, sig) {
+		t.Fatal("good signature refused")
+	}
+	if n := testing.AllocsPerRun(100, func() { VerifyStrictMessage(pub, msg, sig) }); n != 0 {
+		t.Fatalf("a verification with its key cached allocates %.1f times; want 0", n)
+	}
+}
