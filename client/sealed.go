@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
@@ -111,6 +112,30 @@ func (c *Client) sealKeys() (*SealKeys, error) {
 		c.Seal = k
 	}
 	return c.Seal, nil
+}
+
+// readSealKeys returns the agent's sealing keys for reading only: those in
+// memory, or the file at SealPath if it exists. A read never makes a key
+// or a file (nil, nil: this agent holds no sealing key, and opens
+// nothing), so reading a room as a non-member leaves no trace on disk.
+func (c *Client) readSealKeys() (*SealKeys, error) {
+	c.sealMu.Lock()
+	defer c.sealMu.Unlock()
+	if c.Seal != nil {
+		return c.Seal, nil
+	}
+	if c.SealPath == "" {
+		return nil, nil
+	}
+	k, err := LoadSealKeys(c.SealPath, c.Key.ID)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.Seal = k
+	return k, nil
 }
 
 // RotateSealKey makes a new X25519 key (the old ones are kept, to open
@@ -470,9 +495,9 @@ func (c *Client) openView(ctx context.Context, roomID string) (*sealedView, seal
 	if err != nil {
 		return nil, nil, err
 	}
-	ks, err := c.sealKeys()
-	if err != nil {
-		return nil, nil, err
+	ks, err := c.readSealKeys()
+	if err != nil || ks == nil {
+		return v, nil, err
 	}
 	return v, ks.Find, nil
 }
