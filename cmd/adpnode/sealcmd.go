@@ -171,16 +171,22 @@ hash to --out, mode 0600: the file holds plaintext. Load it in the viewer's
 }
 
 // writePrivate writes b to path readable by its owner only, also when the
-// file already exists with wider permissions (a temp file renamed over it).
-func writePrivate(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
+// file (or a temp file) already exists with wider permissions.
+func writePrivate(path string, b []byte) error { return client.WritePrivateFile(path, b) }
+
+// reportBadWrap says on stderr that a member gave this agent an epoch key
+// wrap that does not open, who, and what the client did about it.
+func reportBadWrap(r client.BadWrapReport) {
+	msg := "adpnode: room " + r.Room + ": " + r.Bad.Error()
+	switch {
+	case r.Recovered != 0:
+		msg += fmt.Sprintf("; started epoch %d to replace it", r.Recovered)
+	case r.Err != nil:
+		msg += "; not replaced: " + r.Err.Error()
+	default:
+		msg += "; a later epoch replaced it"
 	}
-	if err := os.Chmod(tmp, 0o600); err != nil { // a pre-existing tmp keeps its mode
-		return err
-	}
-	return os.Rename(tmp, path)
+	fmt.Fprintln(os.Stderr, termSafe(msg))
 }
 
 // isSealedRecord reports whether a record is a sealed message.create.
