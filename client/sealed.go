@@ -312,6 +312,60 @@ func (c *Client) replaceEpoch(ctx context.Context, roomID string, v *sealedView,
 	return 0, fmt.Errorf("could not replace epoch %d: %w", bad, lastErr)
 }
 
+// BadWraps reads a member-only room and lists the bad epoch key wraps
+// addressed to this agent in it (seal.BadWrap), in the order found.
+func (c *Client) BadWraps(ctx context.Context, roomID string) ([]*seal.BadWrap, error) {
+	v, _, err := c.openView(ctx, roomID)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	c.sealMu.Lock()
+	defer c.sealMu.Unlock()
+	return append([]*seal.BadWrap(nil), v.rd.BadWraps()...), nil
+}
+
+// RevealSealKey returns a sealing key file holding only the private key
+// that the bad wrap of epoch names, for others to check with
+// adpnode verify --key FILE that the wrap does not open. It refuses while
+// that key is still this agent's current sealing key, or its latest
+// published one in the room: rotate it first (RotateSealKey), so that the
+// file opens past epochs only. It also returns the epochs of this room the
+// file opens (all those wrapped for the key); it opens those of any other
+// room the key was published in too.
+func (c *Client) RevealSealKey(ctx context.Context, roomID string, epoch int64) (file []byte, opens []int64, err error) {
+	bads, err := c.BadWraps(ctx, roomID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var bad *seal.BadWrap
+	for _, b := range bads {
+		if b.Epoch == epoch {
+			bad = b
+		}
+	}
+	if bad == nil {
+		return nil, nil, fmt.Errorf("no bad wrap for this agent in epoch %d of room %s", epoch, roomID)
+	}
+	ks, err := c.readSealKeys()
+	if err != nil || ks == nil {
+		return nil, nil, fmt.Errorf("no sealing keys: %v", err)
+	}
+	c.sealMu.Lock()
+	v := c.sealRooms[roomID]
+	by, pub := v.rd.PublishedKey(bad.KeySeq)
+	latest := v.rd.State().Keys[c.Key.ID]
+	opens = v.rd.EpochsFor(c.Key.ID, bad.KeySeq)
+	c.sealMu.Unlock()
+	if by != c.Key.ID || pub == nil {
+		return nil, nil, fmt.Errorf("the wrap names key_seq %d, which is not a sealing key of this agent: the record alone shows it, no key needs revealing", bad.KeySeq)
+	}
+	if latest.Seq == bad.KeySeq || bytes.Equal(pub, ks.Public()) {
+		return nil, nil, fmt.Errorf("key_seq %d is still this agent's sealing key in room %s: make a new one first (adpnode seal key --new), so that what you reveal opens past epochs only", bad.KeySeq, roomID)
+	}
+	file, err = ks.ExportKey(c.Key.ID, pub)
+	return file, opens, err
+}
+
 // sealFold reads the records the view has not folded yet.
 func (c *Client) sealFold(ctx context.Context, roomID string) (*sealedView, error) {
 	if _, err := c.Confidentiality(ctx, roomID); err != nil {

@@ -240,3 +240,16 @@ func (k *SealKeys) String() string { return "client.SealKeys(redacted)" }
 // Find returns the private key whose public key is pub (nil if none): a
 // seal.KeyFinder for opening epochs.
 func (k *SealKeys) Find(pub []byte) *seal.PrivateKey { return k.find(pub) }
+
+// ExportKey is a sealing key file holding only the private key whose public
+// key is pub (for agent), or an error if the set does not hold it. Whoever
+// has the file opens every epoch wrapped for that key: it is what a member
+// hands others to show that a wrap for that key is bad (RevealSealKey).
+func (k *SealKeys) ExportKey(agent identity.AgentID, pub []byte) ([]byte, error) {
+	p := k.find(pub)
+	if p == nil {
+		return nil, errors.New("this agent does not hold that sealing key")
+	}
+	b, _ := json.MarshalIndent(sealKeyFile{AgentID: agent, X25519: []string{identity.EncodeB64(p.Bytes())}}, "", "  ")
+	return append(b, '\n'), nil
+}

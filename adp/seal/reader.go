@@ -3,6 +3,7 @@ package seal
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
@@ -247,6 +248,27 @@ func (r *Reader) CheckWraps(find KeyFinder) []*BadWrap {
 	}
 	out := append([]*BadWrap(nil), r.badOrder[r.reported:]...)
 	r.reported = len(r.badOrder)
+	return out
+}
+
+// PublishedKey is the agent and public key of the seal.key record at seq
+// (nil if there is none).
+func (r *Reader) PublishedKey(seq int64) (identity.AgentID, []byte) {
+	return r.keyBy[seq], r.keyPubs[seq]
+}
+
+// EpochsFor lists, in order, the epochs of the room whose wrap for member
+// names the seal.key at keySeq: what that key opens here.
+func (r *Reader) EpochsFor(member identity.AgentID, keySeq int64) []int64 {
+	var out []int64
+	for e, p := range r.epochs {
+		for _, w := range p.Wraps {
+			if w.Member == member && w.KeySeq == keySeq {
+				out = append(out, e)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
 	return out
 }
 

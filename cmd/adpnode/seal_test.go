@@ -121,9 +121,10 @@ func junkEpochPayload(t *testing.T, node, roomID string, victim identity.AgentID
 // starts a new epoch and goes on (his post lands sealed and opens for the
 // others); in the room's archive, verify --key as bob fails (exit 2) with
 // a line naming carol and the seal.epoch's seq, while verify --key as
-// alice passes, and so does verify --key with bob's sealing key file
-// alone (what bob hands others to show the bad wrap). verify --key with a
-// key that cannot be used exits 3 and creates no file.
+// alice or carol passes. seal reveal gives bob the one key the bad wrap
+// names only once it is no longer his current key, and anyone's verify
+// --key with that file fails the same way. verify --key with a key that
+// cannot be used exits 3 and creates no file.
 func TestSealedJunkWrapCLI(t *testing.T) {
 	e := newCLIEnv(t)
 	alice := []string{"--node", e.node, "--key", e.key("alice")}
@@ -145,6 +146,26 @@ func TestSealedJunkWrapCLI(t *testing.T) {
 		!strings.Contains(errOut, "seal.epoch at seq "+junkSeq) || !strings.Contains(errOut, "started epoch 3 to replace it") {
 		t.Fatalf("bob's post after the junk wrap: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// Bob reveals the key the bad wrap names, once it is no longer his
+	// current one.
+	revealed := filepath.Join(e.dir, "bob-epoch2.seal")
+	if code, out, errOut = cli(t, append([]string{"seal", "reveal", id, "--epoch", "2", "-o", revealed}, bob...)...); code == 0 || !strings.Contains(errOut, "seal key --new") {
+		t.Fatalf("reveal of the current key: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if _, err := os.Lstat(revealed); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a refused reveal wrote the file")
+	}
+	mustCLI(t, append([]string{"seal", "key", id, "--new"}, bob...)...)
+	if out := mustCLI(t, append([]string{"seal", "reveal", id, "--epoch", "2", "-o", revealed}, bob...)...); !strings.Contains(out, "opens epochs [1 2 3]") {
+		t.Fatalf("reveal: %s", out)
+	}
+	if fi, err := os.Lstat(revealed); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("revealed file: %v %v", fi, err)
+	}
+	if code, out, errOut = cli(t, append([]string{"seal", "reveal", id, "--epoch", "3", "-o", revealed + "2"}, bob...)...); code == 0 || !strings.Contains(errOut, "no bad wrap") {
+		t.Fatalf("reveal for an honest epoch: exit %d\n%s\n%s", code, out, errOut)
+	}
+	mustCLI(t, append([]string{"post", id, "after the new key"}, alice...)...)
 	mustCLI(t, append([]string{"room", "close", id}, alice...)...)
 	code, out, errOut = cli(t, append([]string{"tail", "--poll", "20ms", id}, alice...)...)
 	if code != 0 || !strings.Contains(out, "[opened] bob goes on") || strings.Contains(errOut, "bad epoch key wrap") {
@@ -158,8 +179,11 @@ func TestSealedJunkWrapCLI(t *testing.T) {
 		!strings.Contains(out, "seal.epoch at seq "+junkSeq) {
 		t.Fatalf("verify --key as bob: exit %d\n%s\n%s", code, out, errOut)
 	}
-	if code, out, errOut = cli(t, "verify", file, "--key", client.SealKeyPath(e.key("bob"))); code != 2 || !strings.Contains(out, "signed by "+string(c)) {
-		t.Fatalf("verify --key with bob's sealing key file: exit %d\n%s\n%s", code, out, errOut)
+	// Anyone with the revealed key sees the same failure, and opens the
+	// epochs wrapped for that key only (not epoch 4, for bob's new key).
+	if code, out, errOut = cli(t, "verify", file, "--key", revealed); code != 2 || !strings.Contains(out, "signed by "+string(c)) ||
+		!strings.Contains(out, "seal.epoch at seq "+junkSeq) || !strings.Contains(out, "opened as "+string(b)+": 2 of 3 sealed records") {
+		t.Fatalf("verify --key with the revealed key: exit %d\n%s\n%s", code, out, errOut)
 	}
 	for _, k := range []string{"alice", "carol"} {
 		if code, out, errOut = cli(t, "verify", file, "--key", e.key(k)); code != 0 || strings.Contains(out, "FAIL") {
