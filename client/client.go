@@ -37,6 +37,11 @@ type Client struct {
 	// SealPath is "" too.
 	Seal     *SealKeys
 	SealPath string
+	// OnBadWrap, when set, is told of each bad epoch key wrap this client
+	// finds addressed to its agent in a member-only room, after what it
+	// did about it (sealed.go, BadWrapReport). It is called without the
+	// client's locks held, on the goroutine that read the room.
+	OnBadWrap func(BadWrapReport)
 
 	sealMu    sync.Mutex
 	sealRooms map[string]*sealedView

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
@@ -113,6 +114,30 @@ func (c *Client) sealKeys() (*SealKeys, error) {
 	return c.Seal, nil
 }
 
+// readSealKeys returns the agent's sealing keys for reading only: those in
+// memory, or the file at SealPath if it exists. A read never makes a key
+// or a file (nil, nil: this agent holds no sealing key, and opens
+// nothing), so reading a room as a non-member leaves no trace on disk.
+func (c *Client) readSealKeys() (*SealKeys, error) {
+	c.sealMu.Lock()
+	defer c.sealMu.Unlock()
+	if c.Seal != nil {
+		return c.Seal, nil
+	}
+	if c.SealPath == "" {
+		return nil, nil
+	}
+	k, err := LoadSealKeys(c.SealPath, c.Key.ID)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	c.Seal = k
+	return k, nil
+}
+
 // RotateSealKey makes a new X25519 key (the old ones are kept, to open
 // the epochs they were given) and publishes it in roomID; the next sender
 // starts an epoch for it. Use it after losing or leaking a sealing key.
@@ -172,8 +197,177 @@ func (c *Client) Confidentiality(ctx context.Context, roomID string) (string, er
 	return mode, nil
 }
 
-// refresh reads the records the view has not folded yet.
+// sealRefresh reads the records the view has not folded yet and checks
+// this agent's wraps in the epochs among them (checkWraps).
 func (c *Client) sealRefresh(ctx context.Context, roomID string) (*sealedView, error) {
+	v, err := c.sealFold(ctx, roomID)
+	if err != nil {
+		return nil, err
+	}
+	if c.checkWraps(ctx, roomID, v) {
+		// This client started an epoch: fold it before going on.
+		if v, err = c.sealFold(ctx, roomID); err != nil {
+			return nil, err
+		}
+	}
+	return v, nil
+}
+
+// MaxBadWrapRecoveries bounds the epochs a client starts on its own to
+// replace epochs whose wrap for it is bad, per wrapper and room: the
+// wrapper's bad wraps are counted in the room's records, so the bound
+// holds across restarts of the client, and a member that keeps sending
+// junk cannot make it rotate without end. Past it the client reports the
+// bad wrap and leaves the epoch: a moderator removes the wrapper, or the
+// member runs adpnode seal rotate --force.
+const MaxBadWrapRecoveries = 3
+
+// BadWrapReport is a bad epoch key wrap (seal.BadWrap) this client found
+// addressed to its agent, and what it did about it.
+type BadWrapReport struct {
+	Room string
+	Bad  *seal.BadWrap
+	// Recovered is the epoch this client started to replace the bad one;
+	// 0 when it started none: a later epoch had replaced it already
+	// (Err nil), or the bound was reached or the rotation failed (Err).
+	Recovered int64
+	Err       error
+}
+
+// checkWraps opens this agent's wrap in every epoch folded since the last
+// check, and for each bad one in the current epoch starts a new epoch,
+// within MaxBadWrapRecoveries for its wrapper. Each bad wrap is reported
+// once (OnBadWrap). It reports whether it started an epoch. It reads keys
+// only (readSealKeys): an agent without sealing keys checks nothing.
+func (c *Client) checkWraps(ctx context.Context, roomID string, v *sealedView) bool {
+	ks, err := c.readSealKeys()
+	if err != nil || ks == nil {
+		return false
+	}
+	c.sealMu.Lock()
+	bads := v.rd.CheckWraps(ks.Find)
+	cur := v.rd.State().Epoch
+	count := map[identity.AgentID]int{}
+	for _, b := range v.rd.BadWraps() {
+		count[b.Wrapper]++
+	}
+	c.sealMu.Unlock()
+	started := false
+	for _, b := range bads {
+		rep := BadWrapReport{Room: roomID, Bad: b}
+		switch {
+		case b.Epoch != cur:
+			// A later epoch replaced it already.
+		case count[b.Wrapper] > MaxBadWrapRecoveries:
+			rep.Err = fmt.Errorf("%s has sent this agent %d bad wraps in room %s; not starting another epoch for it (have a moderator remove it, or run adpnode seal rotate --force)",
+				b.Wrapper, count[b.Wrapper], roomID)
+		default:
+			rep.Recovered, rep.Err = c.replaceEpoch(ctx, roomID, v, b.Epoch)
+			started = started || rep.Recovered != 0
+		}
+		if c.OnBadWrap != nil {
+			c.OnBadWrap(rep)
+		}
+	}
+	return started
+}
+
+// replaceEpoch starts the epoch after bad for the room's active members
+// with keys, unless another member has replaced bad already (then 0).
+// Several victims of one bad wrap race like any two rotations: the host
+// takes the first, and the others find the epoch replaced.
+func (c *Client) replaceEpoch(ctx context.Context, roomID string, v *sealedView, bad int64) (int64, error) {
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		if _, err := c.sealFold(ctx, roomID); err != nil {
+			return 0, err
+		}
+		c.sealMu.Lock()
+		active, err := v.rd.Active()
+		st := v.rd.State()
+		cur, to := st.Epoch, st.Recipients(active)
+		c.sealMu.Unlock()
+		if err != nil {
+			return 0, err
+		}
+		if cur != bad {
+			return 0, nil
+		}
+		p, key, err := seal.NewEpoch(rand.Reader, roomID, cur+1, to)
+		if err != nil {
+			return 0, err
+		}
+		_, err = c.Post(ctx, roomID, 5, func(*Room, []*record.Record) (string, any, error) { return seal.TypeEpoch, p, nil })
+		if err == nil {
+			c.sealMu.Lock()
+			v.rd.SetEpochKey(p.Epoch, key)
+			c.sealMu.Unlock()
+			return p.Epoch, nil
+		}
+		if !sealReason(err) {
+			return 0, err
+		}
+		lastErr = err
+	}
+	return 0, fmt.Errorf("could not replace epoch %d: %w", bad, lastErr)
+}
+
+// BadWraps reads a member-only room and lists the bad epoch key wraps
+// addressed to this agent in it (seal.BadWrap), in the order found.
+func (c *Client) BadWraps(ctx context.Context, roomID string) ([]*seal.BadWrap, error) {
+	v, _, err := c.openView(ctx, roomID)
+	if err != nil || v == nil {
+		return nil, err
+	}
+	c.sealMu.Lock()
+	defer c.sealMu.Unlock()
+	return append([]*seal.BadWrap(nil), v.rd.BadWraps()...), nil
+}
+
+// RevealSealKey returns a sealing key file holding only the private key
+// that the bad wrap of epoch names, for others to check with
+// adpnode verify --key FILE that the wrap does not open. It refuses while
+// that key is still this agent's current sealing key, or its latest
+// published one in the room: rotate it first (RotateSealKey), so that the
+// file opens past epochs only. It also returns the epochs of this room the
+// file opens (all those wrapped for the key); it opens those of any other
+// room the key was published in too.
+func (c *Client) RevealSealKey(ctx context.Context, roomID string, epoch int64) (file []byte, opens []int64, err error) {
+	bads, err := c.BadWraps(ctx, roomID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var bad *seal.BadWrap
+	for _, b := range bads {
+		if b.Epoch == epoch {
+			bad = b
+		}
+	}
+	if bad == nil {
+		return nil, nil, fmt.Errorf("no bad wrap for this agent in epoch %d of room %s", epoch, roomID)
+	}
+	ks, err := c.readSealKeys()
+	if err != nil || ks == nil {
+		return nil, nil, fmt.Errorf("no sealing keys: %v", err)
+	}
+	c.sealMu.Lock()
+	v := c.sealRooms[roomID]
+	by, pub := v.rd.PublishedKey(bad.KeySeq)
+	latest := v.rd.State().Keys[c.Key.ID]
+	opens = v.rd.EpochsFor(c.Key.ID, bad.KeySeq)
+	c.sealMu.Unlock()
+	if by != c.Key.ID || pub == nil {
+		return nil, nil, fmt.Errorf("the wrap names key_seq %d, which is not a sealing key of this agent: the record alone shows it, no key needs revealing", bad.KeySeq)
+	}
+	if latest.Seq == bad.KeySeq || bytes.Equal(pub, ks.Public()) {
+		return nil, nil, fmt.Errorf("key_seq %d is still this agent's sealing key in room %s: make a new one first (adpnode seal key --new), so that what you reveal opens past epochs only", bad.KeySeq, roomID)
+	}
+	file, err = ks.ExportKey(c.Key.ID, pub)
+	return file, opens, err
+}
+
+// sealFold reads the records the view has not folded yet.
+func (c *Client) sealFold(ctx context.Context, roomID string) (*sealedView, error) {
 	if _, err := c.Confidentiality(ctx, roomID); err != nil {
 		return nil, err
 	}
@@ -470,9 +664,9 @@ func (c *Client) openView(ctx context.Context, roomID string) (*sealedView, seal
 	if err != nil {
 		return nil, nil, err
 	}
-	ks, err := c.sealKeys()
-	if err != nil {
-		return nil, nil, err
+	ks, err := c.readSealKeys()
+	if err != nil || ks == nil {
+		return v, nil, err
 	}
 	return v, ks.Find, nil
 }

@@ -6,7 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"runtime"
 	"sync"
 
 	"github.com/adpnode/adpnode/adp/identity"
@@ -19,10 +22,15 @@ import (
 // a file writes every change back there (mode 0600). The keys never print
 // and are never logged.
 type SealKeys struct {
-	mu   sync.Mutex
-	path string
-	keys []*seal.PrivateKey
+	mu    sync.Mutex
+	path  string
+	agent identity.AgentID // the agent_id of the file it was loaded from
+	keys  []*seal.PrivateKey
 }
+
+// ErrSealKeyMode is returned when a sealing key file can be read or
+// written by others than its owner: the keys in it may have leaked.
+var ErrSealKeyMode = errors.New("sealing key file is accessible to others than its owner")
 
 type sealKeyFile struct {
 	AgentID identity.AgentID `json:"agent_id"`
@@ -45,7 +53,7 @@ func NewSealKeys() (*SealKeys, error) {
 // LoadOrCreateSealKeys reads the sealing keys of agent at path, or makes
 // and saves a first key there (0600) when the file does not exist.
 func LoadOrCreateSealKeys(path string, agent identity.AgentID) (*SealKeys, error) {
-	b, err := os.ReadFile(path)
+	b, err := readPrivateFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		k, err := NewSealKeys()
 		if err != nil {
@@ -62,8 +70,9 @@ func LoadOrCreateSealKeys(path string, agent identity.AgentID) (*SealKeys, error
 
 // LoadSealKeys reads the sealing keys of agent at path; unlike
 // LoadOrCreateSealKeys it never makes one (readers such as verify --key).
+// agent "" accepts the file's own agent_id (Agent).
 func LoadSealKeys(path string, agent identity.AgentID) (*SealKeys, error) {
-	b, err := os.ReadFile(path)
+	b, err := readPrivateFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +87,7 @@ func parseSealKeys(path string, b []byte, agent identity.AgentID) (*SealKeys, er
 	if agent != "" && f.AgentID != "" && f.AgentID != agent {
 		return nil, fmt.Errorf("%s: sealing keys of another agent (%s)", path, f.AgentID)
 	}
-	k := &SealKeys{path: path}
+	k := &SealKeys{path: path, agent: f.AgentID}
 	for _, s := range f.X25519 {
 		raw, err := identity.DecodeB64Len(s, 32)
 		if err != nil {
@@ -105,11 +114,85 @@ func (k *SealKeys) save(agent identity.AgentID) error {
 		f.X25519 = append(f.X25519, identity.EncodeB64(p.Bytes()))
 	}
 	b, _ := json.MarshalIndent(f, "", "  ")
-	tmp := k.path + ".tmp"
-	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+	return WritePrivateFile(k.path, append(b, '\n'))
+}
+
+// Agent is the agent_id named in the file the keys were loaded from ("" for
+// keys made in memory).
+func (k *SealKeys) Agent() identity.AgentID { return k.agent }
+
+// readPrivateFile reads a file that must be a regular file readable and
+// writable by its owner only (mode 0600 or narrower): a sealing key file
+// with a wider mode is refused, never used, since its keys may have been
+// read by others (ErrSealKeyMode). Permission bits are not checked on
+// Windows, which does not have them.
+func readPrivateFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	if runtime.GOOS != "windows" && fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s is mode %04o: %w; run chmod 600 %s, and if others could read it, make a new sealing key (adpnode seal key --new ROOM)",
+			path, fi.Mode().Perm(), ErrSealKeyMode, path)
+	}
+	return io.ReadAll(io.LimitReader(f, maxSealKeyFile))
+}
+
+// maxSealKeyFile bounds what is read of a sealing key file (a key is about
+// 50 bytes in it; thousands of rotations fit).
+const maxSealKeyFile = 1 << 20
+
+// WritePrivateFile replaces path with b, readable and writable by its owner
+// only, whatever is on disk already: the bytes go to a new temp file in the
+// same directory, created with O_EXCL and mode 0600 (so no existing file,
+// symlink or mode is reused), set to 0600 again on the open file (a umask
+// only narrows, but the open mode is not the last word on every file
+// system), synced, then renamed over path (which replaces a symlink
+// rather than writing through it), and the directory is synced.
+func WritePrivateFile(path string, b []byte) (err error) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	f, err := os.CreateTemp(dir, "."+base+".tmp-*") // O_RDWR|O_CREATE|O_EXCL, 0600
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, k.path)
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err = f.Chmod(0o600); err != nil {
+		return err
+	}
+	if _, err = f.Write(b); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		d.Sync() // best effort: some systems cannot sync a directory
+		d.Close()
+	}
+	return nil
 }
 
 func (k *SealKeys) rotateLocked() (*seal.PrivateKey, error) {
@@ -157,3 +240,16 @@ func (k *SealKeys) String() string { return "client.SealKeys(redacted)" }
 // Find returns the private key whose public key is pub (nil if none): a
 // seal.KeyFinder for opening epochs.
 func (k *SealKeys) Find(pub []byte) *seal.PrivateKey { return k.find(pub) }
+
+// ExportKey is a sealing key file holding only the private key whose public
+// key is pub (for agent), or an error if the set does not hold it. Whoever
+// has the file opens every epoch wrapped for that key: it is what a member
+// hands others to show that a wrap for that key is bad (RevealSealKey).
+func (k *SealKeys) ExportKey(agent identity.AgentID, pub []byte) ([]byte, error) {
+	p := k.find(pub)
+	if p == nil {
+		return nil, errors.New("this agent does not hold that sealing key")
+	}
+	b, _ := json.MarshalIndent(sealKeyFile{AgentID: agent, X25519: []string{identity.EncodeB64(p.Bytes())}}, "", "  ")
+	return append(b, '\n'), nil
+}

@@ -123,20 +123,34 @@ func WrapKey(pub []byte, roomID string, epoch int64, member string, key []byte) 
 // Unwrap opens a wrap made by WrapKey for this key and checks the key against
 // the epoch's commitment.
 func (p *PrivateKey) Unwrap(wrap []byte, roomID string, epoch int64, member string, commit []byte) ([]byte, error) {
-	if len(wrap) != WrapSize {
+	key, err := p.unwrap(wrap, roomID, epoch, member, commit)
+	if err != nil {
 		return nil, ErrOpen
+	}
+	return key, nil
+}
+
+// Why a wrap for a key the member holds does not give it the epoch key.
+var (
+	errWrapOpen   = errors.New("does not open with the sealing key it names")
+	errWrapCommit = errors.New("opens to a key that does not match the epoch's commitment")
+)
+
+func (p *PrivateKey) unwrap(wrap []byte, roomID string, epoch int64, member string, commit []byte) ([]byte, error) {
+	if len(wrap) != WrapSize {
+		return nil, errWrapOpen
 	}
 	_, kdf, aead := suite()
 	sk, err := hpke.NewDHKEMPrivateKey(p.k)
 	if err != nil {
-		return nil, err
+		return nil, errWrapOpen
 	}
 	key, err := hpke.Open(sk, kdf, aead, wrapInfo(roomID, epoch, member), wrap)
 	if err != nil || len(key) != EpochKeySize {
-		return nil, ErrOpen
+		return nil, errWrapOpen
 	}
 	if subtle.ConstantTimeCompare(Commit(roomID, epoch, key), commit) != 1 {
-		return nil, ErrOpen
+		return nil, errWrapCommit
 	}
 	return key, nil
 }

@@ -3,6 +3,7 @@ package seal
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
@@ -32,9 +33,21 @@ type Reader struct {
 	replayErr error
 	st        RoomState
 	epochs    map[int64]*EpochPayload
-	keyPubs   map[int64][]byte  // seq of a seal.key record -> its public key
-	epochKeys map[int64][]byte  // epoch keys this member opened
-	sent      map[int64]*SentAs // seq of a sealed message.create -> the room when it was sent
+	epochRecs map[int64]epochRec         // epoch -> its seal.epoch record
+	keyPubs   map[int64][]byte           // seq of a seal.key record -> its public key
+	keyBy     map[int64]identity.AgentID // seq of a seal.key record -> who published it
+	epochKeys map[int64][]byte           // epoch keys this member opened
+	bad       map[int64]*BadWrap         // epochs whose wrap for this member is bad
+	badOrder  []*BadWrap                 // the same, in the order found
+	unchecked []int64                    // epochs folded and not yet given to CheckWraps
+	reported  int                        // bad wraps CheckWraps has returned
+	sent      map[int64]*SentAs          // seq of a sealed message.create -> the room when it was sent
+}
+
+// epochRec is where an epoch was published and by whom.
+type epochRec struct {
+	seq   int64
+	actor identity.AgentID
 }
 
 // NewReader starts a reader for member in roomID; packs serves external
@@ -42,8 +55,9 @@ type Reader struct {
 func NewReader(roomID string, member identity.AgentID, packs types.PackSource) *Reader {
 	return &Reader{RoomID: roomID, Member: member,
 		rs:     kroom.New(kroom.Config{Limits: kroom.ReplayLimits(), Packs: packs}),
-		epochs: map[int64]*EpochPayload{}, keyPubs: map[int64][]byte{},
-		epochKeys: map[int64][]byte{}, sent: map[int64]*SentAs{}}
+		epochs: map[int64]*EpochPayload{}, epochRecs: map[int64]epochRec{},
+		keyPubs: map[int64][]byte{}, keyBy: map[int64]identity.AgentID{},
+		epochKeys: map[int64][]byte{}, bad: map[int64]*BadWrap{}, sent: map[int64]*SentAs{}}
 }
 
 // After is the seq of the last record folded.
@@ -105,10 +119,19 @@ func (r *Reader) Fold(recs []*record.Record) {
 		case TypeKey:
 			if pub, err := ParseKey(ev.Payload); err == nil {
 				r.keyPubs[rec.Seq] = pub
+				r.keyBy[rec.Seq] = ev.Actor
 			}
 		case TypeEpoch:
 			if p, err := ParseEpoch(ev.Payload); err == nil {
+				if r.epochs[p.Epoch] != nil {
+					// A chain only a hostile host serves may repeat an
+					// epoch number: the later record is the one read.
+					delete(r.epochKeys, p.Epoch)
+					delete(r.bad, p.Epoch)
+				}
 				r.epochs[p.Epoch] = p
+				r.epochRecs[p.Epoch] = epochRec{seq: rec.Seq, actor: ev.Actor}
+				r.unchecked = append(r.unchecked, p.Epoch)
 			}
 		}
 		r.st.Apply(rec.Seq, ev.Actor, ev.Type, ev.Payload)
@@ -125,24 +148,44 @@ func isSealedPayload(payload []byte) bool {
 // SetEpochKey remembers an epoch key this member made (its own rotation).
 func (r *Reader) SetEpochKey(epoch int64, key []byte) { r.epochKeys[epoch] = key }
 
-// EpochKey opens this member's wrap of an epoch (cached).
+// EpochKey opens this member's wrap of an epoch (cached). A wrap that
+// names a sealing key this member holds and still does not give it the
+// epoch key is a *BadWrap (which wraps ErrOpen); a wrap for a key the
+// member does not hold (lost, or kept by another process) is only ErrOpen:
+// an honest wrap is never reported as bad.
 func (r *Reader) EpochKey(epoch int64, find KeyFinder) ([]byte, error) {
 	if key, ok := r.epochKeys[epoch]; ok {
 		return key, nil
+	}
+	if b := r.bad[epoch]; b != nil {
+		return nil, b
 	}
 	p := r.epochs[epoch]
 	if p == nil {
 		return nil, fmt.Errorf("epoch %d is not in the room: %w", epoch, ErrOpen)
 	}
-	var pub []byte
-	for _, w := range p.Wraps {
-		if w.Member == r.Member {
-			pub = r.keyPubs[w.KeySeq]
+	var mine *Wrap
+	for i := range p.Wraps {
+		if p.Wraps[i].Member == r.Member {
+			mine = &p.Wraps[i]
 		}
 	}
-	if pub == nil {
+	if mine == nil {
 		return nil, fmt.Errorf("epoch %d was not wrapped for this agent: %w", epoch, ErrOpen)
 	}
+	at := r.epochRecs[epoch]
+	bad := func(why string) error {
+		b := &BadWrap{Epoch: epoch, Seq: at.seq, Wrapper: at.actor, Member: r.Member, KeySeq: mine.KeySeq, Reason: why}
+		r.bad[epoch] = b
+		r.badOrder = append(r.badOrder, b)
+		return b
+	}
+	// Only a seal.key this member signed before the epoch can be the key
+	// a wrap is for; the wrapper signed key_seq, so a wrong one is its own.
+	if r.keyBy[mine.KeySeq] != r.Member || mine.KeySeq >= at.seq {
+		return nil, bad(fmt.Sprintf("names key_seq %d, which is not a seal.key of this member published before the epoch", mine.KeySeq))
+	}
+	pub := r.keyPubs[mine.KeySeq]
 	var priv *PrivateKey
 	if find != nil {
 		priv = find(pub)
@@ -150,13 +193,88 @@ func (r *Reader) EpochKey(epoch int64, find KeyFinder) ([]byte, error) {
 	if priv == nil {
 		return nil, fmt.Errorf("epoch %d was wrapped for a sealing key this agent does not hold: %w", epoch, ErrOpen)
 	}
-	key, err := OpenEpoch(priv, r.RoomID, r.Member, p)
+	commit, err := identity.DecodeB64Len(p.Commit, CommitSize)
 	if err != nil {
-		return nil, fmt.Errorf("epoch %d: %w", epoch, err)
+		return nil, bad("carries a malformed commitment")
+	}
+	w, err := identity.DecodeB64Len(mine.Wrap, WrapSize)
+	if err != nil {
+		return nil, bad(errWrapOpen.Error())
+	}
+	key, err := priv.unwrap(w, r.RoomID, epoch, string(r.Member), commit)
+	if err != nil {
+		return nil, bad(fmt.Sprintf("%v (key_seq %d)", err, mine.KeySeq))
 	}
 	r.epochKeys[epoch] = key
 	return key, nil
 }
+
+// BadWrap is a wrap addressed to a member that does not give it the epoch
+// key although the member holds the sealing key the wrap names: it does not
+// open, or it opens to a key other than the one the epoch commits to (the
+// wrapper gave members different keys), or it names a key_seq that is not
+// a seal.key of the member. Wrapper signed the seal.epoch record (at Seq),
+// so who sent it is certain; that the wrap is junk only the member can
+// check, with its private sealing key (docs/sealed-rooms.md).
+type BadWrap struct {
+	Epoch   int64
+	Seq     int64            // seq of the seal.epoch record
+	Wrapper identity.AgentID // the agent that signed it
+	Member  identity.AgentID // the member the wrap is addressed to
+	KeySeq  int64            // the key_seq the wrap names
+	Reason  string
+}
+
+func (b *BadWrap) Error() string {
+	return fmt.Sprintf("bad epoch key wrap: epoch %d (seal.epoch at seq %d, signed by %s): the wrap for %s %s",
+		b.Epoch, b.Seq, b.Wrapper, b.Member, b.Reason)
+}
+
+// Unwrap makes a BadWrap an ErrOpen: the member cannot open the epoch.
+func (b *BadWrap) Unwrap() error { return ErrOpen }
+
+// CheckWraps opens this member's wrap in every epoch folded since the last
+// call and returns the bad wraps not returned before, in the order found
+// (also those found since by opening a message). An epoch with no wrap for
+// the member, or one for a key find does not hold, is not bad. With find
+// nil it opens nothing and keeps the epochs for a later call. Each epoch
+// costs at most one HPKE open, once: the key, or the verdict, is cached.
+func (r *Reader) CheckWraps(find KeyFinder) []*BadWrap {
+	if find != nil {
+		for _, e := range r.unchecked {
+			r.EpochKey(e, find)
+		}
+		r.unchecked = r.unchecked[:0]
+	}
+	out := append([]*BadWrap(nil), r.badOrder[r.reported:]...)
+	r.reported = len(r.badOrder)
+	return out
+}
+
+// PublishedKey is the agent and public key of the seal.key record at seq
+// (nil if there is none).
+func (r *Reader) PublishedKey(seq int64) (identity.AgentID, []byte) {
+	return r.keyBy[seq], r.keyPubs[seq]
+}
+
+// EpochsFor lists, in order, the epochs of the room whose wrap for member
+// names the seal.key at keySeq: what that key opens here.
+func (r *Reader) EpochsFor(member identity.AgentID, keySeq int64) []int64 {
+	var out []int64
+	for e, p := range r.epochs {
+		for _, w := range p.Wraps {
+			if w.Member == member && w.KeySeq == keySeq {
+				out = append(out, e)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// BadWraps lists every bad wrap for this member found so far (by
+// CheckWraps, or by opening a message of the epoch), in the order found.
+func (r *Reader) BadWraps() []*BadWrap { return r.badOrder }
 
 // Opened is a message.create as a member reads it. For a sealed custom
 // event (content type EventContentType) Type and Payload are the event

@@ -40,6 +40,7 @@ func (f *agentFlags) client() (*client.Client, error) {
 	// Sealing keys for member-only rooms live beside the agent key, made
 	// on first use (0600).
 	c.SealPath = client.SealKeyPath(f.key)
+	c.OnBadWrap = reportBadWrap
 	return c, nil
 }
 

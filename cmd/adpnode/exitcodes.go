@@ -25,8 +25,15 @@ const (
 	exitUnavailable = 6 // the node could not be reached or is unavailable
 )
 
-// exitVerifyFailed is verify's code for a file that does not verify.
-const exitVerifyFailed = 2
+// verify's own codes (README, CLI): exitVerifyFailed for a file that does
+// not verify (also a bad epoch key wrap that --key finds), exitVerifyKey
+// when the key given with --key cannot be used: no such file, no sealing
+// key file beside it, a malformed file, another agent's, or a sealing key
+// file others can read.
+const (
+	exitVerifyFailed = 2
+	exitVerifyKey    = 3
+)
 
 // errSilent is an error whose message was already printed.
 var errSilent = errors.New("")

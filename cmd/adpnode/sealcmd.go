@@ -76,7 +76,55 @@ moderator may run it right after removing a member.`,
 	rf.add(rotate)
 	rotate.Flags().BoolVar(&force, "force", false, "start a new epoch even if the current one still fits")
 
-	cmd.AddCommand(key, rotate, sealOpenCmd())
+	cmd.AddCommand(key, rotate, sealOpenCmd(), sealRevealCmd())
+	return cmd
+}
+
+// sealRevealCmd writes the one sealing key a bad wrap names, so that
+// others can check with verify --key that the wrap does not open.
+func sealRevealCmd() *cobra.Command {
+	var af agentFlags
+	var epoch int64
+	var out string
+	cmd := &cobra.Command{
+		Use:   "reveal <room id or URL> --epoch N",
+		Short: "Write the sealing key a bad epoch key wrap names, to show others the wrap does not open (mode 0600)",
+		Long: `reveal is for a member that was given a bad epoch key wrap (adpnode reports
+it, naming the agent that signed the seal.epoch). That agent is identified
+by its signature alone; that the wrap is junk can only be shown with the
+private sealing key it names. reveal writes that one key to --out, as a
+sealing key file naming you; anyone can then run
+  adpnode verify ARCHIVE --key FILE
+on the room's archive and see the wrap fail under the key your signed
+seal.key published.
+
+The file opens every epoch wrapped for that key, in this room (reveal lists
+them) and in any other room you published it in. reveal refuses while the
+key is still your current one: run adpnode seal key --new ROOM first (and
+in your other member-only rooms), so that it opens past epochs only.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, id, err := af.roomRef(args[0])
+			if err != nil {
+				return err
+			}
+			if epoch < 1 {
+				return usageErrorf("--epoch N names the epoch whose wrap is bad")
+			}
+			file, opens, err := c.RevealSealKey(cmd.Context(), id, epoch)
+			if err != nil {
+				return err
+			}
+			if err := writePrivate(out, file); err != nil {
+				return err
+			}
+			fmt.Printf("%s: the sealing key epoch %d's wrap names; it opens epochs %v of this room (mode 0600)\n", out, epoch, opens)
+			return nil
+		},
+	}
+	af.add(cmd)
+	cmd.Flags().Int64Var(&epoch, "epoch", 0, "the epoch whose wrap for you is bad")
+	cmd.Flags().StringVarP(&out, "out", "o", "revealed.seal", "where to write the sealing key file")
 	return cmd
 }
 
@@ -171,16 +219,22 @@ hash to --out, mode 0600: the file holds plaintext. Load it in the viewer's
 }
 
 // writePrivate writes b to path readable by its owner only, also when the
-// file already exists with wider permissions (a temp file renamed over it).
-func writePrivate(path string, b []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
+// file (or a temp file) already exists with wider permissions.
+func writePrivate(path string, b []byte) error { return client.WritePrivateFile(path, b) }
+
+// reportBadWrap says on stderr that a member gave this agent an epoch key
+// wrap that does not open, who, and what the client did about it.
+func reportBadWrap(r client.BadWrapReport) {
+	msg := "adpnode: room " + r.Room + ": " + r.Bad.Error()
+	switch {
+	case r.Recovered != 0:
+		msg += fmt.Sprintf("; started epoch %d to replace it", r.Recovered)
+	case r.Err != nil:
+		msg += "; not replaced: " + r.Err.Error()
+	default:
+		msg += "; a later epoch replaced it"
 	}
-	if err := os.Chmod(tmp, 0o600); err != nil { // a pre-existing tmp keeps its mode
-		return err
-	}
-	return os.Rename(tmp, path)
+	fmt.Fprintln(os.Stderr, termSafe(msg))
 }
 
 // isSealedRecord reports whether a record is a sealed message.create.

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/cmd/adpnode/internal/verifycmd"
 )
@@ -49,13 +53,19 @@ they verify like any other; their content is reported as not checked. With
 opens the sealed records of the epochs that member was given, checks each
 opened event against the room's types and roles at its seq, and checks both
 signatures of each sealed deal receipt; a failing one makes verify exit 2.
-It prints no sealed content.
+It prints no sealed content. Every epoch key wrapped for that member must
+open with the sealing key it names: a bad wrap fails (exit 2) and names the
+agent that signed it. FILE may also be a sealing key file itself (it names
+its agent): what a member hands others to show a bad wrap
+(docs/sealed-rooms.md).
 
 Markdown transcripts (archive.md) are for reading and cannot be verified.
 
 Exit status (verify's own): 0 when the file verifies; 2 when it does not,
-or is not a verifiable archive (Markdown, malformed JSON); 1 on other
-errors (for example an unreadable file).`,
+or is not a verifiable archive (Markdown, malformed JSON); 3 when the key
+given with --key cannot be used (no such file, no FILE.seal beside an agent
+key, a malformed file, or a sealing key file others can read); 1 on other
+errors (for example an unreadable file). verify --key never creates a file.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := os.ReadFile(args[0])
@@ -64,15 +74,9 @@ errors (for example an unreadable file).`,
 			}
 			var m verifycmd.Member
 			if key != "" {
-				k, err := loadAgentKey(key)
-				if err != nil {
+				if m, err = verifyMember(key); err != nil {
 					return err
 				}
-				ks, err := client.LoadSealKeys(client.SealKeyPath(key), k.ID)
-				if err != nil {
-					return err
-				}
-				m = verifycmd.Member{ID: k.ID, Find: ks.Find}
 			}
 			ok, err := verifycmd.FileAs(cmd.OutOrStdout(), args[0], b, m)
 			if err != nil {
@@ -84,6 +88,44 @@ errors (for example an unreadable file).`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&key, "key", "", "open a member-only room's sealed events as this agent (key file; sealing keys in FILE.seal)")
+	cmd.Flags().StringVar(&key, "key", "", "open a member-only room's sealed events as this agent (agent key file with its sealing keys in FILE.seal, or a sealing key file)")
 	return cmd
+}
+
+// verifyMember loads the member --key names: an agent key file, whose
+// sealing keys are in FILE.seal, or a sealing key file itself, which names
+// its agent (what a member hands others to show a bad wrap). It only reads;
+// every failure exits with exitVerifyKey.
+func verifyMember(path string) (verifycmd.Member, error) {
+	fail := func(err error) (verifycmd.Member, error) {
+		return verifycmd.Member{}, withCode(exitVerifyKey, fmt.Errorf("--key: %w", err))
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fail(err)
+	}
+	var probe map[string]json.RawMessage
+	if json.Unmarshal(b, &probe) == nil && probe["x25519"] != nil {
+		ks, err := client.LoadSealKeys(path, "")
+		if err != nil {
+			return fail(err)
+		}
+		if _, err := identity.ParseAgentID(string(ks.Agent())); err != nil {
+			return fail(fmt.Errorf("%s: the sealing key file names no agent_id", path))
+		}
+		return verifycmd.Member{ID: ks.Agent(), Find: ks.Find}, nil
+	}
+	k, err := client.LoadKey(path)
+	if err != nil {
+		return fail(err)
+	}
+	sp := client.SealKeyPath(path)
+	ks, err := client.LoadSealKeys(sp, k.ID)
+	if errors.Is(err, os.ErrNotExist) {
+		return fail(fmt.Errorf("no sealing key file %s beside %s: agent %s holds no sealing key here", sp, path, k.ID))
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return verifycmd.Member{ID: k.ID, Find: ks.Find}, nil
 }

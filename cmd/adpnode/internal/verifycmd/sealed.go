@@ -38,17 +38,26 @@ func verifySealed(w io.Writer, roomID string, raws [][]byte, packs []archive.Pac
 			sealed++
 		}
 	}
-	if sealed == 0 {
-		return true
-	}
 	if m.Find == nil {
-		fmt.Fprintf(w, "   not checked: %d sealed records (a member-only room; a member opens them with verify --key)\n", sealed)
+		if sealed > 0 {
+			fmt.Fprintf(w, "   not checked: %d sealed records (a member-only room; a member opens them with verify --key)\n", sealed)
+		}
 		return true
 	}
 	rd := seal.NewReader(roomID, m.ID, packSource(packs))
 	rd.Fold(recs)
-	evs, unopened := seal.Events(recs, rd, m.Find)
+	// Every epoch key wrapped for this member must open with the sealing
+	// key it names: a bad one is the signer's doing (seal.BadWrap).
 	ok := true
+	for _, b := range rd.CheckWraps(m.Find) {
+		ok = false
+		fmt.Fprintf(w, "FAIL bad epoch key wrap in epoch %d: the wrap for %s in the seal.epoch at seq %d, signed by %s, %s\n",
+			b.Epoch, b.Member, b.Seq, b.Wrapper, b.Reason)
+	}
+	if sealed == 0 {
+		return ok
+	}
+	evs, unopened := seal.Events(recs, rd, m.Find)
 	n, bad := 0, 0
 	for _, e := range evs {
 		if !e.Sealed {
@@ -73,7 +82,7 @@ func verifySealed(w io.Writer, roomID string, raws [][]byte, packs []archive.Pac
 		}
 		fmt.Fprintf(w, "   sealed deal receipt at seq %d: OK, co-signed by %s and %s, terms hash %s\n", e.Seq, r.PartyA, r.PartyB, r.TermsHash)
 	}
-	fmt.Fprintf(w, "   opened as %s: %d of %d sealed records (%d events, %d failing); %d not opened (epochs not given to this member)\n",
+	fmt.Fprintf(w, "   opened as %s: %d of %d sealed records (%d events, %d failing); %d not opened (epochs not given to this member, or with a bad wrap)\n",
 		m.ID, sealed-unopened, sealed, n, bad, unopened)
 	return ok
 }
