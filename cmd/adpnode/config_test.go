@@ -261,3 +261,22 @@ func TestConfigConnectionCaps(t *testing.T) {
 	wantExit(t, exitUsage, "must be positive", "config", "check", "--max-connections-per-address", "0")
 	wantExit(t, exitUsage, "must be positive", "config", "check", "--config", writeFile(t, "neg.yaml", "max_connections_per_address: -1\n"))
 }
+
+// Property: serve refuses at start, before opening anything, a disk
+// reserve below what the store may grow by at once, and says why and how
+// much is needed; 0 (the check off) and the least reserve are accepted.
+func TestServeRefusesSmallDiskReserve(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	errOut := wantExit(t, exitUsage, "at least 240MiB", "serve", "--data", data, "--listen", "127.0.0.1:0", "--no-federation",
+		"--disk-reserve", "4MiB")
+	if !strings.Contains(errOut, "SIGBUS") || !strings.Contains(errOut, "2 × ValueLogFileSize") {
+		t.Fatalf("the refusal does not explain itself: %s", errOut)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("the refused start touched the data dir: %v", err)
+	}
+	wantExit(t, exitUsage, "at least 240MiB", "config", "check", "--config", writeFile(t, "small.yaml", "disk_reserve: 4MiB\n"))
+	for _, r := range []string{"0", "240MiB"} {
+		mustCLI(t, "config", "check", "--disk-reserve", r)
+	}
+}

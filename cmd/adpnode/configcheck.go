@@ -46,6 +46,7 @@ nothing: no data directory, no ports. Exit 0 when valid, 2 when not.`,
 						"relay_service": ss.fed.nat.RelayService, "autonat_service": ss.fed.nat.AutoNATService, "port_map": ss.fed.nat.PortMap}},
 			}
 			out["max_connections"], out["max_connections_per_address"] = ss.fed.http.MaxConnections, ss.fed.http.MaxConnectionsPerAddress
+			out["disk_reserve"] = cfg.DiskReserveBytes
 			b, err := yaml.Marshal(out)
 			if err != nil {
 				return err

@@ -188,7 +188,7 @@ func addServeFlags(cmd *cobra.Command) {
 	f.StringArray("bootstrap", nil, "bootstrap peer multiaddr ending in /p2p/<peer id>: dialled to join the federation and its DHT, not kept connected (repeatable; replaces the file's bootstrap)")
 	f.String("dht", "auto", "ADP DHT mode: auto (server once AutoNAT finds this node public), server, client or off")
 	f.Bool("mdns", false, "discover peers on the local network with mDNS (--mdns=false turns the file's setting off)")
-	f.String("disk-reserve", "256MiB", "refuse writes (503, reason disk_full) while the data dir's file system has less free space than this; 0 disables")
+	f.String("disk-reserve", "256MiB", fmt.Sprintf("refuse writes (503, reason disk_full) while the data dir's file system has less free space than this; at least %dMiB (what the store may grow by at once), or 0 to disable", node.MinDiskReserve(node.BadgerOptions(""))>>20))
 	f.Int("max-connections", hostapi.DefaultMaxConnections, "cap on concurrently open HTTP client connections; at the cap a new one closes the longest-idle keep-alive connection")
 	f.Int("max-connections-per-address", hostapi.DefaultMaxConnectionsPerAddress, "cap on open HTTP connections from one client address (IPv6: one /64); at the cap a new one closes that address's longest-idle connection")
 	f.StringArray("witness", nil, "submit each host log checkpoint to this C2SP tlog-witness, URL=vkey (its submission URL and cosignature/v1 key; a mirror's are in its discovery \"witness\"); repeatable")
@@ -334,6 +334,9 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 	}
 	if ss.cfg.DiskReserveBytes, err = parseSize(pick("disk-reserve", fc.DiskReserve)); err != nil {
 		return nil, withCode(exitUsage, fmt.Errorf("disk reserve: %w", err))
+	}
+	if err := node.CheckDiskReserve(ss.cfg.DiskReserveBytes); err != nil {
+		return nil, withCode(exitUsage, err)
 	}
 	if fc.MaxConnections < 0 {
 		return nil, withCode(exitUsage, fmt.Errorf("max_connections must be positive (0 keeps the default %d)", hostapi.DefaultMaxConnections))
