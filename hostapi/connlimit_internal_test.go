@@ -155,3 +155,38 @@ func TestLimitListenerTrackingBounded(t *testing.T) {
 		t.Fatalf("after closing: %+v", st)
 	}
 }
+
+// BenchmarkLimitListenerConn is the bookkeeping of one connection
+// (admitted at the total cap, closing the longest-idle of 4,096 from 64
+// addresses; then new, active, idle, active, idle).
+//
+//	go test ./hostapi -run '^$' -bench LimitListenerConn
+func BenchmarkLimitListenerConn(b *testing.B) {
+	const n = 4096
+	l := LimitListener(nil, HTTPOptions{MaxConnections: n, MaxConnectionsPerAddress: n}).(*limitListener)
+	remotes := make([]*fakeConn, 64)
+	for i := range remotes {
+		remotes[i] = &fakeConn{remote: tcpAddr(netip.AddrFrom4([4]byte{10, 2, 0, byte(i)}).String())}
+	}
+	life := func(i int) *limitConn {
+		c, _ := l.admit(remotes[i%len(remotes)])
+		trackConnState(c, http.StateNew)
+		trackConnState(c, http.StateActive)
+		trackConnState(c, http.StateIdle)
+		return c
+	}
+	for i := range n {
+		life(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		c := life(i)
+		trackConnState(c, http.StateActive)
+		trackConnState(c, http.StateIdle)
+	}
+	b.StopTimer()
+	if st := l.Stats(); st.Open != n || st.Evicted != uint64(b.N) {
+		b.Fatalf("stats %+v", st)
+	}
+}
