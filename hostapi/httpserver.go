@@ -337,7 +337,7 @@ func (l *limitListener) setState(c *limitConn, s http.ConnState) {
 // a connection came from what state the server has it in. Connections
 // from another listener are left alone.
 func trackConnState(c net.Conn, s http.ConnState) {
-	for {
+	for range 4 { // a few wrappers at most
 		switch x := c.(type) {
 		case *limitConn:
 			x.l.setState(x, s)
