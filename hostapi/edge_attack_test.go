@@ -138,9 +138,11 @@ func eventuallyT(t *testing.T, d time.Duration, what string, cond func() bool) {
 	eventually(t, d, what, cond)
 }
 
-// Row 4: the connection cap. Connections beyond it are closed at once
-// (the file descriptor is not held), and the node serves again as soon as
-// the hoarder lets go.
+// Row 4: the connection cap. When every connection is busy (each in the
+// middle of a request, a body arriving a byte at a time), a connection
+// beyond the cap is closed at once (the file descriptor is not held), and
+// the node serves again as soon as the hoarder lets go. (Idle connections
+// make room instead: TestConnectionCapsLeaveRoomForNewClients.)
 func TestAttackConnectionCap(t *testing.T) {
 	h := adptest.StartHostHTTP(t, node.Config{}, hostapi.HTTPOptions{MaxConnections: 20})
 	addr := strings.TrimPrefix(h.URL, "http://")
@@ -150,9 +152,13 @@ func TestAttackConnectionCap(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		fmt.Fprintf(c, "POST /v1/rooms HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", addr)
 		hoard = append(hoard, c)
 	}
-	eventuallyT(t, 2*time.Second, "20 connections held", func() bool { return h.OpenConnections() == 20 })
+	eventuallyT(t, 5*time.Second, "20 busy connections held", func() bool {
+		st := h.ConnStats()
+		return st.Open == 20 && st.Waiting == 0
+	})
 	extra, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
@@ -162,6 +168,9 @@ func TestAttackConnectionCap(t *testing.T) {
 		t.Fatalf("a connection over the cap was kept open: %v", err)
 	}
 	extra.Close()
+	if st := h.ConnStats(); st.Refused != 1 || st.Evicted != 0 {
+		t.Fatalf("listener %+v: want the one over the cap refused and no busy one closed", st)
+	}
 	for _, c := range hoard {
 		c.Close()
 	}

@@ -352,6 +352,7 @@ func (s *Server) discovery(c *gin.Context) {
 			"viewer_streams_per_client":      s.opts.ViewerStreamsPerClient,
 			"viewer_streams":                 MaxViewerStreams,
 			"connections":                    s.opts.HTTP.MaxConnections,
+			"connections_per_address":        s.opts.HTTP.MaxConnectionsPerAddress,
 			"request_header_bytes":           s.opts.HTTP.MaxHeaderBytes,
 			"request_read_timeout_ms":        s.opts.HTTP.ReadTimeout.Milliseconds(),
 			"idle_timeout_ms":                s.opts.HTTP.IdleTimeout.Milliseconds(),

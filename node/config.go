@@ -50,8 +50,9 @@ type Config struct {
 	InMemory bool
 	// DiskReserveBytes is the free space on the data dir's file system
 	// below which writes are refused (503 unavailable, reason disk_full);
-	// 0 disables the check. adpnode serve defaults it to
-	// DefaultDiskReserve (see disk.go for why that much).
+	// 0 disables the check; otherwise Open refuses one below
+	// MinDiskReserve of the node's Badger options (DiskReserveError).
+	// adpnode serve defaults it to DefaultDiskReserve.
 	DiskReserveBytes int64
 	// DiskCheckInterval is how often free space is sampled (default 1 s).
 	DiskCheckInterval time.Duration

@@ -25,9 +25,9 @@ import (
 )
 
 // Badger sizing. An idle node should stay small, and the disk reserve
-// (DefaultDiskReserve) must cover what Badger can write after the node
-// stops accepting writes, because Badger writes its memtable WAL (.mem)
-// and value log (.vlog) through mmap: on a full file system a store into
+// must cover what Badger can write after the node stops accepting writes
+// (MinDiskReserve), because Badger writes its memtable WAL (.mem), value
+// log (.vlog) and tables through mmap: on a full file system a store into
 // an mmapped page is a SIGBUS (the process dies), not an ENOSPC error.
 const (
 	badgerMemTableSize     = 16 << 20 // each .mem WAL is a sparse 2×16 MiB mmap
@@ -40,19 +40,64 @@ const (
 )
 
 // DefaultDiskReserve is the free space below which the node refuses
-// writes. It covers the worst case of what Badger may still write into
-// mmapped files once writes stop, with room to spare:
-//
-//	memtable WALs  3 × 2 × 16 MiB =  96 MiB (every .mem file filled)
-//	value log          2 × 64 MiB = 128 MiB (the open .vlog filled)
-//	                                 -------
-//	                                 224 MiB, rounded up to 256 MiB
-//
-// plus in practice the L0 tables a flush writes and the compaction output
-// written before its inputs are deleted (a few BaseTableSize files), which
-// the rounding and the node's 1 s sampling lag leave room for at the write
-// rates a node sustains.
+// writes. It covers MinDiskReserve of the node's Badger options (240 MiB)
+// with room to spare for the compaction output written before its inputs
+// are deleted (a few BaseTableSize files) and for the writes that land
+// within the 1 s sampling lag, at the write rates a node sustains.
 const DefaultDiskReserve = 256 << 20
+
+// MinDiskReserve is what the store may grow by at once, after the disk
+// guard has stopped the node's writes, for the Badger options opts. Badger
+// writes its memtable WALs (.mem), value log (.vlog) and tables (.sst)
+// through mmap, and on a full file system a store into an mmapped page is
+// a SIGBUS (the process dies), not an ENOSPC error, so the reserve must
+// hold all of it:
+//
+//	NumMemtables × 2 × MemTableSize   every memtable WAL, each a sparse
+//	                                  mmap of twice the memtable, filled
+//	+ 2 × ValueLogFileSize            the open value log, a sparse mmap of
+//	                                  twice the file size, filled (value-
+//	                                  log GC rewrites into such a file too)
+//	+ MemTableSize                    the L0 table a flush of a full
+//	                                  memtable writes before its WAL goes
+//
+// For the node's options: 3 × 2 × 16 + 2 × 64 + 16 = 240 MiB.
+func MinDiskReserve(opts badger.Options) int64 {
+	return int64(opts.NumMemtables)*2*opts.MemTableSize + 2*opts.ValueLogFileSize + opts.MemTableSize
+}
+
+// DiskReserveError refuses a disk reserve too small for the store: a disk
+// that fills would crash the node before the reserve stopped its writes.
+type DiskReserveError struct {
+	Reserve, Min int64
+	opts         badger.Options
+}
+
+func (e *DiskReserveError) Error() string {
+	mib := func(n int64) string {
+		if n%(1<<20) != 0 {
+			return fmt.Sprintf("%d bytes", n)
+		}
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	o := e.opts
+	return fmt.Sprintf("disk reserve %s is below %s, what the store may grow by at once "+
+		"(NumMemtables × 2 × MemTableSize + 2 × ValueLogFileSize + MemTableSize = %d × 2 × %s + 2 × %s + %s, "+
+		"all written through mmap, where a full disk kills the node with SIGBUS); "+
+		"set disk_reserve (--disk-reserve) to at least %dMiB, or 0 to disable the check",
+		mib(e.Reserve), mib(e.Min), o.NumMemtables, mib(o.MemTableSize), mib(o.ValueLogFileSize), mib(o.MemTableSize),
+		(e.Min+(1<<20)-1)>>20)
+}
+
+// CheckDiskReserve refuses a reserve (bytes; 0 disables the check) below
+// MinDiskReserve of the node's Badger options.
+func CheckDiskReserve(reserve int64) error {
+	opts := BadgerOptions("")
+	if least := MinDiskReserve(opts); reserve > 0 && reserve < least {
+		return &DiskReserveError{Reserve: reserve, Min: least, opts: opts}
+	}
+	return nil
+}
 
 // BadgerOptions returns the Badger options of a node database in dir:
 // checksums verified on every block read (and every table at open, see

@@ -18,14 +18,14 @@ import (
 	"github.com/adpnode/adpnode/node"
 )
 
-// smallTmpfs mounts a 64 MiB tmpfs for the test, or skips.
-func smallTmpfs(t *testing.T) string {
+// smallTmpfs mounts a tmpfs of size bytes for the test, or skips.
+func smallTmpfs(t *testing.T, size int64) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("disk-full test: needs root to mount a small tmpfs")
 	}
 	dir := t.TempDir()
-	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", dir).CombinedOutput(); err != nil {
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%d", size), "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Skipf("disk-full test: mount tmpfs failed: %v %s", err, out)
 	}
 	t.Cleanup(func() {
@@ -51,8 +51,10 @@ func freeSpace(t *testing.T, dir string) int64 {
 // with every acknowledged record.
 func TestDiskFull(t *testing.T) {
 	began := time.Now()
-	mnt := smallTmpfs(t)
-	const reserve = 8 << 20
+	// The least reserve the node takes, and 64 MiB for the store and the
+	// filler.
+	reserve := node.MinDiskReserve(node.BadgerOptions(""))
+	mnt := smallTmpfs(t, reserve+64<<20)
 	clock := adptest.NewClock()
 	cfg := node.Config{DataDir: filepath.Join(mnt, "data"), DiskReserveBytes: reserve, DiskCheckInterval: 20 * time.Millisecond, Rates: opsRates()}
 	h := adptest.StartHostAt(t, cfg, clock)

@@ -102,6 +102,11 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	u, _ := url.Parse(origin)
+	if !cfg.InMemory {
+		if err := CheckDiskReserve(cfg.DiskReserveBytes); err != nil {
+			return nil, err
+		}
+	}
 	opts := BadgerOptions(cfg.DataDir)
 	if cfg.InMemory {
 		opts = opts.WithInMemory(true).WithDir("").WithValueDir("")

@@ -203,11 +203,13 @@ func floorServe(stage, addr, dir string) error {
 	if err != nil {
 		return err
 	}
-	srv := hostapi.NewHTTPServer(floorHandler(spec.verify, commit), hostapi.HTTPOptions{})
+	// Every agent of the load comes from one address: only the total cap.
+	edge := hostapi.HTTPOptions{MaxConnectionsPerAddress: hostapi.DefaultMaxConnections}
+	srv := hostapi.NewHTTPServer(floorHandler(spec.verify, commit), edge)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(hostapi.LimitListener(ln, 0)) }()
+	go func() { served <- srv.Serve(hostapi.LimitListener(ln, edge)) }()
 	select {
 	case <-stop:
 		return srv.Close()

@@ -41,6 +41,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/stack"
 )
@@ -277,7 +278,8 @@ func startInproc(o options) (*inprocHost, error) {
 	if o.rates == "off" {
 		cfg.Rates = ratesOff()
 	}
-	sc := stack.Config{Node: cfg, Log: cfg.Log}
+	// Every agent of the load comes from one address: only the total cap.
+	sc := stack.Config{Node: cfg, Log: cfg.Log, HTTP: hostapi.HTTPOptions{MaxConnectionsPerAddress: hostapi.DefaultMaxConnections}}
 	if o.hostLog {
 		sc.HostLog = &stack.HostLogConfig{CheckpointInterval: o.logCpEvery, RoundInterval: o.logRound, BatchMaxAge: o.logBatchAge}
 	}

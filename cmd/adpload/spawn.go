@@ -52,7 +52,9 @@ func startSpawn(o options) (*spawnedHost, error) {
 	addr := ln.Addr().String()
 	ln.Close()
 	cmd := exec.Command(o.spawn, "serve", "--config", cfg, "--listen", addr,
-		"--data", filepath.Join(dir, "data"), "--no-federation", "--disk-reserve", "0")
+		"--data", filepath.Join(dir, "data"), "--no-federation", "--disk-reserve", "0",
+		// Every agent of the load comes from one address: only the total cap.
+		"--max-connections-per-address", "4096")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	cmd.Env = os.Environ()
 	if o.hostProfile != "" {

@@ -99,8 +99,9 @@ func TestPartialRatesKeepDefaults(t *testing.T) {
 	defer resp.Body.Close()
 	var doc struct {
 		Limits struct {
-			Rates map[string]int `json:"rates_per_minute"`
-			Conns int            `json:"connections"`
+			Rates   map[string]int `json:"rates_per_minute"`
+			Conns   int            `json:"connections"`
+			PerAddr int            `json:"connections_per_address"`
 		} `json:"limits"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
@@ -110,8 +111,8 @@ func TestPartialRatesKeepDefaults(t *testing.T) {
 	if got["message"] != 10 || got["signal"] != def.Signal || got["control"] != def.Control || got["room_create"] != def.Create {
 		t.Fatalf("discovery rates %v", got)
 	}
-	if doc.Limits.Conns != hostapi.DefaultMaxConnections {
-		t.Fatalf("discovery connections %d", doc.Limits.Conns)
+	if doc.Limits.Conns != hostapi.DefaultMaxConnections || doc.Limits.PerAddr != hostapi.DefaultMaxConnectionsPerAddress {
+		t.Fatalf("discovery connections %d, per address %d", doc.Limits.Conns, doc.Limits.PerAddr)
 	}
 
 	// 0 spelled out disables that limit only; everything 0 disables all.
@@ -227,5 +228,55 @@ func TestShippedConfigsCheck(t *testing.T) {
 	files, _ := filepath.Glob("../../configs/*.yaml")
 	for _, f := range files {
 		mustCLI(t, "config", "check", "--config", f)
+	}
+}
+
+// Property: the per-address connection cap has a YAML key, a flag (which
+// wins) and a default, and config check prints it with the total cap.
+func TestConfigConnectionCaps(t *testing.T) {
+	var eff struct {
+		Conns   int `yaml:"max_connections"`
+		PerAddr int `yaml:"max_connections_per_address"`
+	}
+	get := func(args ...string) {
+		t.Helper()
+		eff.Conns, eff.PerAddr = 0, 0
+		if err := yaml.Unmarshal([]byte(mustCLI(t, append([]string{"config", "check"}, args...)...)), &eff); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get()
+	if eff.Conns != hostapi.DefaultMaxConnections || eff.PerAddr != hostapi.DefaultMaxConnectionsPerAddress {
+		t.Fatalf("defaults: %+v", eff)
+	}
+	file := writeFile(t, "caps.yaml", "max_connections: 1000\nmax_connections_per_address: 64\n")
+	get("--config", file)
+	if eff.Conns != 1000 || eff.PerAddr != 64 {
+		t.Fatalf("from the file: %+v", eff)
+	}
+	get("--config", file, "--max-connections-per-address", "32")
+	if eff.PerAddr != 32 {
+		t.Fatalf("the flag must win: %+v", eff)
+	}
+	wantExit(t, exitUsage, "must be positive", "config", "check", "--max-connections-per-address", "0")
+	wantExit(t, exitUsage, "must be positive", "config", "check", "--config", writeFile(t, "neg.yaml", "max_connections_per_address: -1\n"))
+}
+
+// Property: serve refuses at start, before opening anything, a disk
+// reserve below what the store may grow by at once, and says why and how
+// much is needed; 0 (the check off) and the least reserve are accepted.
+func TestServeRefusesSmallDiskReserve(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	errOut := wantExit(t, exitUsage, "at least 240MiB", "serve", "--data", data, "--listen", "127.0.0.1:0", "--no-federation",
+		"--disk-reserve", "4MiB")
+	if !strings.Contains(errOut, "SIGBUS") || !strings.Contains(errOut, "2 × ValueLogFileSize") {
+		t.Fatalf("the refusal does not explain itself: %s", errOut)
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("the refused start touched the data dir: %v", err)
+	}
+	wantExit(t, exitUsage, "at least 240MiB", "config", "check", "--config", writeFile(t, "small.yaml", "disk_reserve: 4MiB\n"))
+	for _, r := range []string{"0", "240MiB"} {
+		mustCLI(t, "config", "check", "--disk-reserve", r)
 	}
 }

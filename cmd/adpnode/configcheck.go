@@ -45,6 +45,8 @@ nothing: no data directory, no ports. Exit 0 when valid, 2 when not.`,
 					"nat": map[string]bool{"autonat": true, "hole_punching": !ss.fed.nat.NoHolePunching, "relay_client": !ss.fed.nat.NoRelayClient,
 						"relay_service": ss.fed.nat.RelayService, "autonat_service": ss.fed.nat.AutoNATService, "port_map": ss.fed.nat.PortMap}},
 			}
+			out["max_connections"], out["max_connections_per_address"] = ss.fed.http.MaxConnections, ss.fed.http.MaxConnectionsPerAddress
+			out["disk_reserve"] = cfg.DiskReserveBytes
 			b, err := yaml.Marshal(out)
 			if err != nil {
 				return err

@@ -49,6 +49,8 @@ type fileConfig struct {
 	// loopback and private origins (nil: unset; an old file's
 	// allow_private_packs then stands in for it, with a deprecation note).
 	AllowPrivatePeers *bool `yaml:"allow_private_peers"`
+	// MaxConnectionsPerAddress caps one client address (IPv6: one /64).
+	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
 	// Mirror caps (0: the defaults, 1000 rooms and 10GiB).
 	MirrorMaxRooms int    `yaml:"mirror_max_rooms"`
 	MirrorMaxBytes string `yaml:"mirror_max_bytes"`
@@ -186,8 +188,9 @@ func addServeFlags(cmd *cobra.Command) {
 	f.StringArray("bootstrap", nil, "bootstrap peer multiaddr ending in /p2p/<peer id>: dialled to join the federation and its DHT, not kept connected (repeatable; replaces the file's bootstrap)")
 	f.String("dht", "auto", "ADP DHT mode: auto (server once AutoNAT finds this node public), server, client or off")
 	f.Bool("mdns", false, "discover peers on the local network with mDNS (--mdns=false turns the file's setting off)")
-	f.String("disk-reserve", "256MiB", "refuse writes (503, reason disk_full) while the data dir's file system has less free space than this; 0 disables")
-	f.Int("max-connections", hostapi.DefaultMaxConnections, "cap on concurrently open HTTP client connections")
+	f.String("disk-reserve", "256MiB", fmt.Sprintf("refuse writes (503, reason disk_full) while the data dir's file system has less free space than this; at least %dMiB (what the store may grow by at once), or 0 to disable", node.MinDiskReserve(node.BadgerOptions(""))>>20))
+	f.Int("max-connections", hostapi.DefaultMaxConnections, "cap on concurrently open HTTP client connections; at the cap a new one closes the longest-idle keep-alive connection")
+	f.Int("max-connections-per-address", hostapi.DefaultMaxConnectionsPerAddress, "cap on open HTTP connections from one client address (IPv6: one /64); at the cap a new one closes that address's longest-idle connection")
 	f.StringArray("witness", nil, "submit each host log checkpoint to this C2SP tlog-witness, URL=vkey (its submission URL and cosignature/v1 key; a mirror's are in its discovery \"witness\"); repeatable")
 }
 
@@ -332,12 +335,26 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 	if ss.cfg.DiskReserveBytes, err = parseSize(pick("disk-reserve", fc.DiskReserve)); err != nil {
 		return nil, withCode(exitUsage, fmt.Errorf("disk reserve: %w", err))
 	}
+	if err := node.CheckDiskReserve(ss.cfg.DiskReserveBytes); err != nil {
+		return nil, withCode(exitUsage, err)
+	}
 	if fc.MaxConnections < 0 {
 		return nil, withCode(exitUsage, fmt.Errorf("max_connections must be positive (0 keeps the default %d)", hostapi.DefaultMaxConnections))
 	}
 	httpOpts := hostapi.HTTPOptions{MaxConnections: fc.MaxConnections}
 	if v, _ := fl.GetInt("max-connections"); fl.Changed("max-connections") || fc.MaxConnections == 0 {
 		httpOpts.MaxConnections = v
+	}
+	if fc.MaxConnectionsPerAddress < 0 {
+		return nil, withCode(exitUsage, fmt.Errorf("max_connections_per_address must be positive (0 keeps the default %d)", hostapi.DefaultMaxConnectionsPerAddress))
+	}
+	httpOpts.MaxConnectionsPerAddress = fc.MaxConnectionsPerAddress
+	if v, _ := fl.GetInt("max-connections-per-address"); fl.Changed("max-connections-per-address") || fc.MaxConnectionsPerAddress == 0 {
+		httpOpts.MaxConnectionsPerAddress = v
+	}
+	if httpOpts.MaxConnections <= 0 || httpOpts.MaxConnectionsPerAddress <= 0 {
+		return nil, withCode(exitUsage, fmt.Errorf("--max-connections %d / --max-connections-per-address %d: must be positive",
+			httpOpts.MaxConnections, httpOpts.MaxConnectionsPerAddress))
 	}
 	noFed, _ := fl.GetBool("no-federation")
 	p2pListen, _ := fl.GetStringArray("p2p-listen")

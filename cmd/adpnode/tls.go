@@ -189,7 +189,7 @@ func setupTLS(t tlsSettings, dataDir string, httpOpts hostapi.HTTPOptions, log *
 			if err != nil {
 				return nil, fmt.Errorf("acme_http: %w", err)
 			}
-			ts.httpLn = hostapi.LimitListener(ln, httpOpts.WithDefaults().MaxConnections)
+			ts.httpLn = hostapi.LimitListener(ln, httpOpts)
 			ts.httpSrv = hostapi.NewHTTPServer(m.HTTPHandler(nil), httpOpts)
 		}
 		log.Info("acme", "domains", t.acmeDomains, "directory", t.acmeDirectory, "cache", dir, "http_01", t.acmeHTTP)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,6 +9,8 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/big"
@@ -89,7 +92,8 @@ func startServe(t *testing.T, log *slog.Logger, args ...string) *stack {
 
 // Static TLS: HTTPS on --listen with the given certificate (TLS 1.2+),
 // plain HTTP answered 400, old TLS versions refused, the connection cap
-// still in force, and the same after a restart on the same data dir.
+// in force (an idle TLS connection makes room, a busy one does not), and
+// the same after a restart on the same data dir.
 func TestServeStaticTLS(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile, pool := selfSigned(t, dir)
@@ -135,20 +139,68 @@ func TestServeStaticTLS(t *testing.T) {
 			t.Fatal("TLS 1.1 handshake succeeded")
 		}
 
-		// Bound: the connection cap counts TLS connections like plain ones.
-		// The plain and TLS 1.1 connections above close on the server's side
-		// after their answer: wait until the cap counts none of them.
+		// Bound: the connection cap counts TLS connections like plain ones
+		// and follows their state through TLS. The plain and TLS 1.1
+		// connections above close on the server's side after their
+		// answer: wait until the cap counts none of them.
 		waitFor(t, func() bool { return openConns(s) == 0 })
+		dial := func() (*tls.Conn, error) {
+			return tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", s.addr, &tls.Config{RootCAs: pool})
+		}
+		get := func(c *tls.Conn) error {
+			c.SetDeadline(time.Now().Add(10 * time.Second))
+			defer c.SetDeadline(time.Time{})
+			if _, err := io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: adp\r\n\r\n"); err != nil {
+				return err
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				return err
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 {
+				return fmt.Errorf("HTTP %d", resp.StatusCode)
+			}
+			return nil
+		}
 		var held []*tls.Conn
 		for i := 0; i < 3; i++ {
-			c, err := tls.Dial("tcp", s.addr, &tls.Config{RootCAs: pool})
+			c, err := dial()
+			if err == nil {
+				err = get(c)
+			}
 			if err != nil {
 				t.Fatalf("connection %d under the cap: %v", i, err)
 			}
 			held = append(held, c)
 		}
 		waitFor(t, func() bool { return openConns(s) == 3 })
-		over, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", s.addr, &tls.Config{RootCAs: pool})
+		// All three idle: a fourth is served, and the longest-idle one is
+		// closed to make room.
+		extra, err := dial()
+		if err == nil {
+			err = get(extra)
+		}
+		if err != nil {
+			t.Fatalf("a TLS connection at the cap with idle ones open: %v", err)
+		}
+		held[0].SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := held[0].Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("the longest-idle TLS connection was not closed to make room: %v", err)
+		}
+		held[0].Close()
+		held = append(held[1:], extra)
+		// All three busy (a request body arriving): one more is closed
+		// before its handshake completes.
+		for _, c := range held {
+			io.WriteString(c, "POST /v1/rooms HTTP/1.1\r\nHost: adp\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
+		}
+		waitFor(t, func() bool {
+			st, _ := hostapi.ListenerStats(s.ln)
+			return st.Open == 3 && st.Waiting == 0
+		})
+		over, err := dial()
 		if err == nil {
 			over.Close()
 			t.Fatal("a TLS connection over the cap completed its handshake")

@@ -129,7 +129,7 @@ func startHost(t testing.TB, cfg stack.NodeConfig, clock *Clock, addr string, ho
 		l.Close()
 		t.Fatal(err)
 	}
-	srv := &httptest.Server{Listener: hostapi.LimitListener(l, ho.WithDefaults().MaxConnections), Config: st.Server}
+	srv := &httptest.Server{Listener: hostapi.LimitListener(l, ho), Config: st.Server}
 	srv.Start()
 	h := &Host{Stack: st, URL: srv.URL, Clock: clock, srv: srv, cfg: keep, http: ho, log: hl}
 	t.Cleanup(h.Close)
@@ -178,6 +178,14 @@ func (h *Host) RestartAfter(t testing.TB, between func(dataDir string)) *Host {
 // OpenConnections is the number of client connections the host's
 // listener holds now.
 func (h *Host) OpenConnections() int { return hostapi.OpenConnections(h.srv.Listener) }
+
+// ConnStats is what the host's listener holds and has done: connections
+// open and waiting for a request, client addresses, connections closed to
+// make room or refused.
+func (h *Host) ConnStats() hostapi.ConnStats {
+	st, _ := hostapi.ListenerStats(h.srv.Listener)
+	return st
+}
 
 // Agent is a test agent with its own key and nonce sequence.
 type Agent struct {

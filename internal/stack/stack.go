@@ -230,7 +230,7 @@ func Open(cfg Config) (_ *Stack, err error) {
 // Serve serves the API on ln (with the connection cap; TLS when
 // s.Server.TLSConfig is set) until Close; a failure is sent on Err.
 func (s *Stack) Serve(ln net.Listener) {
-	ln = hostapi.LimitListener(ln, s.cfg.HTTP.WithDefaults().MaxConnections)
+	ln = hostapi.LimitListener(ln, s.cfg.HTTP)
 	s.Listener, s.serving = ln, true
 	go func() {
 		var err error
