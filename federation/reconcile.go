@@ -147,7 +147,7 @@ func (f *Federation) serveReconcile(s network.Stream) {
 				s.Reset()
 				return
 			}
-			ans := make([]json.RawMessage, 0, len(ids)/negentropy.IDSize)
+			ans := make([][]byte, 0, len(ids)/negentropy.IDSize)
 			size := 0
 			for i := 0; i < len(ids); i += negentropy.IDSize {
 				raw, ok := items.raw[negentropy.ID(ids[i:i+negentropy.IDSize])]
@@ -160,7 +160,7 @@ func (f *Federation) serveReconcile(s network.Stream) {
 				ans = append(ans, raw)
 				size += len(raw) + 1
 			}
-			out, _ = json.Marshal(ans)
+			out = rawArray(nil, ans)
 		default:
 			s.Reset()
 			return
@@ -170,6 +170,22 @@ func (f *Federation) serveReconcile(s network.Stream) {
 			return
 		}
 	}
+}
+
+// rawArray appends a JSON array of the signed announcements in raws, each
+// exactly as signed and stored. json.Marshal would not do: it re-escapes
+// '&', '<' and '>' inside a json.RawMessage, and an announcement whose
+// bytes changed no longer matches its item id (SHA-256 of the signed
+// bytes), so the peer that asked for it drops it.
+func rawArray(dst []byte, raws [][]byte) []byte {
+	dst = append(dst, '[')
+	for i, raw := range raws {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, raw...)
+	}
+	return append(dst, ']')
 }
 
 func minTime(a, b time.Time) time.Time {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -284,4 +285,83 @@ func TestRestartDoesNotReannounce(t *testing.T) {
 		b.Fed.Reconcile(rctx, a.Fed.PeerID())
 		return false
 	})
+}
+
+// Property: reconciliation and index sync carry each announcement as the
+// exact bytes its host signed, so a room whose topic and tags hold '&',
+// '<' and '>' (which json.Marshal would re-escape, changing the item id)
+// reaches a node that missed its gossip, and the node stores the very
+// bytes the host keeps as its latest announcement.
+func TestReconcileCarriesSignedBytes(t *testing.T) {
+	clock := adptest.NewClock()
+	a := fedtest.Start(t, "A", t.TempDir(), clock, 0, fedtest.Options{})
+	b := fedtest.Start(t, "B", t.TempDir(), clock, 0, fedtest.Options{})
+	alice := adptest.NewAgent("alice")
+	id := fedtest.CreateRoom(t, a, alice, room.Public, "Q&A <live> & more", "r&d", "<b>")
+	eventually(t, 5*time.Second, "A keeps its announcement", func() bool { return a.Index.Own()[id] != nil })
+	own := a.Index.Own()[id]
+	if !strings.Contains(string(own), "Q&A <live>") {
+		t.Fatalf("the signed announcement does not hold the topic verbatim: %s", own)
+	}
+
+	// Legacy index sync: the page holds the signed bytes verbatim.
+	r := newRogue(t, "syncer", a)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := r.h.NewStream(ctx, a.Fed.PeerID(), federation.SyncProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetDeadline(time.Now().Add(10 * time.Second))
+	s.Write(frame([]byte(`{"page":0}`)))
+	page := readTestFrame(t, bufio.NewReader(s))
+	s.Close()
+	var p struct {
+		Entries []json.RawMessage `json:"entries"`
+	}
+	if err := json.Unmarshal(page, &p); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range p.Entries {
+		found = found || string(e) == string(own)
+	}
+	if !found {
+		t.Fatalf("index sync altered the signed announcement:\nsigned %s\nserved %s", own, page)
+	}
+
+	// Reconciliation: B never saw the gossip and learns the room.
+	connect(t, b, a)
+	eventually(t, 10*time.Second, "B learns the room by reconciliation", func() bool {
+		if e, ok := b.Index.Room(id, b.Clock.Ms()); ok {
+			return string(e.Raw) == string(own)
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		b.Fed.Reconcile(rctx, a.Fed.PeerID())
+		return false
+	})
+	// Across B's restart, and a further session finds nothing to exchange.
+	b = b.Restart(t)
+	if e, ok := b.Index.Room(id, b.Clock.Ms()); !ok || string(e.Raw) != string(own) {
+		t.Fatal("the entry changed across B's restart")
+	}
+	connect(t, b, a)
+	eventually(t, 5*time.Second, "a session after the restart finds nothing to exchange", func() bool {
+		res, err := b.Fed.Reconcile(ctx, a.Fed.PeerID())
+		return err == nil && res.Need == 0 && res.Have == 0
+	})
+}
+
+func readTestFrame(t *testing.T, r io.Reader) []byte {
+	t.Helper()
+	var l [4]byte
+	if _, err := io.ReadFull(r, l[:]); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, binary.BigEndian.Uint32(l[:]))
+	if _, err := io.ReadFull(r, b); err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -49,6 +50,18 @@ type syncPage struct {
 	Pages   int               `json:"pages"`
 }
 
+// encodeSyncPage encodes a syncPage whose entries are the signed
+// announcements exactly as signed (see rawArray).
+func encodeSyncPage(entries [][]byte, page, pages int) []byte {
+	n := 48
+	for _, e := range entries {
+		n += len(e) + 1
+	}
+	b := append(make([]byte, 0, n), `{"entries":`...)
+	b = rawArray(b, entries)
+	return fmt.Appendf(b, `,"page":%d,"pages":%d}`, page, pages)
+}
+
 // syncRequest asks for one page (an empty request means page 0).
 type syncRequest struct {
 	Page int `json:"page"`
@@ -73,7 +86,7 @@ func (f *Federation) snapshot() [][]byte {
 	}
 	f.snapDirty.Store(false)
 	now := f.n.NowMs()
-	var entries []json.RawMessage
+	var entries [][]byte
 	for _, sum := range f.n.Summaries() {
 		if len(entries) >= maxSyncEntries {
 			break
@@ -90,7 +103,7 @@ func (f *Federation) snapshot() [][]byte {
 		}
 		entries = append(entries, raw)
 	}
-	var groups [][]json.RawMessage
+	var groups [][][]byte
 	size := 0
 	for _, raw := range entries {
 		if len(groups) == 0 || size+len(raw) > syncPageBytes {
@@ -104,11 +117,11 @@ func (f *Federation) snapshot() [][]byte {
 		size += len(raw) + 1
 	}
 	if len(groups) == 0 {
-		groups = [][]json.RawMessage{{}}
+		groups = [][][]byte{{}}
 	}
 	pages := make([][]byte, len(groups))
 	for i, g := range groups {
-		pages[i], _ = json.Marshal(syncPage{Entries: g, Page: i, Pages: len(groups)})
+		pages[i] = encodeSyncPage(g, i, len(groups))
 	}
 	f.snap = syncSnapshot{at: time.Now(), pages: pages}
 	return pages
@@ -148,7 +161,7 @@ func (f *Federation) serveSync(s network.Stream) {
 		pages := f.snapshot()
 		out := []byte(nil)
 		if req.Page < 0 || req.Page >= len(pages) {
-			out, _ = json.Marshal(syncPage{Entries: []json.RawMessage{}, Page: req.Page, Pages: len(pages)})
+			out = encodeSyncPage(nil, req.Page, len(pages))
 		} else {
 			out = pages[req.Page]
 		}
