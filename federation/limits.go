@@ -25,8 +25,8 @@ type Limits struct {
 	// ConnLow and ConnHigh are the connection manager's watermarks
 	// (defaults 64 and 128; static peers are protected).
 	ConnLow, ConnHigh int
-	// SyncPerPeer is how many index-sync streams one peer may have open
-	// at once (default 2).
+	// SyncPerPeer is how many index-sync streams, and how many
+	// reconciliation streams, one peer may have open at once (default 2).
 	SyncPerPeer int
 	// AnnounceBurst and AnnounceRate bound the announcements taken from
 	// one host key (defaults 2048 and 4 × 10,000 per announce interval).
