@@ -531,7 +531,7 @@ func (f *Federation) startPubSub() error {
 		Topics: map[string]*pubsub.TopicScoreParams{IndexTopic: topicScore()},
 	}
 	thresholds := &pubsub.PeerScoreThresholds{SkipAtomicValidation: true,
-		GossipThreshold: -100, PublishThreshold: -200, GraylistThreshold: -400, AcceptPXThreshold: 1, OpportunisticGraftThreshold: 5}
+		GossipThreshold: -100, PublishThreshold: -200, GraylistThreshold: graylistThreshold, AcceptPXThreshold: 1, OpportunisticGraftThreshold: 5}
 	ps, err := pubsub.NewGossipSub(f.ctx, f.h,
 		pubsub.WithMessageIdFn(msgID),
 		pubsub.WithPeerExchange(true),
@@ -577,6 +577,11 @@ func topicScore() *pubsub.TopicScoreParams {
 		FirstMessageDeliveriesWeight: 1, FirstMessageDeliveriesDecay: 0.5, FirstMessageDeliveriesCap: 20,
 		InvalidMessageDeliveriesWeight: -100, InvalidMessageDeliveriesDecay: 0.3}
 }
+
+// graylistThreshold is the gossipsub score under which a peer's messages
+// are ignored; reconciliation and index sync stop taking announcements
+// from a peer whose penalty alone reaches it.
+const graylistThreshold = -400
 
 // bindingCheckers is how many binding checks run at once.
 const bindingCheckers = 2

@@ -366,10 +366,12 @@ func (f *Federation) reconcileWith(ctx context.Context, id peer.ID) (ReconcileRe
 // instead of the gossip author, and reports whether it was admitted.
 //
 // from is the peer that relayed it. An announcement gossip would reject
-// (forged, issued in the future, a claim on a room ID this node or a
-// verified host holds) penalises from as a rejected gossip message
-// penalises its sender (see penalise), and errRelayedReject tells the
-// caller to end the exchange.
+// penalises from as a rejected gossip message penalises its sender (see
+// penalise). A forgery (not a valid signed announcement of the key and
+// peer ID it names) ends the exchange at once (errRelayedReject); a claim
+// refused for its room ID (which an honest peer that saw another claimant
+// verified first may relay) ends it once from's score falls to the
+// graylist threshold, where gossipsub stops listening to it too.
 func (f *Federation) admitRelayed(ctx context.Context, from peer.ID, raw []byte) (bool, error) {
 	e, err := index.Parse(raw)
 	if err != nil {
@@ -390,7 +392,10 @@ func (f *Federation) admitRelayed(ctx context.Context, from peer.ID, raw []byte)
 	}
 	if f.admit(ctx, e) == pubsub.ValidationReject {
 		f.penalise(from)
-		return false, errRelayedReject
+		if f.penalty.score(from, time.Now()) <= graylistThreshold {
+			return false, errRelayedReject
+		}
+		return false, nil
 	}
 	return true, nil
 }
