@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/adpnode/adpnode/adp/assertion"
+	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
@@ -315,3 +317,98 @@ func TestIndexSyncFlood(t *testing.T) {
 }
 
 func lim(p *fedtest.Peer) index.Limits { return p.Index.Limits() }
+
+// Property: a room ID claimed by a rogue before its real host was
+// verified goes to the real host once it is verified. The rogue (a host
+// of its own, whose origin is down at first) claims H's room on V before
+// V knows H; V then learns H's room by reconciliation and verifies H;
+// later the rogue's origin comes up and its binding is verified too. The
+// rogue's claim is in V's evidence, not in its index; a write relayed
+// through V reaches H and the rogue captures nothing; the same after a
+// restart of V.
+func TestRogueClaimBeforeVerification(t *testing.T) {
+	clock := adptest.NewClock()
+	h := fedtest.Start(t, "H", t.TempDir(), clock, 0, fedtest.Options{})
+	v := fedtest.Start(t, "V", t.TempDir(), clock, 0, fedtest.Options{})
+	alice := adptest.NewAgent("alice")
+	id := createRoom(t, h, alice, room.Public, "the real room")
+
+	r := newRogue(t, "squatter", v)
+	var up atomic.Bool
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if !up.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]string{"host_key": string(r.signer.HostKey()), "peer_id": r.id.String()})
+	}))
+	t.Cleanup(srv.Close)
+	r.origin = srv.URL
+	captured := r.captureRelay()
+	r.awaitPeer(t, federation.IndexTopic, v.Fed.PeerID())
+	claim := r.announcement(t, r.signer, r.id.String(), id, room.Public, "", clock.Ms()+1000)
+	r.publish(t, federation.IndexTopic, claim)
+	rogueKey := r.signer.HostKey()
+	holds := func(p *fedtest.Peer, key identity.AgentID) bool {
+		for _, c := range p.Index.Claims(id, p.Clock.Ms()) {
+			if c.Host.Key == key {
+				return true
+			}
+		}
+		return false
+	}
+	eventually(t, 5*time.Second, "V stores the rogue's claim (unverified)", func() bool { return holds(v, rogueKey) })
+
+	connect(t, v, h)
+	eventually(t, 10*time.Second, "V learns H's room and verifies H", func() bool {
+		if holds(v, h.Fed.HostKey()) {
+			e, _ := v.Index.Room(id, v.Clock.Ms())
+			return e != nil && v.Fed.Verified(e.Host) && e.Host.Key == h.Fed.HostKey()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		v.Fed.Reconcile(ctx, h.Fed.PeerID())
+		return false
+	})
+	// The rogue's origin comes up: its binding is verified now.
+	up.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := v.Fed.CheckBinding(ctx, index.Binding{Key: rogueKey, PeerID: r.id.String(), Origin: r.origin}); err != nil {
+		t.Fatalf("the rogue's binding: %v", err)
+	}
+
+	check := func(v *fedtest.Peer) {
+		t.Helper()
+		if holds(v, rogueKey) {
+			t.Fatal("V's index still holds the rogue's claim")
+		}
+		s, ok := listed(v, id)
+		if !ok || s.URL != h.URL+"/v1/rooms/"+id {
+			t.Fatalf("V's directory: %+v", s)
+		}
+		found := false
+		for _, c := range v.Fed.Conflicts() {
+			found = found || string(c) == string(claim)
+		}
+		if !found {
+			t.Fatal("the rogue's claim is not in V's evidence")
+		}
+		head, _ := h.Node.Room(id, "")
+		write := alice.Envelope(v.Clock.Ms(), "message.create", id, head.Head.Seq, head.Head.Hash,
+			map[string]any{"content_type": "text/plain", "content": fmt.Sprintf("hello %d", head.Head.Seq)})
+		if status, out := postJSON(t, v.URL+"/v1/rooms/"+id, write); status != http.StatusCreated {
+			t.Fatalf("relayed write: %d %v", status, out)
+		}
+		if got, _ := h.Node.Room(id, ""); got.Head.Seq != head.Head.Seq+1 {
+			t.Fatal("the real host did not get the write")
+		}
+		if n := captured.Load(); n != 0 {
+			t.Fatalf("the rogue captured %d writes", n)
+		}
+	}
+	check(v)
+	v = v.Restart(t)
+	connect(t, v, h)
+	check(v)
+}

@@ -104,7 +104,7 @@ func (f *Federation) CheckBinding(ctx context.Context, b index.Binding) error {
 		f.snapDirty.Store(true)
 	}
 	if c.verified {
-		if n := f.idx.DropConflicts(b.Key); n > 0 {
+		if n := f.idx.DropConflicts(b.Key, f.n.NowMs()); n > 0 {
 			f.stats.Conflicts.Add(int64(n))
 			f.log.Warn("dropped other hosts' claims on a verified host's room IDs", "host_key", b.Key, "dropped", n)
 		}

@@ -186,20 +186,30 @@ func (f *Federation) startDiscovery() error {
 }
 
 // appScore is the gossipsub application score: +1 for the peers the
-// operator named (static and bootstrap), 0 for the others. Set before
-// gossipsub starts and read-only after.
+// operator named (static and bootstrap), 0 for the others (those lists
+// are set before gossipsub starts and read-only after), less the penalty
+// of a peer that relayed announcements gossip would reject by
+// reconciliation or index sync (penalise).
 func (f *Federation) appScore(id peer.ID) float64 {
+	p := f.penalty.score(id, time.Now())
 	for _, ai := range f.static {
 		if ai.ID == id {
-			return 1
+			return 1 + p
 		}
 	}
 	for _, ai := range f.disc.boot {
 		if ai.ID == id {
-			return 1
+			return 1 + p
 		}
 	}
-	return 0
+	return p
+}
+
+// penalise counts an announcement that gossip would reject, relayed by
+// id outside gossip, against id's score.
+func (f *Federation) penalise(id peer.ID) {
+	f.stats.Penalised.Add(1)
+	f.penalty.add(id, time.Now())
 }
 
 // closeDiscovery stops the DHT (after the loops have stopped).

@@ -175,6 +175,8 @@ type Federation struct {
 	inline   chan struct{}
 
 	rate      *hostRate
+	pull      *pullBudget // reconciliation and index sync served, per peer
+	penalty   penalties   // peers that relayed announcements gossip would reject
 	syncSlots peerSlots
 	snapMu    sync.Mutex
 	snap      syncSnapshot
@@ -263,7 +265,8 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 		recSubs: map[peer.ID]*recordSub{}, checks: map[identity.AgentID]bindingCheck{}, queued: map[identity.AgentID]bool{},
 		checkQ: make(chan index.Binding, 1024), inflight: map[identity.AgentID]chan struct{}{}, inline: make(chan struct{}, inlineWaiters), rate: newHostRate(cfg.Limits.AnnounceBurst, cfg.Limits.AnnounceRate),
 		syncSlots: peerSlots{max: cfg.Limits.SyncPerPeer}, reconSlots: peerSlots{max: cfg.Limits.SyncPerPeer},
-		published: map[string]published{}, reconBusy: map[peer.ID]bool{}}
+		published: map[string]published{}, reconBusy: map[peer.ID]bool{},
+		pull: newPullBudget(cfg.Limits.Pull, func() time.Time { return time.UnixMilli(n.NowMs()) })}
 	self.Store(f)
 	f.loadChecks()
 	f.loadOwn()
@@ -528,7 +531,7 @@ func (f *Federation) startPubSub() error {
 		Topics: map[string]*pubsub.TopicScoreParams{IndexTopic: topicScore()},
 	}
 	thresholds := &pubsub.PeerScoreThresholds{SkipAtomicValidation: true,
-		GossipThreshold: -100, PublishThreshold: -200, GraylistThreshold: -400, AcceptPXThreshold: 1, OpportunisticGraftThreshold: 5}
+		GossipThreshold: -100, PublishThreshold: -200, GraylistThreshold: graylistThreshold, AcceptPXThreshold: 1, OpportunisticGraftThreshold: 5}
 	ps, err := pubsub.NewGossipSub(f.ctx, f.h,
 		pubsub.WithMessageIdFn(msgID),
 		pubsub.WithPeerExchange(true),
@@ -575,6 +578,11 @@ func topicScore() *pubsub.TopicScoreParams {
 		InvalidMessageDeliveriesWeight: -100, InvalidMessageDeliveriesDecay: 0.3}
 }
 
+// graylistThreshold is the gossipsub score under which a peer's messages
+// are ignored; reconciliation and index sync stop taking announcements
+// from a peer whose penalty alone reaches it.
+const graylistThreshold = -400
+
 // bindingCheckers is how many binding checks run at once.
 const bindingCheckers = 2
 
@@ -586,8 +594,16 @@ type Stats struct {
 	// Announcements: issued in the future, claiming a room ID another
 	// host holds, over a host's rate, over a host's share of the index.
 	Future, Conflicts, RateLimited, OverCap atomic.Int64
-	// SyncRefused counts index-sync streams refused (per-peer limit).
+	// SyncRefused counts index-sync and reconciliation streams refused
+	// (per-peer limit on concurrent streams).
 	SyncRefused atomic.Int64
+	// What reconciliation and index sync served peers: bytes read and
+	// written (frames), announcements answered, and requests refused
+	// beyond a peer's pull budget (Limits.Pull).
+	PullRead, PullServed, PullIDs, PullRefused atomic.Int64
+	// Penalised counts announcements relayed by reconciliation or index
+	// sync that gossip would reject (the relaying peer's score drops).
+	Penalised atomic.Int64
 	// AnnounceDropped and RecordDropped count host events the host
 	// listener could not queue (the announce or record-stream queue was
 	// full): the refresh sweep announces such changes later, and mirrors

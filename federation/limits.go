@@ -1,6 +1,7 @@
 package federation
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -24,13 +25,48 @@ type Limits struct {
 	// ConnLow and ConnHigh are the connection manager's watermarks
 	// (defaults 64 and 128; static peers are protected).
 	ConnLow, ConnHigh int
-	// SyncPerPeer is how many index-sync streams one peer may have open
-	// at once (default 2).
+	// SyncPerPeer is how many index-sync streams, and how many
+	// reconciliation streams, one peer may have open at once (default 2).
 	SyncPerPeer int
 	// AnnounceBurst and AnnounceRate bound the announcements taken from
 	// one host key (defaults 2048 and 4 × 10,000 per announce interval).
 	AnnounceBurst int
 	AnnounceRate  float64 // per second
+	// Pull bounds what the directory protocols (reconciliation and the
+	// legacy index sync, together) serve one peer.
+	Pull PullLimits
+}
+
+// PullLimits is a token bucket per peer: in any PullWindow a peer gets at
+// most Requests streams and frames, Bytes bytes read and written, and IDs
+// announcements answered, refilled evenly over the window. A request
+// beyond them is refused: its stream is held for RefuseHold, then reset,
+// so that a peer pulling back to back waits instead of spinning.
+type PullLimits struct {
+	Window   time.Duration // default 10 min
+	Requests int           // default 1,024
+	Bytes    int64         // default 32 MiB
+	IDs      int           // default 32,768 (two full reconciliations)
+	// RefuseHold defaults to 1 s.
+	RefuseHold time.Duration
+}
+
+func (l *PullLimits) defaults() {
+	if l.Window <= 0 {
+		l.Window = 10 * time.Minute
+	}
+	if l.Requests <= 0 {
+		l.Requests = 1024
+	}
+	if l.Bytes <= 0 {
+		l.Bytes = 32 << 20
+	}
+	if l.IDs <= 0 {
+		l.IDs = 2 * reconWantBatch * reconMaxFetches
+	}
+	if l.RefuseHold <= 0 {
+		l.RefuseHold = time.Second
+	}
 }
 
 func (l *Limits) defaults(interval time.Duration) {
@@ -55,6 +91,7 @@ func (l *Limits) defaults(interval time.Duration) {
 	if l.AnnounceRate <= 0 {
 		l.AnnounceRate = 4 * 10_000 / interval.Seconds()
 	}
+	l.Pull.defaults()
 }
 
 // resourceManager builds libp2p's resource manager with explicit limits:
@@ -155,4 +192,143 @@ func (s *peerSlots) release(id peer.ID) {
 	if s.n[id]--; s.n[id] <= 0 {
 		delete(s.n, id)
 	}
+}
+
+// pullBudget holds a PullLimits bucket per peer. Its clock is the node's
+// (tests move it by hand).
+type pullBudget struct {
+	mu  sync.Mutex
+	lim PullLimits
+	now func() time.Time
+	m   map[peer.ID]*pullBucket
+}
+
+type pullBucket struct {
+	req, bytes, ids float64
+	at              time.Time
+}
+
+// maxPullBuckets bounds the buckets kept; full ones are dropped first.
+const maxPullBuckets = 65536
+
+func newPullBudget(l PullLimits, now func() time.Time) *pullBudget {
+	l.defaults()
+	return &pullBudget{lim: l, now: now, m: map[peer.ID]*pullBucket{}}
+}
+
+// refill brings b up to date at now.
+func (p *pullBudget) refill(b *pullBucket, now time.Time) {
+	el := now.Sub(b.at)
+	if el <= 0 {
+		return
+	}
+	f := float64(el) / float64(p.lim.Window)
+	b.req = min(float64(p.lim.Requests), b.req+f*float64(p.lim.Requests))
+	b.bytes = min(float64(p.lim.Bytes), b.bytes+f*float64(p.lim.Bytes))
+	b.ids = min(float64(p.lim.IDs), b.ids+f*float64(p.lim.IDs))
+	b.at = now
+}
+
+func (p *pullBudget) full(b *pullBucket) bool {
+	return b.req >= float64(p.lim.Requests) && b.bytes >= float64(p.lim.Bytes) && b.ids >= float64(p.lim.IDs)
+}
+
+// take spends req requests, n bytes and ids answered from id's bucket, all
+// or nothing, and reports whether it could.
+func (p *pullBudget) take(id peer.ID, req int, n int64, ids int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	b, ok := p.m[id]
+	if !ok {
+		if len(p.m) >= maxPullBuckets {
+			for k, ob := range p.m {
+				if p.refill(ob, now); p.full(ob) {
+					delete(p.m, k)
+				}
+			}
+			if len(p.m) >= maxPullBuckets {
+				return false
+			}
+		}
+		b = &pullBucket{req: float64(p.lim.Requests), bytes: float64(p.lim.Bytes), ids: float64(p.lim.IDs), at: now}
+		p.m[id] = b
+	}
+	p.refill(b, now)
+	if b.req < float64(req) || b.bytes < float64(n) || b.ids < float64(ids) {
+		return false
+	}
+	b.req -= float64(req)
+	b.bytes -= float64(n)
+	b.ids -= float64(ids)
+	return true
+}
+
+// penalties scores the peers that relayed, by reconciliation or index
+// sync, announcements that gossip would reject, the way gossipsub scores
+// a peer's invalid deliveries on the index topic (topicScore): a counter
+// per peer, decaying by InvalidMessageDeliveriesDecay a second, counting
+// InvalidMessageDeliveriesWeight × counter² in the peer's application
+// score.
+type penalties struct {
+	mu sync.Mutex
+	m  map[peer.ID]*penalty
+}
+
+type penalty struct {
+	n  float64
+	at time.Time
+}
+
+// maxPenalties bounds the peers tracked; decayed ones are dropped first.
+const maxPenalties = 65536
+
+func (p *penalties) decayed(x *penalty, now time.Time) float64 {
+	n := x.n * math.Pow(topicScore().InvalidMessageDeliveriesDecay, now.Sub(x.at).Seconds())
+	if n < 0.01 { // gossipsub's DecayToZero
+		return 0
+	}
+	return n
+}
+
+// add counts one rejected announcement relayed by id.
+func (p *penalties) add(id peer.ID, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.m == nil {
+		p.m = map[peer.ID]*penalty{}
+	}
+	x, ok := p.m[id]
+	if !ok {
+		if len(p.m) >= maxPenalties {
+			for k, o := range p.m {
+				if p.decayed(o, now) == 0 {
+					delete(p.m, k)
+				}
+			}
+			if len(p.m) >= maxPenalties {
+				return
+			}
+		}
+		x = &penalty{at: now}
+		p.m[id] = x
+	}
+	x.n, x.at = p.decayed(x, now)+1, now
+}
+
+// score is id's (negative or zero) penalty.
+func (p *penalties) score(id peer.ID, now time.Time) float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	x, ok := p.m[id]
+	if !ok {
+		return 0
+	}
+	n := p.decayed(x, now)
+	if n == 0 {
+		delete(p.m, id)
+		return 0
+	}
+	ts := topicScore()
+	return ts.TopicWeight * ts.InvalidMessageDeliveriesWeight * n * n
 }

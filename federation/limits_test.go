@@ -66,3 +66,43 @@ func TestPeerSlots(t *testing.T) {
 		t.Fatalf("slots not forgotten: %v", s.n)
 	}
 }
+
+// Property: a peer's pull budget gives it at most its requests, bytes and
+// ids per window on the injected clock, all or nothing per take, refills
+// evenly, leaves other peers alone, and keeps a bounded bucket map.
+func TestPullBudget(t *testing.T) {
+	now := time.Unix(1000, 0)
+	p := newPullBudget(PullLimits{Window: time.Minute, Requests: 10, Bytes: 1000, IDs: 100}, func() time.Time { return now })
+	if p.take("a", 1, 1001, 0) || p.take("a", 0, 0, 101) || p.take("a", 11, 0, 0) {
+		t.Fatal("a take beyond the window's budget passed")
+	}
+	if !p.take("a", 1, 600, 60) {
+		t.Fatal("a take within the budget refused")
+	}
+	if p.take("a", 1, 500, 0) {
+		t.Fatal("bytes overspent")
+	}
+	if !p.take("a", 1, 400, 40) {
+		t.Fatal("a failed take spent something")
+	}
+	if p.take("a", 0, 1, 0) || p.take("a", 0, 0, 1) {
+		t.Fatal("an empty bucket gave more")
+	}
+	if !p.take("b", 1, 1000, 100) {
+		t.Fatal("another peer was limited")
+	}
+	now = now.Add(30 * time.Second) // half a window: half the budget
+	if !p.take("a", 0, 500, 50) || p.take("a", 0, 1, 0) {
+		t.Fatal("half a window did not refill half the budget exactly")
+	}
+	now = now.Add(time.Hour)
+	if !p.take("a", 10, 1000, 100) || p.take("a", 1, 0, 0) {
+		t.Fatal("a long pause refilled more than one window's budget")
+	}
+	for i := 0; i < maxPullBuckets+10; i++ {
+		p.take(peer.ID("k"+string(rune(i))), 1, 0, 0)
+	}
+	if len(p.m) > maxPullBuckets {
+		t.Fatalf("%d buckets", len(p.m))
+	}
+}

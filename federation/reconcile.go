@@ -103,8 +103,9 @@ func (f *Federation) ownAnnouncements(now int64) []published {
 
 // serveReconcile answers one peer's reconciliation session: at most
 // reconMaxRounds negentropy messages of at most reconFrameLimit and
-// reconMaxFetches fetches of reconWantBatch ids, within reconSessionMax;
-// anything else resets the stream.
+// reconMaxFetches fetches of reconWantBatch ids, within reconSessionMax,
+// each id answered at most once per session, all within the peer's pull
+// budget (Limits.Pull); anything else resets the stream.
 func (f *Federation) serveReconcile(s network.Stream) {
 	id := s.Conn().RemotePeer()
 	if !f.reconSlots.acquire(id) {
@@ -113,11 +114,16 @@ func (f *Federation) serveReconcile(s network.Stream) {
 		return
 	}
 	defer f.reconSlots.release(id)
+	if !f.pull.take(id, 1, 0, 0) {
+		f.refusePull(s)
+		return
+	}
 	end := time.Now().Add(reconSessionMax)
 	items := f.reconItems()
 	sess := negentropy.NewSession(items.set, reconFrameLimit)
 	r := bufio.NewReader(s)
 	rounds, fetches := 0, 0
+	var answered map[negentropy.ID]bool // ids sent in this session
 	for {
 		s.SetDeadline(minTime(end, time.Now().Add(reconFrameWait)))
 		b, err := readFrame(r, reconFrameLimit+1)
@@ -129,7 +135,14 @@ func (f *Federation) serveReconcile(s network.Stream) {
 			s.Reset()
 			return
 		}
+		f.stats.PullRead.Add(int64(len(b) + 4))
+		// The request itself, before any work on it.
+		if !f.pull.take(id, 1, int64(len(b)+4), 0) {
+			f.refusePull(s)
+			return
+		}
 		var out []byte
+		n := 0
 		switch b[0] {
 		case reconKindNeg:
 			if rounds++; rounds > reconMaxRounds {
@@ -147,29 +160,71 @@ func (f *Federation) serveReconcile(s network.Stream) {
 				s.Reset()
 				return
 			}
-			ans := make([]json.RawMessage, 0, len(ids)/negentropy.IDSize)
+			if answered == nil {
+				answered = map[negentropy.ID]bool{}
+			}
+			ans := make([][]byte, 0, len(ids)/negentropy.IDSize)
 			size := 0
 			for i := 0; i < len(ids); i += negentropy.IDSize {
-				raw, ok := items.raw[negentropy.ID(ids[i:i+negentropy.IDSize])]
-				if !ok {
+				x := negentropy.ID(ids[i : i+negentropy.IDSize])
+				raw, ok := items.raw[x]
+				if !ok || answered[x] {
 					continue
 				}
 				if size+len(raw)+1 > reconAnswerMax {
 					break
 				}
+				answered[x] = true
 				ans = append(ans, raw)
 				size += len(raw) + 1
 			}
-			out, _ = json.Marshal(ans)
+			n = len(ans)
+			out = rawArray(nil, ans)
 		default:
 			s.Reset()
 			return
 		}
+		if !f.pull.take(id, 0, int64(len(out)+4), n) {
+			f.refusePull(s)
+			return
+		}
+		f.stats.PullServed.Add(int64(len(out) + 4))
+		f.stats.PullIDs.Add(int64(n))
 		if writeFrame(s, out) != nil {
 			s.Reset()
 			return
 		}
 	}
+}
+
+// refusePull answers a request beyond the peer's pull budget: the stream
+// is held for Limits.Pull.RefuseHold (the peer waits rather than asking
+// again at once), then reset.
+func (f *Federation) refusePull(s network.Stream) {
+	f.stats.PullRefused.Add(1)
+	t := time.NewTimer(f.cfg.Limits.Pull.RefuseHold)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-f.ctx.Done():
+	}
+	s.Reset()
+}
+
+// rawArray appends a JSON array of the signed announcements in raws, each
+// exactly as signed and stored. json.Marshal would not do: it re-escapes
+// '&', '<' and '>' inside a json.RawMessage, and an announcement whose
+// bytes changed no longer matches its item id (SHA-256 of the signed
+// bytes), so the peer that asked for it drops it.
+func rawArray(dst []byte, raws [][]byte) []byte {
+	dst = append(dst, '[')
+	for i, raw := range raws {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, raw...)
+	}
+	return append(dst, ']')
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -282,7 +337,12 @@ func (f *Federation) reconcileWith(ctx context.Context, id peer.ID) (ReconcileRe
 			delete(want, h)
 			got++
 			res.Fetched++
-			if f.admitRelayed(ctx, raw) {
+			ok, err := f.admitRelayed(ctx, id, raw)
+			if err != nil {
+				s.Reset()
+				return res, err
+			}
+			if ok {
 				res.Learned++
 			}
 		}
@@ -304,20 +364,45 @@ func (f *Federation) reconcileWith(ctx context.Context, id peer.ID) (ReconcileRe
 // outside gossip (index sync, reconciliation) exactly like a gossiped
 // one, with the host binding checked against the announced peer ID
 // instead of the gossip author, and reports whether it was admitted.
-func (f *Federation) admitRelayed(ctx context.Context, raw []byte) bool {
+//
+// from is the peer that relayed it. An announcement gossip would reject
+// penalises from as a rejected gossip message penalises its sender (see
+// penalise). A forgery (not a valid signed announcement of the key and
+// peer ID it names) ends the exchange at once (errRelayedReject); a claim
+// refused for its room ID (which an honest peer that saw another claimant
+// verified first may relay) ends it once from's score falls to the
+// graylist threshold, where gossipsub stops listening to it too.
+func (f *Federation) admitRelayed(ctx context.Context, from peer.ID, raw []byte) (bool, error) {
 	e, err := index.Parse(raw)
 	if err != nil {
-		return false
+		f.penalise(from)
+		return false, errRelayedReject
 	}
 	pid, err := peer.Decode(e.Host.PeerID)
 	if err != nil {
-		return false
+		f.penalise(from)
+		return false, errRelayedReject
 	}
-	if k, ok := HostKeyOf(pid); !ok || k != e.Host.Key || e.ExpiresAt <= f.n.NowMs() {
-		return false
+	if k, ok := HostKeyOf(pid); !ok || k != e.Host.Key {
+		f.penalise(from)
+		return false, errRelayedReject
 	}
-	return f.admit(ctx, e) != pubsub.ValidationReject
+	if e.ExpiresAt <= f.n.NowMs() {
+		return false, nil
+	}
+	if f.admit(ctx, e) == pubsub.ValidationReject {
+		f.penalise(from)
+		if f.penalty.score(from, time.Now()) <= graylistThreshold {
+			return false, errRelayedReject
+		}
+		return false, nil
+	}
+	return true, nil
 }
+
+// errRelayedReject: a peer relayed an announcement that gossip would
+// reject.
+var errRelayedReject = errors.New("the peer relayed an announcement gossip would reject")
 
 // Reconcile runs one reconciliation session with a connected peer now
 // (operators, tests); anti-entropy runs it by itself.

@@ -3,16 +3,19 @@ package federation_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	lp2pnet "github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/protocol"
 
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/federation"
@@ -283,5 +286,257 @@ func TestRestartDoesNotReannounce(t *testing.T) {
 		defer cancel()
 		b.Fed.Reconcile(rctx, a.Fed.PeerID())
 		return false
+	})
+}
+
+// Property: reconciliation and index sync carry each announcement as the
+// exact bytes its host signed, so a room whose topic and tags hold '&',
+// '<' and '>' (which json.Marshal would re-escape, changing the item id)
+// reaches a node that missed its gossip, and the node stores the very
+// bytes the host keeps as its latest announcement.
+func TestReconcileCarriesSignedBytes(t *testing.T) {
+	clock := adptest.NewClock()
+	a := fedtest.Start(t, "A", t.TempDir(), clock, 0, fedtest.Options{})
+	b := fedtest.Start(t, "B", t.TempDir(), clock, 0, fedtest.Options{})
+	alice := adptest.NewAgent("alice")
+	id := fedtest.CreateRoom(t, a, alice, room.Public, "Q&A <live> & more", "r&d", "<b>")
+	eventually(t, 5*time.Second, "A keeps its announcement", func() bool { return a.Index.Own()[id] != nil })
+	own := a.Index.Own()[id]
+	if !strings.Contains(string(own), "Q&A <live>") {
+		t.Fatalf("the signed announcement does not hold the topic verbatim: %s", own)
+	}
+
+	// Legacy index sync: the page holds the signed bytes verbatim.
+	r := newRogue(t, "syncer", a)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := r.h.NewStream(ctx, a.Fed.PeerID(), federation.SyncProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.SetDeadline(time.Now().Add(10 * time.Second))
+	s.Write(frame([]byte(`{"page":0}`)))
+	page := readTestFrame(t, bufio.NewReader(s))
+	s.Close()
+	var p struct {
+		Entries []json.RawMessage `json:"entries"`
+	}
+	if err := json.Unmarshal(page, &p); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, e := range p.Entries {
+		found = found || string(e) == string(own)
+	}
+	if !found {
+		t.Fatalf("index sync altered the signed announcement:\nsigned %s\nserved %s", own, page)
+	}
+
+	// Reconciliation: B never saw the gossip and learns the room.
+	connect(t, b, a)
+	eventually(t, 10*time.Second, "B learns the room by reconciliation", func() bool {
+		if e, ok := b.Index.Room(id, b.Clock.Ms()); ok {
+			return string(e.Raw) == string(own)
+		}
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		b.Fed.Reconcile(rctx, a.Fed.PeerID())
+		return false
+	})
+	// Across B's restart, and a further session finds nothing to exchange.
+	b = b.Restart(t)
+	if e, ok := b.Index.Room(id, b.Clock.Ms()); !ok || string(e.Raw) != string(own) {
+		t.Fatal("the entry changed across B's restart")
+	}
+	connect(t, b, a)
+	eventually(t, 5*time.Second, "a session after the restart finds nothing to exchange", func() bool {
+		res, err := b.Fed.Reconcile(ctx, a.Fed.PeerID())
+		return err == nil && res.Need == 0 && res.Have == 0
+	})
+}
+
+func readTestFrame(t *testing.T, r io.Reader) []byte {
+	t.Helper()
+	var l [4]byte
+	if _, err := io.ReadFull(r, l[:]); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, binary.BigEndian.Uint32(l[:]))
+	if _, err := io.ReadFull(r, b); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Property: reconciliation and index sync serve one peer within its pull
+// budget (requests, bytes and answered ids per window, on the node's
+// clock), answer each id once per session and one page per sync stream:
+// a hostile peer pulling back to back by both protocols gets at most the
+// budget, about as many bytes as it sends, until the window refills.
+func TestPullBudgetBoundsHostilePeer(t *testing.T) {
+	const budgetBytes, budgetIDs = 512 << 10, 200
+	clock := adptest.NewClock()
+	v := fedtest.Start(t, "V", t.TempDir(), clock, 0, fedtest.Options{Configure: func(_ string, c *federation.Config) {
+		c.Limits.Pull = federation.PullLimits{Window: time.Minute, Requests: 1000, Bytes: budgetBytes, IDs: budgetIDs,
+			RefuseHold: 5 * time.Millisecond}
+	}})
+	alice := adptest.NewAgent("alice")
+	agenda := strings.Repeat("agenda ", 300)
+	var rooms []string
+	for i := range 40 {
+		now := clock.Ms()
+		rooms = append(rooms, fedtest.MustSubmit(t, v, alice, "room.create", "", map[string]any{"topic": fmt.Sprint("room ", i),
+			"agenda": agenda, "visibility": room.Public, "start_time": now, "end_time": now + 3_600_000, "tags": []string{}}).Record.RoomID)
+	}
+	var ids []byte
+	eventually(t, 5*time.Second, "V announces its rooms", func() bool {
+		own := v.Index.Own()
+		ids = ids[:0]
+		for _, id := range rooms {
+			if own[id] == nil {
+				return false
+			}
+			h := sha256.Sum256(own[id])
+			ids = append(ids, h[:]...)
+		}
+		return true
+	})
+	r := newRogue(t, "puller", v)
+	var sent, got int64
+	open := func(proto string) (lp2pnet.Stream, *bufio.Reader) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s, err := r.h.NewStream(ctx, v.Fed.PeerID(), protocol.ID(proto))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.SetDeadline(time.Now().Add(10 * time.Second))
+		return s, bufio.NewReader(s)
+	}
+	exchange := func(s lp2pnet.Stream, br *bufio.Reader, req []byte) ([]byte, error) {
+		if _, err := s.Write(frame(req)); err != nil {
+			return nil, err
+		}
+		sent += int64(len(req) + 4)
+		var l [4]byte
+		if _, err := io.ReadFull(br, l[:]); err != nil {
+			return nil, err
+		}
+		b := make([]byte, binary.BigEndian.Uint32(l[:]))
+		if _, err := io.ReadFull(br, b); err != nil {
+			return nil, err
+		}
+		got += int64(len(b) + 4)
+		return b, nil
+	}
+	// A fetch naming each of V's 40 ids six times.
+	fetch := []byte{'f'}
+	for range 6 {
+		fetch = append(fetch, ids...)
+	}
+	// V's item set is rebuilt at most once a second: until it holds the
+	// 40 rooms, a fetch answers fewer. Each id is answered once.
+	var list []json.RawMessage
+	eventually(t, 5*time.Second, "a fetch answers each of the 40 ids once", func() bool {
+		s, br := open(federation.ReconcileProtocol)
+		defer s.Close()
+		ans, err := exchange(s, br, fetch)
+		list = nil
+		return err == nil && json.Unmarshal(ans, &list) == nil && len(list) == len(rooms)
+	})
+	for i := range 100 {
+		s, br := open(federation.ReconcileProtocol)
+		exchange(s, br, fetch)
+		s.Close()
+		s, br = open(federation.SyncProtocol)
+		_, err := exchange(s, br, []byte(`{"page":0}`))
+		if i == 0 {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := exchange(s, br, []byte(`{"page":0}`)); err == nil {
+				t.Fatal("a second page on one sync stream")
+			}
+		}
+		s.Close()
+	}
+	st := v.Fed.Stats()
+	t.Logf("puller sent %d B, got %d B; V served %d ids, refused %d requests", sent, got, st.PullIDs.Load(), st.PullRefused.Load())
+	if got > budgetBytes || st.PullServed.Load() > budgetBytes {
+		t.Fatalf("V served %d B (puller got %d B) in one window, budget %d", st.PullServed.Load(), got, budgetBytes)
+	}
+	if n := st.PullIDs.Load(); n > budgetIDs {
+		t.Fatalf("V answered %d ids in one window, budget %d", n, budgetIDs)
+	}
+	if ratio := float64(got) / float64(sent); ratio > 1 {
+		t.Fatalf("V sent %.1f bytes per byte received", ratio)
+	}
+	if st.PullRefused.Load() == 0 {
+		t.Fatal("nothing refused")
+	}
+	// The next window: served again.
+	clock.Advance(time.Minute)
+	s, br := open(federation.SyncProtocol)
+	if _, err := exchange(s, br, []byte(`{"page":0}`)); err != nil {
+		t.Fatalf("after the window: %v", err)
+	}
+	s.Close()
+}
+
+// Property: a peer that feeds, by reconciliation, a claim gossip would
+// reject (on a room ID the node hosts) is penalised as a gossiping one:
+// the claim is refused and kept as evidence, and the peer's score goes
+// negative; claims fed past the graylist threshold end the session.
+func TestReconcileClaimPenalised(t *testing.T) {
+	peers := network(t, 1, nil)
+	a := peers[0]
+	target := createRoom(t, a, adptest.NewAgent("alice"), room.Public, "target")
+	r := newRogue(t, "claimer", a)
+	r.serveDiscovery(t)
+	r.awaitPeer(t, federation.IndexTopic, a.Fed.PeerID())
+	now := a.Clock.Ms()
+	claim := r.announcement(t, r.signer, r.id.String(), target, room.Public, "", now)
+	sess := negentropy.NewSession(negentropy.NewSet([]negentropy.Item{{Timestamp: uint64(now), ID: sha256.Sum256(claim)}}), 0)
+	r.h.SetStreamHandler(federation.ReconcileProtocol, func(s lp2pnet.Stream) {
+		defer s.Close()
+		br := bufio.NewReader(s)
+		for {
+			var l [4]byte
+			if _, err := io.ReadFull(br, l[:]); err != nil {
+				return
+			}
+			b := make([]byte, binary.BigEndian.Uint32(l[:]))
+			if _, err := io.ReadFull(br, b); err != nil {
+				return
+			}
+			out := []byte("[" + string(claim) + "]")
+			if b[0] == 'n' {
+				out, _ = sess.Respond(b[1:])
+			}
+			s.Write(frame(out))
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Fed again and again (a session refusing a claim goes on until the
+	// peer's penalty reaches the graylist threshold), a session ends at
+	// the claim.
+	eventually(t, 5*time.Second, "a session ends at the claim", func() bool {
+		_, err := a.Fed.Reconcile(ctx, r.id)
+		return err != nil && strings.Contains(err.Error(), "gossip would reject")
+	})
+	if claims := a.Index.Claims(target, a.Clock.Ms()); len(claims) != 0 {
+		t.Fatalf("the claim was admitted: %d", len(claims))
+	}
+	found := false
+	for _, c := range a.Fed.Conflicts() {
+		found = found || string(c) == string(claim)
+	}
+	if !found {
+		t.Fatal("the claim is not kept as evidence")
+	}
+	eventually(t, 5*time.Second, "the claimer's score goes negative", func() bool {
+		s, ok := a.Fed.PeerScore(r.id)
+		return ok && s < 0
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -49,6 +50,18 @@ type syncPage struct {
 	Pages   int               `json:"pages"`
 }
 
+// encodeSyncPage encodes a syncPage whose entries are the signed
+// announcements exactly as signed (see rawArray).
+func encodeSyncPage(entries [][]byte, page, pages int) []byte {
+	n := 48
+	for _, e := range entries {
+		n += len(e) + 1
+	}
+	b := append(make([]byte, 0, n), `{"entries":`...)
+	b = rawArray(b, entries)
+	return fmt.Appendf(b, `,"page":%d,"pages":%d}`, page, pages)
+}
+
 // syncRequest asks for one page (an empty request means page 0).
 type syncRequest struct {
 	Page int `json:"page"`
@@ -56,24 +69,25 @@ type syncRequest struct {
 
 // syncSnapshot is the cached, already serialised index-sync answer.
 type syncSnapshot struct {
-	at    time.Time
-	pages [][]byte
+	at     time.Time
+	pages  [][]byte
+	counts []int // entries per page
 }
 
 // snapshot returns the cached pages, rebuilding them when older than
 // snapshotEvery, or than snapshotMinAge once something changed (so at most
 // once a second however often peers ask): fresh announcements of this node's rooms and the signed
 // entries of verified hosts, never unverified ones.
-func (f *Federation) snapshot() [][]byte {
+func (f *Federation) snapshot() syncSnapshot {
 	f.snapMu.Lock()
 	defer f.snapMu.Unlock()
 	age := time.Since(f.snap.at)
 	if f.snap.pages != nil && age < snapshotEvery && (age < snapshotMinAge || !f.snapDirty.Load()) {
-		return f.snap.pages
+		return f.snap
 	}
 	f.snapDirty.Store(false)
 	now := f.n.NowMs()
-	var entries []json.RawMessage
+	var entries [][]byte
 	for _, sum := range f.n.Summaries() {
 		if len(entries) >= maxSyncEntries {
 			break
@@ -90,7 +104,7 @@ func (f *Federation) snapshot() [][]byte {
 		}
 		entries = append(entries, raw)
 	}
-	var groups [][]json.RawMessage
+	var groups [][][]byte
 	size := 0
 	for _, raw := range entries {
 		if len(groups) == 0 || size+len(raw) > syncPageBytes {
@@ -104,19 +118,20 @@ func (f *Federation) snapshot() [][]byte {
 		size += len(raw) + 1
 	}
 	if len(groups) == 0 {
-		groups = [][]json.RawMessage{{}}
+		groups = [][][]byte{{}}
 	}
 	pages := make([][]byte, len(groups))
+	counts := make([]int, len(groups))
 	for i, g := range groups {
-		pages[i], _ = json.Marshal(syncPage{Entries: g, Page: i, Pages: len(groups)})
+		pages[i], counts[i] = encodeSyncPage(g, i, len(groups)), len(g)
 	}
-	f.snap = syncSnapshot{at: time.Now(), pages: pages}
-	return pages
+	f.snap = syncSnapshot{at: time.Now(), pages: pages, counts: counts}
+	return f.snap
 }
 
-// serveSync answers index-sync requests from the cached snapshot: one
-// page per request frame, up to maxSyncPages on one stream, each within
-// syncDeadline. A peer may hold SyncPerPeer streams at once; more are
+// serveSync answers one index-sync request per stream from the cached
+// snapshot: one page, within syncDeadline and the peer's pull budget
+// (Limits.Pull). A peer may hold SyncPerPeer streams at once; more are
 // reset, so a peer that never reads holds little for long.
 func (f *Federation) serveSync(s network.Stream) {
 	id := s.Conn().RemotePeer()
@@ -126,64 +141,65 @@ func (f *Federation) serveSync(s network.Stream) {
 		return
 	}
 	defer f.syncSlots.release(id)
-	defer s.Close()
-	r := bufio.NewReader(s)
-	for served := 0; served < maxSyncPages; served++ {
-		s.SetDeadline(time.Now().Add(syncDeadline))
-		var req syncRequest
-		b, err := readFrame(r, 256)
-		switch {
-		case err == nil:
-			if json.Unmarshal(b, &req) != nil {
-				s.Reset()
-				return
-			}
-		case errors.Is(err, io.EOF) && served == 0: // EOF before any request: page 0
-		case errors.Is(err, io.EOF):
-			return
-		default:
-			s.Reset()
-			return
-		}
-		pages := f.snapshot()
-		out := []byte(nil)
-		if req.Page < 0 || req.Page >= len(pages) {
-			out, _ = json.Marshal(syncPage{Entries: []json.RawMessage{}, Page: req.Page, Pages: len(pages)})
-		} else {
-			out = pages[req.Page]
-		}
-		if writeFrame(s, out) != nil {
-			s.Reset()
-			return
-		}
-		if err != nil { // answered the request-less form
-			return
-		}
+	if !f.pull.take(id, 1, 0, 0) {
+		f.refusePull(s)
+		return
 	}
+	s.SetDeadline(time.Now().Add(syncDeadline))
+	var req syncRequest
+	b, err := readFrame(bufio.NewReader(s), 256)
+	switch {
+	case err == nil:
+		if json.Unmarshal(b, &req) != nil {
+			s.Reset()
+			return
+		}
+	case errors.Is(err, io.EOF): // EOF before any request: page 0
+	default:
+		s.Reset()
+		return
+	}
+	f.stats.PullRead.Add(int64(len(b) + 4))
+	snap := f.snapshot()
+	var out []byte
+	n := 0
+	if req.Page < 0 || req.Page >= len(snap.pages) {
+		out = encodeSyncPage(nil, req.Page, len(snap.pages))
+	} else {
+		out, n = snap.pages[req.Page], snap.counts[req.Page]
+	}
+	if !f.pull.take(id, 0, int64(len(b)+4+len(out)+4), n) {
+		f.refusePull(s)
+		return
+	}
+	f.stats.PullServed.Add(int64(len(out) + 4))
+	f.stats.PullIDs.Add(int64(n))
+	if writeFrame(s, out) != nil {
+		s.Reset()
+		return
+	}
+	s.Close()
 }
 
-// syncFrom pulls a peer's index, page by page on one stream.
+// syncFrom pulls a peer's index, one page per stream.
 func (f *Federation) syncFrom(ctx context.Context, id peer.ID) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	s, err := f.h.NewStream(ctx, id, SyncProtocol)
-	if err != nil {
-		f.log.Debug("index sync", "peer", id, "err", err)
-		return
-	}
-	defer s.Close()
-	r := bufio.NewReader(s)
 	learned := 0
 	for page, pages := 0, 1; page < pages && page < maxSyncPages; page++ {
-		p, err := f.syncPage(s, r, page)
+		p, err := f.syncPage(ctx, id, page)
 		if err != nil {
 			f.log.Debug("index sync", "peer", id, "page", page, "err", err)
-			s.Reset()
 			break
 		}
 		pages = p.Pages
 		for _, raw := range p.Entries {
-			if f.admitRelayed(ctx, raw) {
+			ok, err := f.admitRelayed(ctx, id, raw)
+			if err != nil {
+				f.log.Debug("index sync", "peer", id, "err", err)
+				return
+			}
+			if ok {
 				learned++
 			}
 		}
@@ -193,15 +209,22 @@ func (f *Federation) syncFrom(ctx context.Context, id peer.ID) {
 	}
 }
 
-// syncPage asks for one page on an open sync stream and reads it.
-func (f *Federation) syncPage(s network.Stream, r *bufio.Reader, page int) (*syncPage, error) {
+// syncPage asks for one page on a stream of its own and reads it.
+func (f *Federation) syncPage(ctx context.Context, id peer.ID, page int) (*syncPage, error) {
+	s, err := f.h.NewStream(ctx, id, SyncProtocol)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
 	s.SetDeadline(time.Now().Add(syncDeadline))
 	req, _ := json.Marshal(syncRequest{Page: page})
 	if err := writeFrame(s, req); err != nil {
+		s.Reset()
 		return nil, err
 	}
-	b, err := readFrame(r, 2*syncPageBytes)
+	b, err := readFrame(bufio.NewReader(s), 2*syncPageBytes)
 	if err != nil {
+		s.Reset()
 		return nil, err
 	}
 	var p syncPage

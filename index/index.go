@@ -150,18 +150,20 @@ var (
 
 // Index holds remote entries, keyed by host key and room ID.
 type Index struct {
-	db       *badger.DB
-	self     identity.AgentID
-	mu       sync.RWMutex
-	lim      Limits
-	verified func(Binding) bool
-	m        map[string]*Entry                      // hostKey/roomID
-	byRoom   map[string]map[identity.AgentID]*Entry // roomID -> host key -> entry
-	perHost  map[identity.AgentID]int               // entries per host key
-	unver    int                                    // entries of unverified hosts (as of their Put)
-	conflict map[string][]byte                      // evidence: signed conflicting claims, by digest
-	own      map[string][]byte                      // this host's latest announcement per room
-	ownOpen  map[string]*Entry                      // own announcements as parsed at Open, until SetOwn replaces one
+	db          *badger.DB
+	self        identity.AgentID
+	mu          sync.RWMutex
+	lim         Limits
+	verified    func(Binding) bool
+	m           map[string]*Entry                      // hostKey/roomID
+	byRoom      map[string]map[identity.AgentID]*Entry // roomID -> host key -> entry
+	perHost     map[identity.AgentID]int               // entries per host key
+	unver       int                                    // entries of unverified hosts (as of their Put)
+	conflict    map[string]*conflictItem               // evidence: signed conflicting claims, by digest
+	conflictPer map[string]int                         // evidence items per claiming key
+	conflictSeq uint64
+	own         map[string][]byte // this host's latest announcement per room
+	ownOpen     map[string]*Entry // own announcements as parsed at Open, until SetOwn replaces one
 
 	// pending holds the stored form of what changed since the last Flush
 	// (by storage key, newest value only): gossip is applied in memory
@@ -187,18 +189,26 @@ const (
 	pfxIndex    = storelayout.IndexEntry
 	pfxConflict = storelayout.IndexConflict
 	pfxOwn      = storelayout.IndexOwn
-	// MaxConflicts bounds the stored conflict evidence.
-	MaxConflicts = 1000
+	// MaxConflicts bounds the stored conflict evidence, and
+	// MaxConflictsPerHost the evidence against one claiming key.
+	MaxConflicts        = 1000
+	MaxConflictsPerHost = 32
 )
 
 // Open loads stored entries that have not expired at now, with default
 // limits. self is this node's host key; its own rooms are never stored.
 func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
 	x := &Index{db: db, self: self, m: map[string]*Entry{}, byRoom: map[string]map[identity.AgentID]*Entry{},
-		perHost: map[identity.AgentID]int{}, conflict: map[string][]byte{}, own: map[string][]byte{}, ownOpen: map[string]*Entry{}, verified: func(Binding) bool { return false },
+		perHost: map[identity.AgentID]int{}, conflict: map[string]*conflictItem{}, conflictPer: map[string]int{}, own: map[string][]byte{}, ownOpen: map[string]*Entry{}, verified: func(Binding) bool { return false },
 		pending: map[string]pendingWrite{}}
 	x.lim.defaults()
 	var expired [][]byte
+	type storedConflict struct {
+		id, actor string
+		raw       []byte
+		at        int64
+	}
+	var stored []storedConflict
 	err := db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxIndex)})
 		defer it.Close()
@@ -234,18 +244,43 @@ func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
 		}
 		it2 := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxConflict)})
 		defer it2.Close()
-		for it2.Rewind(); it2.Valid() && len(x.conflict) < MaxConflicts; it2.Next() {
+		for it2.Rewind(); it2.Valid(); it2.Next() {
 			raw, err := it2.Item().ValueCopy(nil)
 			if err != nil {
 				return err
 			}
-			x.conflict[string(it2.Item().Key()[len(pfxConflict):])] = raw
+			actor, at := claimHead(raw)
+			stored = append(stored, storedConflict{id: string(it2.Item().Key()[len(pfxConflict):]), raw: raw, actor: actor, at: at})
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	// Evidence comes back oldest claim first, within the caps of
+	// AddConflict; what is over them is evicted, oldest first.
+	sort.Slice(stored, func(i, j int) bool {
+		if stored[i].at != stored[j].at {
+			return stored[i].at < stored[j].at
+		}
+		return stored[i].id < stored[j].id
+	})
+	for _, c := range stored {
+		if x.conflictPer[c.actor] >= MaxConflictsPerHost {
+			x.evictConflictLocked(c.actor, true)
+		} else if len(x.conflict) >= MaxConflicts {
+			x.evictConflictLocked("", false)
+		}
+		x.conflictSeq++
+		x.conflict[c.id] = &conflictItem{raw: c.raw, actor: c.actor, seq: x.conflictSeq}
+		x.conflictPer[c.actor]++
+	}
+	for k, w := range x.pending {
+		if w.del {
+			expired = append(expired, []byte(k))
+		}
+	}
+	x.pending = map[string]pendingWrite{}
 	if len(expired) > 0 {
 		err = db.Update(func(txn *badger.Txn) error {
 			for _, k := range expired {
@@ -417,7 +452,23 @@ func (x *Index) put(e *Entry, now int64) (bool, error) {
 		x.deleteLocked(old)
 	}
 	x.insertLocked(e)
+	if x.verified(e.Host) {
+		// The room ID is this verified host's now: claims other hosts
+		// made while it was not verified go to the evidence.
+		for hk, other := range x.byRoom[e.Room.ID] {
+			if hk != e.Host.Key && !x.verified(other.Host) {
+				x.dropLocked(other)
+			}
+		}
+	}
 	return true, nil
+}
+
+// dropLocked removes a claim and keeps it as conflict evidence.
+func (x *Index) dropLocked(e *Entry) {
+	x.deleteLocked(e)
+	x.pending[pfxIndex+key(e)] = pendingWrite{del: true}
+	x.addConflictLocked(e.Raw)
 }
 
 // Fresh reports whether an entry with this nonce would be newer than the
@@ -525,47 +576,114 @@ func (x *Index) RoomsOf(now int64) map[identity.AgentID]int {
 	return out
 }
 
-// DropConflicts removes every unverified host's entry for the room IDs
-// that the (now verified) host hostKey announces, and keeps them as
-// evidence.
-// It returns how many it dropped.
-func (x *Index) DropConflicts(hostKey identity.AgentID) int {
+// DropConflicts settles the room IDs that hostKey claims once its
+// binding is verified: the first host verified while holding a claim
+// keeps the room ID. For each room ID hostKey claims with its verified
+// binding, if another verified host holds it (verified earlier),
+// hostKey's own claim goes to the evidence; otherwise every unverified
+// host's claim on it does (claims stored before hostKey was verified).
+// It returns how many claims it dropped.
+func (x *Index) DropConflicts(hostKey identity.AgentID, now int64) int {
 	x.mu.Lock()
 	var drop []*Entry
 	for _, rm := range x.byRoom {
-		if _, ok := rm[hostKey]; !ok {
+		mine, ok := rm[hostKey]
+		if !ok || mine.ExpiresAt <= now || !x.verified(mine.Host) {
+			continue
+		}
+		held := false
+		for hk, e := range rm {
+			if hk != hostKey && e.ExpiresAt > now && x.verified(e.Host) {
+				held = true
+			}
+		}
+		if held {
+			drop = append(drop, mine)
 			continue
 		}
 		for hk, e := range rm {
-			if hk != hostKey && !x.verified(e.Host) { // first verified claim wins
+			if hk != hostKey && !x.verified(e.Host) {
 				drop = append(drop, e)
 			}
 		}
 	}
 	for _, e := range drop {
-		x.deleteLocked(e)
-		x.pending[pfxIndex+key(e)] = pendingWrite{del: true}
+		x.dropLocked(e)
 	}
 	x.mu.Unlock()
 	for _, e := range drop {
-		x.AddConflict(e.Raw)
 		x.changed(e.Room.ID)
 	}
 	return len(drop)
 }
 
 // AddConflict keeps a signed announcement that claimed a room ID another
-// host holds (at most MaxConflicts, deduplicated, across restarts).
+// host holds, deduplicated and across restarts: at most
+// MaxConflictsPerHost per claiming key and MaxConflicts in all, the
+// oldest evicted first, so that a flood of claims keeps the newest
+// evidence rather than locking it out.
 func (x *Index) AddConflict(raw []byte) {
-	d := sha256.Sum256(raw)
-	id := hex.EncodeToString(d[:16])
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if _, ok := x.conflict[id]; ok || len(x.conflict) >= MaxConflicts {
+	x.addConflictLocked(raw)
+}
+
+// conflictItem is one piece of conflict evidence.
+type conflictItem struct {
+	raw   []byte
+	actor string // the claiming key, as the envelope names it
+	seq   uint64 // order of arrival (at Open: of issue)
+}
+
+// claimHead reads an envelope's actor and created_at without verifying
+// it (conflict evidence is verified when it is taken, or offline).
+func claimHead(raw []byte) (actor string, createdAt int64) {
+	var h struct {
+		Event struct {
+			Actor     string `json:"actor"`
+			CreatedAt int64  `json:"created_at"`
+		} `json:"event"`
+	}
+	json.Unmarshal(raw, &h)
+	return h.Event.Actor, h.Event.CreatedAt
+}
+
+func (x *Index) addConflictLocked(raw []byte) {
+	d := sha256.Sum256(raw)
+	id := hex.EncodeToString(d[:16])
+	if _, ok := x.conflict[id]; ok {
 		return
 	}
-	x.conflict[id] = raw
+	actor, _ := claimHead(raw)
+	if x.conflictPer[actor] >= MaxConflictsPerHost {
+		x.evictConflictLocked(actor, true)
+	} else if len(x.conflict) >= MaxConflicts {
+		x.evictConflictLocked("", false)
+	}
+	x.conflictSeq++
+	x.conflict[id] = &conflictItem{raw: raw, actor: actor, seq: x.conflictSeq}
+	x.conflictPer[actor]++
 	x.pending[pfxConflict+id] = pendingWrite{val: raw}
+}
+
+// evictConflictLocked drops the oldest piece of evidence (of actor only,
+// with byActor).
+func (x *Index) evictConflictLocked(actor string, byActor bool) {
+	oldest, at := "", uint64(0)
+	for id, c := range x.conflict {
+		if (!byActor || c.actor == actor) && (oldest == "" || c.seq < at) {
+			oldest, at = id, c.seq
+		}
+	}
+	if oldest == "" {
+		return
+	}
+	c := x.conflict[oldest]
+	delete(x.conflict, oldest)
+	if x.conflictPer[c.actor]--; x.conflictPer[c.actor] <= 0 {
+		delete(x.conflictPer, c.actor)
+	}
+	x.pending[pfxConflict+oldest] = pendingWrite{del: true}
 }
 
 // SetOwn keeps this host's latest signed announcement of one of its
@@ -671,7 +789,7 @@ func (x *Index) Conflicts() []json.RawMessage {
 	sort.Strings(ids)
 	out := make([]json.RawMessage, len(ids))
 	for i, id := range ids {
-		out[i] = x.conflict[id]
+		out[i] = x.conflict[id].raw
 	}
 	return out
 }

@@ -100,7 +100,7 @@ func TestIndexLimits(t *testing.T) {
 	}
 	verified[real.signer.HostKey()] = true
 	x.Reverify()
-	if n := x.DropConflicts(real.signer.HostKey()); n != 1 {
+	if n := x.DropConflicts(real.signer.HostKey(), now); n != 1 {
 		t.Fatalf("dropped %d conflicting claims", n)
 	}
 	if c := x.Claims(roomID(1), now); len(c) != 1 || c[0].Host.Key != real.signer.HostKey() {
@@ -357,5 +357,189 @@ func TestSlowFlushBlocksNoReader(t *testing.T) {
 	}
 	if y.Len() != gossip+1 {
 		t.Fatalf("after a reopen %d entries, want %d", y.Len(), gossip+1)
+	}
+}
+
+// Property: the first host verified while holding a claim keeps the room
+// ID. A claim stored while the real host was unverified goes to the
+// evidence as soon as the real host's verified claim is stored (also when
+// its binding was verified before its claim arrived), and a claimant
+// verified later loses its claim to the host verified first.
+func TestIndexVerifiedClaimReplacesEarlier(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	self := newHost(t, "self", 1)
+	x, err := index.Open(db, self.signer.HostKey(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, rogue := newHost(t, "real", 2), newHost(t, "rogue", 3)
+	verified := map[identity.AgentID]bool{}
+	x.SetVerifier(func(b index.Binding) bool { return verified[b.Key] })
+	now := time.Now().UnixMilli()
+	owner := func(id string) []identity.AgentID {
+		var out []identity.AgentID
+		for _, c := range x.Claims(id, now) {
+			out = append(out, c.Host.Key)
+		}
+		return out
+	}
+
+	// Room 1: the rogue claims first; the real host is verified (its
+	// binding check ran before its claim was stored), then claims.
+	rogueClaim := rogue.entry(t, roomID(1), now+1, now, now+60_000)
+	if ok, err := x.Put(rogueClaim, now); !ok || err != nil {
+		t.Fatalf("rogue claim: %v %v", ok, err)
+	}
+	verified[real.signer.HostKey()] = true
+	x.Reverify()
+	if n := x.DropConflicts(real.signer.HostKey(), now); n != 0 {
+		t.Fatalf("dropped %d before the real host claimed anything", n)
+	}
+	if ok, err := x.Put(real.entry(t, roomID(1), now, now, now+60_000), now); !ok || err != nil {
+		t.Fatalf("real claim: %v %v", ok, err)
+	}
+	if o := owner(roomID(1)); len(o) != 1 || o[0] != real.signer.HostKey() {
+		t.Fatalf("claims on room 1 after the verified claim: %v", o)
+	}
+
+	// Room 2: both claim while unverified; the real host's binding is
+	// verified first (its drop has not run yet), then the rogue's: the
+	// rogue's settling drops its own claim, not the real host's.
+	verified[real.signer.HostKey()] = false
+	x.Reverify()
+	x.Put(rogue.entry(t, roomID(2), now+1, now, now+60_000), now)
+	x.Put(real.entry(t, roomID(2), now, now, now+60_000), now)
+	verified[real.signer.HostKey()] = true
+	verified[rogue.signer.HostKey()] = true
+	x.Reverify()
+	if n := x.DropConflicts(rogue.signer.HostKey(), now); n != 1 {
+		t.Fatalf("the later verified claimant's settling dropped %d", n)
+	}
+	if o := owner(roomID(2)); len(o) != 1 || o[0] != real.signer.HostKey() {
+		t.Fatalf("claims on room 2: %v", o)
+	}
+	if _, err := x.Put(rogue.entry(t, roomID(2), now+2, now, now+60_000), now); !errors.Is(err, index.ErrConflict) {
+		t.Fatalf("a new rogue claim: %v", err)
+	}
+	if n := len(x.Conflicts()); n != 2 {
+		t.Fatalf("%d pieces of evidence, want the rogue's two dropped claims", n)
+	}
+	found := false
+	for _, c := range x.Conflicts() {
+		found = found || string(c) == string(rogueClaim.Raw)
+	}
+	if !found {
+		t.Fatal("the rogue's first claim is not in the evidence")
+	}
+
+	// Across a reopen.
+	if err := x.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db = openDB(t, dir)
+	defer db.Close()
+	y, err := index.Open(db, self.signer.HostKey(), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y.SetVerifier(func(b index.Binding) bool { return verified[b.Key] })
+	for _, id := range []string{roomID(1), roomID(2)} {
+		if c := y.Claims(id, now); len(c) != 1 || c[0].Host.Key != real.signer.HostKey() {
+			t.Fatalf("after reopen, %s has %d claims", id, len(c))
+		}
+	}
+	if len(y.Conflicts()) != 2 {
+		t.Fatalf("after reopen: %d pieces of evidence", len(y.Conflicts()))
+	}
+}
+
+// Property: conflict evidence is bounded with eviction: a flood of
+// claims from one key keeps at most MaxConflictsPerHost of them, the
+// store at most MaxConflicts in all, the newest kept and the oldest
+// evicted (a flood does not lock later evidence out), across a reopen.
+func TestIndexConflictEvidenceEvicts(t *testing.T) {
+	dir := t.TempDir()
+	db := openDB(t, dir)
+	self := newHost(t, "self", 1)
+	x, err := index.Open(db, self.signer.HostKey(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	flooder := newHost(t, "flooder", 2)
+	var flood [][]byte
+	for i := range 3 * index.MaxConflictsPerHost {
+		flood = append(flood, flooder.entry(t, roomID(i), now+int64(i), now, now+60_000).Raw)
+		x.AddConflict(flood[i])
+	}
+	if n := len(x.Conflicts()); n != index.MaxConflictsPerHost {
+		t.Fatalf("one key holds %d pieces of evidence, cap %d", n, index.MaxConflictsPerHost)
+	}
+	for i, raw := range flood {
+		kept := false
+		for _, c := range x.Conflicts() {
+			kept = kept || string(c) == string(raw)
+		}
+		if kept != (i >= len(flood)-index.MaxConflictsPerHost) {
+			t.Fatalf("flood claim %d kept=%v: the key's oldest go first", i, kept)
+		}
+	}
+	// Many keys: the total stays at its cap, and the newest is kept.
+	var last []byte
+	hosts := index.MaxConflicts/8 + 10
+	for h := range hosts {
+		k := newHost(t, fmt.Sprintf("claimant %d", h), 3)
+		for i := range 8 {
+			last = k.entry(t, roomID(i), now+int64(1000+h*8+i), now, now+60_000).Raw
+			x.AddConflict(last)
+		}
+	}
+	got := x.Conflicts()
+	if len(got) != index.MaxConflicts {
+		t.Fatalf("%d pieces of evidence, cap %d", len(got), index.MaxConflicts)
+	}
+	has := func(list [][]byte, raw []byte) bool {
+		for _, c := range list {
+			if string(c) == string(raw) {
+				return true
+			}
+		}
+		return false
+	}
+	toBytes := func() [][]byte {
+		var out [][]byte
+		for _, c := range x.Conflicts() {
+			out = append(out, c)
+		}
+		return out
+	}
+	if !has(toBytes(), last) {
+		t.Fatal("the newest evidence was not kept")
+	}
+	for _, raw := range flood {
+		if has(toBytes(), raw) {
+			t.Fatal("the oldest evidence (the flood) was not evicted first")
+		}
+	}
+	before := toBytes()
+	if err := x.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db = openDB(t, dir)
+	defer db.Close()
+	if x, err = index.Open(db, self.signer.HostKey(), now); err != nil {
+		t.Fatal(err)
+	}
+	after := toBytes()
+	if len(after) != len(before) {
+		t.Fatalf("after reopen: %d pieces of evidence, want %d", len(after), len(before))
+	}
+	for _, c := range before {
+		if !has(after, c) {
+			t.Fatal("evidence changed across a reopen")
+		}
 	}
 }
