@@ -25,8 +25,14 @@ const (
 	exitUnavailable = 6 // the node could not be reached or is unavailable
 )
 
-// exitVerifyFailed is verify's code for a file that does not verify.
-const exitVerifyFailed = 2
+// verify's own codes (README, CLI): exitVerifyFailed for a file that
+// does not verify (or an archive not proven complete); exitVerifyUnproven
+// when --allow-unproven read an archive whose chain verifies but which is
+// not proven complete.
+const (
+	exitVerifyFailed   = 2
+	exitVerifyUnproven = 3
+)
 
 // errSilent is an error whose message was already printed.
 var errSilent = errors.New("")

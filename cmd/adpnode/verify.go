@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -11,6 +13,7 @@ import (
 
 func verifyCmd() *cobra.Command {
 	var key string
+	var allowUnproven bool
 	cmd := &cobra.Command{
 		Use:   "verify <archive, evidence or deal receipt file>",
 		Short: "Verify an archive (JSON or JSONL) or a piece of misbehaviour evidence offline, kernel only",
@@ -53,9 +56,21 @@ It prints no sealed content.
 
 Markdown transcripts (archive.md) are for reading and cannot be verified.
 
+An archive must also be proven complete: its chain cannot show that no
+records were dropped from its end, so verify requires extra.host_log to
+prove the last record in the log of manifest.host (the origin the signed
+log names), the room's final state to be ended or cancelled, and the room
+to have ended no later than the proof's checkpoint is known to be (its
+last record, or a witness's cosignature time: a room that ended by its
+end_time needs a witness that cosigned after the end). An archive whose
+chain verifies but is not proven complete fails; --allow-unproven reads
+it anyway, with a warning, and exits 3.
+
 Exit status (verify's own): 0 when the file verifies; 2 when it does not,
-or is not a verifiable archive (Markdown, malformed JSON); 1 on other
-errors (for example an unreadable file).`,
+or is not a verifiable archive (Markdown, malformed JSON), or is an
+archive not proven complete; 3 when --allow-unproven read such an archive
+(its chain verifies); 1 on other errors (for example an unreadable
+file).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := os.ReadFile(args[0])
@@ -74,7 +89,11 @@ errors (for example an unreadable file).`,
 				}
 				m = verifycmd.Member{ID: k.ID, Find: ks.Find}
 			}
-			ok, err := verifycmd.FileAs(cmd.OutOrStdout(), args[0], b, m)
+			ok, err := verifycmd.FileOpts(cmd.OutOrStdout(), args[0], b, m, verifycmd.Options{AllowUnproven: allowUnproven})
+			if ok && errors.Is(err, verifycmd.ErrUnproven) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "adpnode verify: WARNING: %s is NOT PROVEN COMPLETE: records may be missing from its end (exit %d)\n", args[0], exitVerifyUnproven)
+				return &exitError{code: exitVerifyUnproven, err: errSilent}
+			}
 			if err != nil {
 				return withCode(exitVerifyFailed, err)
 			}
@@ -84,6 +103,7 @@ errors (for example an unreadable file).`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&allowUnproven, "allow-unproven", false, "read an archive whose chain verifies but which is not proven complete (warns; exit 3)")
 	cmd.Flags().StringVar(&key, "key", "", "open a member-only room's sealed events as this agent (key file; sealing keys in FILE.seal)")
 	return cmd
 }
