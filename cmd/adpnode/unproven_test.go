@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/adpnode/adpnode/adp/archive"
@@ -24,9 +26,14 @@ import (
 // recomputed, a generated_at past the end, and the host log's genuine
 // proof of the new last record); and claiming another host than the
 // signed log names: each chain still verifies, each fails (exit 2), and
-// --allow-unproven reads it with a warning and exit 3.
+// --allow-unproven reads it with a warning and exit 3. After a restart on
+// the same data dir the archive exported again is still complete.
 func TestVerifyRefusesUnprovenArchive(t *testing.T) {
-	e := newCLIEnv(t)
+	addr, data := freeAddr(t), t.TempDir()
+	s := startTestStack(t, addr, data)
+	defer func() { s.close() }()
+	e := cliEnv{node: "http://" + addr, dir: t.TempDir()}
+	mustCLI(t, "keygen", "--out", e.key("alice"))
 	id := e.createRoom(t, "public")
 	alice := []string{"--node", e.node, "--key", e.key("alice")}
 	for _, m := range []string{"one", "two", "three"} {
@@ -129,6 +136,18 @@ func TestVerifyRefusesUnprovenArchive(t *testing.T) {
 	out, _ := json.Marshal(bad)
 	os.WriteFile(filepath.Join(e.dir, "bad.json"), out, 0o644)
 	wantExit(t, exitVerifyFailed, "FAIL archive invalid", "verify", "--allow-unproven", filepath.Join(e.dir, "bad.json"))
+
+	// Restart on the same data dir: the archive exported again is still
+	// proven complete.
+	if err := s.close(); err != nil {
+		t.Fatal(err)
+	}
+	s = startTestStack(t, addr, data)
+	again := filepath.Join(e.dir, "again.json")
+	mustCLI(t, "export", "--node", e.node, id, "--format", "json", "-o", again)
+	if out := mustCLI(t, "verify", again); !strings.HasPrefix(out, "OK room "+id) || !strings.Contains(out, "complete:") {
+		t.Fatalf("verify after a restart: %s", out)
+	}
 }
 
 // TestVerifyExitCodesDocumented: verify's own exit codes in code are the
@@ -153,5 +172,76 @@ func TestVerifyExitCodesDocumented(t *testing.T) {
 	if !strings.Contains(string(readme), strconv.Itoa(exitVerifyUnproven)+" `--allow-unproven`\nread") &&
 		!strings.Contains(string(readme), strconv.Itoa(exitVerifyUnproven)+" `--allow-unproven` read") {
 		t.Error("the README does not list verify's exit code for --allow-unproven")
+	}
+}
+
+// TestExportWaitsForProof protects: export downloads an archive again
+// until its manifest carries the host log's proof of the last record (a
+// host covers it seconds after the room ends, a mirror fetches it after
+// that), within --proof-wait; an archive still without one is written
+// with a warning that verify will not call it complete; a transcript is
+// not waited for.
+func TestExportWaitsForProof(t *testing.T) {
+	const id = "dcafg7tg4asrkhrabra0"
+	var mu sync.Mutex
+	served := map[string]int{}
+	proofAfter := 3 // the third download of archive.json carries the proof
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		served[r.URL.Path]++
+		n := served[r.URL.Path]
+		mu.Unlock()
+		extra := `{"host_key":"did:agent:x"}`
+		if strings.HasSuffix(r.URL.Path, "/archive") && n >= proofAfter {
+			extra = `{"host_key":"did:agent:x","host_log":{"type":"adp.record-proof"}}`
+		}
+		manifest := `{"protocol":"adp/1.0","type":"room.archive","extra":` + extra + `}`
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/archive"):
+			io.WriteString(w, `{"manifest":`+manifest+`,"room":null,"packs":[],"records":[]}`)
+		case strings.HasSuffix(r.URL.Path, "/archive.jsonl"):
+			io.WriteString(w, manifest+"\n{}\n")
+		default:
+			io.WriteString(w, "# transcript\n")
+		}
+	}))
+	defer srv.Close()
+	count := func(path string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return served["/v1/rooms/"+id+path]
+	}
+	dir := t.TempDir()
+
+	out := filepath.Join(dir, "a.json")
+	code, _, errOut := cli(t, "export", "--node", srv.URL, id, "-o", out)
+	b, _ := os.ReadFile(out)
+	if code != 0 || !strings.Contains(errOut, "waiting up to 30s") || strings.Contains(errOut, "warning") || !hasHostLogProof(b) {
+		t.Fatalf("export json: exit %d, %s\n%s", code, errOut, b)
+	}
+	if count("/archive") != proofAfter {
+		t.Errorf("downloaded %d times, want %d", count("/archive"), proofAfter)
+	}
+
+	// The JSONL archive never gets one: written after --proof-wait, with
+	// a warning.
+	out = filepath.Join(dir, "a.jsonl")
+	code, _, errOut = cli(t, "export", "--node", srv.URL, id, "--format", "jsonl", "--proof-wait", "600ms", "-o", out)
+	b, _ = os.ReadFile(out)
+	if code != 0 || !strings.Contains(errOut, "warning: the archive carries no host log proof") || len(b) == 0 || hasHostLogProof(b) {
+		t.Fatalf("export jsonl: exit %d, %s\n%s", code, errOut, b)
+	}
+	if n := count("/archive.jsonl"); n < 2 || n > 10 {
+		t.Errorf("the JSONL archive was downloaded %d times in 600ms", n)
+	}
+	// --proof-wait 0 does not wait; a transcript is never waited for.
+	before := count("/archive.jsonl")
+	code, _, errOut = cli(t, "export", "--node", srv.URL, id, "--format", "jsonl", "--proof-wait", "0", "-o", out)
+	if code != 0 || count("/archive.jsonl") != before+1 || !strings.Contains(errOut, "warning") {
+		t.Fatalf("--proof-wait 0: exit %d, %d downloads, %s", code, count("/archive.jsonl")-before, errOut)
+	}
+	code, _, errOut = cli(t, "export", "--node", srv.URL, id, "--format", "md", "-o", filepath.Join(dir, "a.md"))
+	if code != 0 || count("/archive.md") != 1 || strings.Contains(errOut, "warning") || strings.Contains(errOut, "waiting") {
+		t.Fatalf("export md: exit %d, %d downloads, %s", code, count("/archive.md"), errOut)
 	}
 }
