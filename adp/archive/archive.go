@@ -249,7 +249,7 @@ func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*R
 		RoomID: last.RoomID, Records: int64(len(recs)), LastSeq: last.Seq, LastHash: last.Hash,
 		Status: status, Members: len(st.AllMembers()), Types: st.Registry.Len(),
 		Counts: st.Counts(), State: st, Witnesses: witnesses, LegacyWitnesses: legacyWitnesses(m),
-		Complete: completeness(m, st, status, last, cp, witnesses)}, nil
+		Complete: completeness(m, st, status, last, cp)}, nil
 }
 
 // legacyWitnesses counts the entries of extra.witnesses, the retired

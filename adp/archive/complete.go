@@ -6,7 +6,6 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/adp/tlogproof"
-	"github.com/adpnode/adpnode/adp/tlogwitness"
 )
 
 // Completeness: a verified chain shows that its records are genuine and
@@ -21,15 +20,17 @@ import (
 //   - the checkpoint names the log of manifest.host (tlogproof.Origin), so
 //     manifest.host and url are the origin the signed log names;
 //   - the replayed final state is terminal (ended or cancelled);
-//   - the room ended no later than the proof's checkpoint: the checkpoint
-//     is known to be at least as late as its last record's received_at
-//     (the checkpoint covers it) and as each verified cosignature's time
-//     (a witness cosigns only a checkpoint at least as new as every one it
-//     saw before). A room ended by a room.close or room.cancel record
-//     ended at that record, which the proof covers. A room that ended by
-//     its end_time, after its last record, is proven complete only by a
-//     witness that cosigned the checkpoint at or after end_time: before
-//     it, records could still follow the checkpoint.
+//   - the room ended no later than the proof's checkpoint is known to be:
+//     the checkpoint covers the archive's last record, so it is at least
+//     as late as that record's received_at, and nothing in the archive
+//     shows it later. A room closed or cancelled by its last record ended
+//     at that record. A room that ended by its end_time, after its last
+//     record, is never proven complete: nothing marks its end in the log,
+//     and a proof of an earlier record against a later checkpoint is as
+//     genuine as the proof of its real last record. Witnesses'
+//     cosignature times do not count: the witness keys an archive lists
+//     are the archive's word, so anyone cutting its tail can add a
+//     cosignature of a key of their own, dated after the end.
 
 // Completeness is what an archive proves about being the whole room.
 type Completeness struct {
@@ -39,7 +40,8 @@ type Completeness struct {
 	// EndedAt is when the replayed room ended (Unix ms; 0 if it did not).
 	EndedAt int64
 	// ProvenAt is the latest time the proof's checkpoint is known to be
-	// at least as late as (Unix ms; 0 without extra.host_log).
+	// at least as late as: the proven record's received_at (Unix ms; 0
+	// without extra.host_log).
 	ProvenAt int64
 	// Origin and Size are the proof's checkpoint's (empty without
 	// extra.host_log).
@@ -50,7 +52,7 @@ type Completeness struct {
 // Proven reports whether the archive is proven complete.
 func (c Completeness) Proven() bool { return len(c.Unproven) == 0 }
 
-func completeness(m *Manifest, st *room.State, status room.Status, last *record.Record, cp *tlogproof.Checkpoint, ws []tlogwitness.Cosigned) Completeness {
+func completeness(m *Manifest, st *room.State, status room.Status, last *record.Record, cp *tlogproof.Checkpoint) Completeness {
 	var c Completeness
 	terminal := status.Terminal()
 	switch {
@@ -72,15 +74,8 @@ func completeness(m *Manifest, st *room.State, status room.Status, last *record.
 			m.Host, m.URL, cp.Origin, want))
 	}
 	c.ProvenAt = last.ReceivedAt
-	for _, w := range ws {
-		// A cosignature's time is in whole seconds: the witness signed
-		// within that second.
-		if t := int64(min(w.Time, 1<<53))*1000 + 999; t > c.ProvenAt {
-			c.ProvenAt = t
-		}
-	}
 	if terminal && c.EndedAt > c.ProvenAt {
-		c.Unproven = append(c.Unproven, fmt.Sprintf("the room ended (at Unix ms %d) after what the proof's checkpoint is known to cover (Unix ms %d: its last record or a witness's cosignature): records after the checkpoint are not ruled out",
+		c.Unproven = append(c.Unproven, fmt.Sprintf("the room ended by its end_time (Unix ms %d), after the proof's checkpoint is known to be (its last record, Unix ms %d): records after it are not ruled out",
 			c.EndedAt, c.ProvenAt))
 	}
 	return c

@@ -77,8 +77,8 @@ func archiveOf(h *history, recs []*record.Record, genAt int64) *Archive {
 // later than the proof's checkpoint is known to be. An archive with its
 // tail dropped (the close record and after, the manifest recomputed, a
 // genuine proof of its new last record) still verifies as a chain but is
-// unproven, whatever generated_at it claims; a room that ended by its
-// end_time is proven only by a witness that cosigned after the end.
+// unproven, whatever generated_at it claims and whatever witness it adds;
+// a room that ended by its end_time is never proven complete.
 func TestCompleteness(t *testing.T) {
 	h := generate(t, 60)
 	pub, key, _ := ed25519.GenerateKey(nil)
@@ -125,24 +125,25 @@ func TestCompleteness(t *testing.T) {
 		if genAt < endTime {
 			wantUnproven("truncated, generated before end_time", c, "not ended or cancelled")
 		} else {
-			wantUnproven("truncated, generated after end_time", c, "records after the checkpoint are not ruled out")
+			wantUnproven("truncated, generated after end_time", c, "records after it are not ruled out")
 		}
-		// A witness that cosigned before end_time proves nothing more.
-		cosign(t, tr.Manifest.Extra["host_log"].(*tlogproof.File), uint64(endTime/1000-60))
+		// A witness of the cutter's own, cosigning after end_time, proves
+		// nothing more.
+		cosign(t, tr.Manifest.Extra["host_log"].(*tlogproof.File), uint64(endTime/1000+60))
 		if c := verify(tr, true); c.Proven() {
-			t.Errorf("truncated, witnessed before end_time, generated at %d: proven", genAt)
+			t.Errorf("truncated, with a witness dated after end_time, generated at %d: proven", genAt)
 		}
 	}
 
-	// A room that ended by its end_time (no close record): proven when a
-	// witness cosigned the checkpoint at or after the end.
+	// A room that ended by its end_time (no close record) is not proven
+	// complete, witnessed after the end or not.
 	open := h.recs[:len(h.recs)-1]
 	timed := archiveOf(h, open, endTime+5_000)
 	f := lg.proof(t, open)
 	timed.Manifest.Extra["host_log"] = f
-	wantUnproven("time-ended, unwitnessed", verify(timed, true), "records after the checkpoint are not ruled out")
+	wantUnproven("time-ended", verify(timed, true), "ended by its end_time")
 	cosign(t, f, uint64(endTime/1000+2))
-	if c := verify(timed, true); !c.Proven() || c.EndedAt != endTime || c.ProvenAt < endTime {
+	if c := verify(timed, true); c.Proven() || c.EndedAt != endTime || c.ProvenAt != open[len(open)-1].ReceivedAt {
 		t.Fatalf("time-ended, witnessed after the end: %+v", c)
 	}
 }

@@ -113,7 +113,7 @@ func TestVerifyRefusesUnprovenArchive(t *testing.T) {
 		name, file, why string
 	}{
 		{"no host_log", save("stripped.json", stripped), "no host log proof of the last record"},
-		{"tail dropped", save("truncated.json", truncated), "records after the checkpoint are not ruled out"},
+		{"tail dropped", save("truncated.json", truncated), "records after it are not ruled out"},
 		{"another host", save("elsewhere.json", elsewhere), "is not the origin the signed log names"},
 	} {
 		wantExit(t, exitVerifyFailed, "not proven complete", "verify", c.file)

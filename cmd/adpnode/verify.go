@@ -60,11 +60,12 @@ An archive must also be proven complete: its chain cannot show that no
 records were dropped from its end, so verify requires extra.host_log to
 prove the last record in the log of manifest.host (the origin the signed
 log names), the room's final state to be ended or cancelled, and the room
-to have ended no later than the proof's checkpoint is known to be (its
-last record, or a witness's cosignature time: a room that ended by its
-end_time needs a witness that cosigned after the end). An archive whose
-chain verifies but is not proven complete fails; --allow-unproven reads
-it anyway, with a warning, and exits 3.
+to have ended no later than the proof's checkpoint is known to be: at its
+last record, so a room closed (or cancelled) by its last record. A room
+that ran out at its end_time is never proven complete: nothing in the log
+marks its end. An archive whose chain verifies but is not proven
+complete fails; --allow-unproven reads it anyway, with a warning, and
+exits 3.
 
 Exit status (verify's own): 0 when the file verifies; 2 when it does not,
 or is not a verifiable archive (Markdown, malformed JSON), or is an
