@@ -54,12 +54,13 @@ const (
 	// log's key (HTTP 403).
 	CodeUntrustedCheckpoint Code = "untrusted_checkpoint"
 	// CodeCheckpointStale is a witness code: the submitter's old size is
-	// not the size the witness last cosigned; data.size is that size (HTTP
-	// 409, answered as text/x.tlog.size).
+	// not the size the witness last cosigned, or the checkpoint has that
+	// size and another root (reason root_mismatch); data.size is that size
+	// (HTTP 409, answered as text/x.tlog.size).
 	CodeCheckpointStale Code = "checkpoint_stale"
 	// CodeInconsistentCheckpoint is a witness code: the checkpoint is not
 	// provably an append-only extension of the one the witness cosigned
-	// (bad consistency proof, or another root at the same size; HTTP 422).
+	// (a consistency proof that does not verify; HTTP 422).
 	CodeInconsistentCheckpoint Code = "inconsistent_checkpoint"
 	// CodeUnavailable is not an ADP code: the host answers it when it is
 	// overloaded or shutting down (HTTP 503 with Retry-After).

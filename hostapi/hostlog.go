@@ -82,6 +82,17 @@ func sizeParam(c *gin.Context, name string) (uint64, error) {
 	return n, nil
 }
 
+// positiveSizeParam is sizeParam for a parameter that, when given, names
+// a tree to prove against: 0 is refused (absent means the latest
+// checkpoint; an explicit 0 is no tree).
+func positiveSizeParam(c *gin.Context, name string) (uint64, error) {
+	n, err := sizeParam(c, name)
+	if _, given := c.GetQuery(name); err == nil && given && n == 0 {
+		return 0, adp.Reason(adp.CodeInvalidRequest, "bad_tree_size", name+" must be positive").WithData("param", name)
+	}
+	return n, err
+}
+
 // logInclusion serves GET /v1/log/inclusion?record_hash=…[&tree_size=N]:
 // the record's inclusion proof against the latest checkpoint (which the
 // answer carries) or against tree size N.
@@ -95,10 +106,7 @@ func (s *Server) logInclusion(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	size, err := sizeParam(c, "tree_size")
-	if err == nil && size == 0 && c.Query("tree_size") != "" {
-		err = adp.Reason(adp.CodeInvalidRequest, "bad_tree_size", "tree_size must be positive")
-	}
+	size, err := positiveSizeParam(c, "tree_size")
 	if err != nil {
 		s.fail(c, err)
 		return
@@ -222,7 +230,8 @@ func (s *Server) logInclusions(c *gin.Context) {
 }
 
 // logConsistency serves GET /v1/log/consistency?size1=M[&size2=N]
-// (size2 defaults to the latest checkpoint's size).
+// (size2 defaults to the latest checkpoint's size; an explicit size2=0
+// is refused as inclusion's tree_size=0 is).
 func (s *Server) logConsistency(c *gin.Context) {
 	l := s.hostLog(c)
 	if l == nil {
@@ -237,7 +246,7 @@ func (s *Server) logConsistency(c *gin.Context) {
 		s.fail(c, err)
 		return
 	}
-	size2, err := sizeParam(c, "size2")
+	size2, err := positiveSizeParam(c, "size2")
 	if err != nil {
 		s.fail(c, err)
 		return

@@ -130,6 +130,38 @@ func TestHostLogEndToEnd(t *testing.T) {
 	expectCode(t, plain, adp.CodeNotFound)
 }
 
+// TestHostLogZeroSizeRefused protects: an explicit tree size of zero names
+// no tree, so GET /v1/log/consistency?size2=0 is refused exactly as
+// /v1/log/inclusion?tree_size=0 is (invalid_request, reason
+// bad_tree_size, the parameter named), not read as "the latest
+// checkpoint"; size2 left out still means the latest.
+func TestHostLogZeroSizeRefused(t *testing.T) {
+	h, _, logURL := logHost(t)
+	a := adptest.NewAgent("alice")
+	id := h.CreateRoom(t, a, h.RoomPayload("public"))
+	h.MustPost(t, a, id, "message.create", msg("m"))
+	hs, err := h.Node.RecordHashes(id, 0, 10)
+	if err != nil || len(hs) < 2 {
+		t.Fatalf("record hashes: %d, %v", len(hs), err)
+	}
+	eventually(t, 30*time.Second, "a checkpoint covers the room", func() bool {
+		r := adptest.Do(t, http.MethodGet, logURL+"/v1/log/consistency?size1=1", "", nil)
+		var p tlogproof.ConsistencyProof
+		return r.Status == http.StatusOK && r.JSON(&p) == nil && p.Size2 >= uint64(len(hs))
+	})
+	for path, param := range map[string]string{
+		"/v1/log/inclusion?record_hash=" + tlogproof.EncodeRecordHash(hs[0]) + "&tree_size=0": "tree_size",
+		"/v1/log/consistency?size1=0&size2=0":                                                 "size2",
+		"/v1/log/consistency?size1=1&size2=0":                                                 "size2",
+	} {
+		r := adptest.Do(t, http.MethodGet, logURL+path, "", nil)
+		expectCode(t, r, adp.CodeInvalidRequest)
+		if d := r.ErrorData(); d["reason"] != "bad_tree_size" || d["param"] != param {
+			t.Errorf("%s: want reason bad_tree_size for %s, got %s", path, param, r)
+		}
+	}
+}
+
 // TestHostLogInclusionBatch: POST /v1/log/inclusions answers, in order,
 // the proof of every record asked for against one checkpoint, which
 // verifies offline with the published key, and not_in_log for a hash the

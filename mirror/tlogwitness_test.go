@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,9 +76,9 @@ func postWitness(t *testing.T, p *fedtest.Peer, body []byte) (int, string) {
 // C2SP tlog-witness for A's log (origin from the room URL, key A's host
 // key, named in B's discovery). It cosigns A's checkpoint, refuses logs
 // of hosts it does not mirror, and when A (a forked fake host with A's
-// key) shows it another root at the same size and then another tree, it
-// answers 422, stores split-view evidence that verifies offline and
-// freezes A's rooms. B's witness state survives a restart.
+// key) shows it another root at the same size, it answers 409, stores
+// split-view evidence that verifies offline and freezes A's rooms, and
+// it cosigns nothing more of A's log, after a restart too.
 func TestMirrorWitnessCatchesForkedHost(t *testing.T) {
 	peers := fedtest.Network(t, 2, nil, fedtest.Options{Rates: noRates, Mirror: true})
 	a, b := peers[0], peers[1]
@@ -132,7 +133,7 @@ func TestMirrorWitnessCatchesForkedHost(t *testing.T) {
 	}
 
 	// The fork.
-	if status, body := postWitness(t, b, tlogwitness.FormatRequest(5, nil, fork.signed(t, origin, aKey))); status != 422 {
+	if status, body := postWitness(t, b, tlogwitness.FormatRequest(5, nil, fork.signed(t, origin, aKey))); status != 409 || body != "5\n" {
 		t.Fatalf("same-size fork: %d %s", status, body)
 	}
 	fedtest.Eventually(t, 10*time.Second, "B freezes A's rooms", func() bool { return b.Mir.Faulty(a.Fed.HostKey()) })
@@ -148,14 +149,15 @@ func TestMirrorWitnessCatchesForkedHost(t *testing.T) {
 		t.Fatalf("split view evidence (%s against %s): %v", ev.Kind, ev.Host, err)
 	}
 
-	// Restart: B still holds size 5 for A's log.
+	// Restart: B cosigns nothing more of A's log, the honest tree's
+	// growth included.
 	b = b.Restart(t)
-	if status, body := postWitness(t, b, tlogwitness.FormatRequest(0, nil, cp)); status != 409 || body != "5\n" {
+	if status, body := postWitness(t, b, tlogwitness.FormatRequest(0, nil, cp)); status != 403 || !strings.Contains(body, "log_forked") {
 		t.Fatalf("after restart: %d %q", status, body)
 	}
-	fork.add(t, "f1", "f2")
-	p, _ := tlog.ProveTree(fork.n, 5, &fork)
-	if status, body := postWitness(t, b, tlogwitness.FormatRequest(5, p, fork.signed(t, origin, aKey))); status != 422 {
-		t.Fatalf("growing fork after restart: %d %s", status, body)
+	honest.add(t, "r6", "r7")
+	p, _ := tlog.ProveTree(honest.n, 5, &honest)
+	if status, body := postWitness(t, b, tlogwitness.FormatRequest(5, p, honest.signed(t, origin, aKey))); status != 403 || !strings.Contains(body, "log_forked") {
+		t.Fatalf("honest growth after the fork: %d %s", status, body)
 	}
 }

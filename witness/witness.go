@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"golang.org/x/mod/sumdb/tlog"
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
@@ -88,11 +89,49 @@ func (w *Witness) Name() string { return w.cfg.Cosigner.Name() }
 // VerifierKey is the witness's cosignature/v1 verifier key.
 func (w *Witness) VerifierKey() string { return w.cfg.Cosigner.VerifierKey() }
 
-// stored is a State in Badger.
+// stored is a State in Badger. Split, once set, is the split view the
+// witness saw of the log: it cosigns nothing more of it, after a restart
+// too.
 type stored struct {
-	Size uint64 `json:"size"`
-	Hash []byte `json:"hash"`
-	Note string `json:"note"`
+	Size  uint64       `json:"size"`
+	Hash  []byte       `json:"hash"`
+	Note  string       `json:"note"`
+	Split *storedSplit `json:"split,omitempty"`
+}
+
+// storedSplit is a tlogwitness.SplitView in Badger.
+type storedSplit struct {
+	Notes [2]string `json:"notes"`
+	Proof [][]byte  `json:"proof,omitempty"`
+}
+
+func toStored(st tlogwitness.State) stored {
+	s := stored{Size: st.Size, Hash: st.Hash[:], Note: string(st.Note)}
+	if sv := st.SplitView; sv != nil {
+		s.Split = &storedSplit{Notes: [2]string{string(sv.Notes[0]), string(sv.Notes[1])}}
+		for _, h := range sv.Proof {
+			s.Split.Proof = append(s.Split.Proof, h[:])
+		}
+	}
+	return s
+}
+
+func (s stored) state() (*tlogwitness.State, error) {
+	if len(s.Hash) != 32 {
+		return nil, errors.New("bad hash")
+	}
+	st := &tlogwitness.State{Size: s.Size, Hash: [32]byte(s.Hash), Note: []byte(s.Note)}
+	if s.Split != nil {
+		sv := &tlogwitness.SplitView{Notes: [2][]byte{[]byte(s.Split.Notes[0]), []byte(s.Split.Notes[1])}}
+		for _, h := range s.Split.Proof {
+			if len(h) != tlog.HashSize {
+				return nil, errors.New("bad split view proof hash")
+			}
+			sv.Proof = append(sv.Proof, tlog.Hash(h))
+		}
+		st.SplitView = sv
+	}
+	return st, nil
 }
 
 func (w *Witness) key(origin string) []byte { return []byte(w.cfg.Prefix + origin) }
@@ -110,10 +149,13 @@ func (w *Witness) State(origin string) (*tlogwitness.State, error) {
 		}
 		return item.Value(func(v []byte) error {
 			var s stored
-			if err := json.Unmarshal(v, &s); err != nil || len(s.Hash) != 32 {
+			if err := json.Unmarshal(v, &s); err != nil {
 				return errors.New("witness: corrupt state of " + origin)
 			}
-			st = &tlogwitness.State{Size: s.Size, Hash: [32]byte(s.Hash), Note: []byte(s.Note)}
+			var err error
+			if st, err = s.state(); err != nil {
+				return errors.New("witness: corrupt state of " + origin + ": " + err.Error())
+			}
 			return nil
 		})
 	})
@@ -161,6 +203,13 @@ func (w *Witness) AddCheckpoint(body []byte) (string, error) {
 	if !ok {
 		return "", adp.Reason(adp.CodeNotFound, "unknown_log", "this witness does not witness that log")
 	}
+	// The log's signature first: a request nobody but the log could have
+	// made is the only kind that spends the log's budget, so a stranger
+	// cannot starve the log of cosignatures.
+	signed, err := tlogwitness.OpenRequest(lg, req)
+	if err != nil {
+		return "", err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !w.allow(origin) {
@@ -172,10 +221,17 @@ func (w *Witness) AddCheckpoint(body []byte) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	d, err := tlogwitness.Check(lg, prev, req)
+	d, err := signed.Check(prev)
 	if err != nil {
 		if d != nil && d.SplitView != nil {
-			w.cfg.Log.Warn("split view: the log signed checkpoints that cannot both be true", "origin", origin, "size", prev.Size, "new_size", d.Checkpoint.Size)
+			w.cfg.Log.Warn("split view: the log signed checkpoints that cannot both be true; it is cosigned no more", "origin", origin, "size", prev.Size, "new_size", d.Checkpoint.Size)
+			// Kept with the state, so the witness cosigns nothing more of
+			// this log, after a restart too.
+			forked := *prev
+			forked.SplitView = d.SplitView
+			if serr := w.put(origin, forked); serr != nil {
+				w.cfg.Log.Error("witness: split view not stored", "origin", origin, "err", serr)
+			}
 			if w.cfg.OnSplitView != nil {
 				w.cfg.OnSplitView(lg, d.SplitView, err.Error())
 			}
@@ -183,19 +239,26 @@ func (w *Witness) AddCheckpoint(body []byte) (string, error) {
 		return "", err
 	}
 	line := w.cfg.Cosigner.Cosign(d.Body, uint64(w.cfg.Now().Unix()))
-	b, _ := json.Marshal(stored{Size: d.Next.Size, Hash: d.Next.Hash[:], Note: string(d.Next.Note)})
-	if err := w.cfg.DB.Update(func(txn *badger.Txn) error { return txn.Set(w.key(origin), b) }); err != nil {
+	if err := w.put(origin, d.Next); err != nil {
 		// Not stored: answering would cosign a state a restart forgets.
 		return "", adp.Errorf(adp.CodeUnavailable, "witness state not stored: %v", err)
 	}
 	return line, nil
 }
 
+// put stores origin's state.
+func (w *Witness) put(origin string, st tlogwitness.State) error {
+	b, _ := json.Marshal(toStored(st))
+	return w.cfg.DB.Update(func(txn *badger.Txn) error { return txn.Set(w.key(origin), b) })
+}
+
 // ServeHTTP answers POST .../add-checkpoint (C2SP tlog-witness): 200
-// with the cosignature line, 409 (text/x.tlog.size) with the size the
-// witness holds, 403 for a checkpoint without the log's signature, 404
-// for an unknown log, 422 for an inconsistent one, 413/429 past bounds;
-// errors other than 409 in the ADP error shape.
+// with the cosignature line; 409 (text/x.tlog.size) with the size the
+// witness holds, for another old size or another root at that size; 403
+// for a checkpoint without the log's signature, or of a log the witness
+// saw fork; 404 for an unknown log; 422 for a proof that does not
+// verify; 413/429 past bounds; errors other than 409 in the ADP error
+// shape.
 func (w *Witness) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		rw.Header().Set("Allow", http.MethodPost)

@@ -363,8 +363,8 @@ func TestAddCheckpointBounds(t *testing.T) {
 }
 
 // TestForkedHostCaught: a host that shows the witness one tree and then a
-// fork of it is refused (422) and the witness reports a split view that
-// verifies offline.
+// fork of it is refused (409 at the same size, 422 for a larger fork's
+// proof) and the witness reports a split view that verifies offline.
 func TestForkedHostCaught(t *testing.T) {
 	_, hostKey, _ := ed25519.GenerateKey(rand.Reader)
 	_, key, _ := ed25519.GenerateKey(rand.Reader)
@@ -379,17 +379,27 @@ func TestForkedHostCaught(t *testing.T) {
 		t.Fatal(status, body)
 	}
 	// The same size with another root.
-	if status, body, _ := f.submit(fork, 6); status != 422 || !strings.Contains(body, "root_mismatch") {
+	if status, body, _ := f.submit(fork, 6); status != 409 || body != "6\n" {
 		t.Fatalf("same-size fork: %d %s", status, body)
 	}
-	// A larger fork with its own tree's proof.
-	fork.add(t, 9, "f")
-	if status, body, _ := f.submit(fork, 6); status != 422 {
-		t.Fatalf("growing fork: %d %s", status, body)
-	}
-	if len(f.splits) != 2 {
+	if len(f.splits) != 1 {
 		t.Fatalf("%d split views reported", len(f.splits))
 	}
+	// A larger fork with its own tree's proof, to a fresh witness of the
+	// same honest tree (the first one cosigns nothing more of this log).
+	g := newFixture(t, t.TempDir(), key, honest)
+	defer g.close()
+	if status, body, _ := g.submit(honest, 0); status != 200 {
+		t.Fatal(status, body)
+	}
+	fork.add(t, 9, "f")
+	if status, body, _ := g.submit(fork, 6); status != 422 {
+		t.Fatalf("growing fork: %d %s", status, body)
+	}
+	if len(g.splits) != 1 {
+		t.Fatalf("%d split views reported", len(g.splits))
+	}
+	f.splits = append(f.splits, g.splits...)
 	for i, sv := range f.splits {
 		if err := sv.Verify(honest.info()); err != nil {
 			t.Fatalf("split view %d: %v", i, err)
@@ -397,5 +407,107 @@ func TestForkedHostCaught(t *testing.T) {
 	}
 	if st, _ := f.w.State(honest.origin); st.Size != 6 {
 		t.Fatal("the fork moved the witness")
+	}
+}
+
+// TestSameSizeOtherRootIs409 protects C2SP tlog-witness as written: a
+// checkpoint of the size the witness cosigned with another root is
+// answered 409 Conflict (text/x.tlog.size, the size the witness holds),
+// the state is unchanged, and the pair is reported as a split view.
+func TestSameSizeOtherRootIs409(t *testing.T) {
+	_, hostKey, _ := ed25519.GenerateKey(rand.Reader)
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	honest := newLog("host.test/adp-log", hostKey)
+	fork := newLog("host.test/adp-log", hostKey)
+	f := newFixture(t, t.TempDir(), key, honest)
+	defer f.close()
+	honest.add(t, 6, "a")
+	fork.add(t, 6, "b")
+	if status, body, _ := f.submit(honest, 0); status != 200 {
+		t.Fatal(status, body)
+	}
+	status, body, h := f.submit(fork, 6)
+	if status != http.StatusConflict || h.Get("Content-Type") != "text/x.tlog.size" || body != "6\n" {
+		t.Fatalf("same size, other root: %d %q %q; want 409 text/x.tlog.size \"6\\n\"", status, h.Get("Content-Type"), body)
+	}
+	if st, _ := f.w.State(honest.origin); st.Size != 6 || !bytes.Equal(st.Note, honest.checkpoint(t)) {
+		t.Fatalf("the conflicting checkpoint moved the witness: %+v", st)
+	}
+	if len(f.splits) != 1 || f.splits[0].Verify(honest.info()) != nil {
+		t.Fatalf("split views: %d", len(f.splits))
+	}
+}
+
+// TestForkedLogCosignedNoMore protects: a witness that holds split-view
+// evidence against a log cosigns nothing more of it, not even a checkpoint
+// that extends the tree it cosigned with a valid proof, and it still
+// refuses after a restart on the same data dir; other logs are unaffected.
+func TestForkedLogCosignedNoMore(t *testing.T) {
+	_, hostKey, _ := ed25519.GenerateKey(rand.Reader)
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	honest := newLog("host.test/adp-log", hostKey)
+	fork := newLog("host.test/adp-log", hostKey)
+	other := newLog("other.test/adp-log", nil)
+	dir := t.TempDir()
+	f := newFixture(t, dir, key, honest, other)
+	honest.add(t, 5, "a")
+	fork.add(t, 4, "a")
+	fork.add(t, 1, "evil")
+	other.add(t, 3, "o")
+	if status, body, _ := f.submit(honest, 0); status != 200 {
+		t.Fatal(status, body)
+	}
+	if status, body, _ := f.submit(other, 0); status != 200 {
+		t.Fatal(status, body)
+	}
+	if status, body, _ := f.submit(fork, 5); status != http.StatusConflict {
+		t.Fatalf("fork: %d %s", status, body)
+	}
+	if len(f.splits) != 1 {
+		t.Fatalf("%d split views reported", len(f.splits))
+	}
+	refused := func(f *fixture) {
+		t.Helper()
+		honest.add(t, 2, "more")
+		status, body, _ := f.submit(honest, 5)
+		if status != http.StatusForbidden || errCode(t, body) != "untrusted_checkpoint" || !strings.Contains(body, "log_forked") {
+			t.Fatalf("a valid extension of a forked log: %d %s; want 403 log_forked", status, body)
+		}
+		if st, err := f.w.State(honest.origin); err != nil || st.Size != 5 || st.SplitView == nil || st.SplitView.Verify(honest.info()) != nil {
+			t.Fatalf("state of the forked log: %+v %v", st, err)
+		}
+	}
+	refused(f)
+	f.close()
+	f.open() // restart on the same data dir
+	defer f.close()
+	refused(f)
+	old := other.n
+	other.add(t, 2, "p")
+	if status, body, _ := f.submit(other, old); status != 200 {
+		t.Fatalf("another log: %d %s", status, body)
+	}
+}
+
+// TestRateBudgetSpentAfterSignature protects: a log's request budget is
+// spent only by requests whose checkpoint carries the log's signature, so
+// a stranger posting forged checkpoints for the log's origin gets 403
+// every time and never 429, and the log's own next checkpoint is cosigned.
+func TestRateBudgetSpentAfterSignature(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	lg := newLog("host.test/adp-log", nil)
+	impostor := newLog(lg.origin, nil) // the origin, another key
+	f := newFixture(t, t.TempDir(), key, lg)
+	defer f.close()
+	lg.add(t, 4, "a")
+	impostor.add(t, 4, "a")
+	forged := tlogwitness.FormatRequest(0, nil, impostor.checkpoint(t))
+	for i := 0; i < 50; i++ { // five times the burst, the clock standing still
+		if status, body, _ := f.post(forged); status != http.StatusForbidden {
+			t.Fatalf("forged request %d: %d %s; want 403", i, status, body)
+		}
+	}
+	if status, body, _ := f.post(tlogwitness.FormatRequest(0, nil, lg.checkpoint(t))); status != 200 {
+		t.Fatalf("the log's checkpoint after forged ones: %d %s", status, body)
 	}
 }

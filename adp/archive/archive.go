@@ -130,6 +130,9 @@ type Report struct {
 	// HostAsserted is what the archive says that no signature covers: it
 	// is consistent with the rest, but only the host vouches for it.
 	HostAsserted HostAsserted
+	// Complete is what the archive proves about being the whole room
+	// (complete.go): Unproven is empty when it is proven complete.
+	Complete Completeness
 }
 
 // HostAsserted are manifest fields only the serving host vouches for.
@@ -228,7 +231,7 @@ func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*R
 	if m.ArchiveRoot != "" && m.ArchiveRoot != digest && m.ArchiveRoot != sums.archiveRoot() {
 		return nil, &Failure{Step: 5, Reason: "archive_root is neither the records' Merkle root nor events_sha3_256"}
 	}
-	witnesses, f := verifyHostLog(m)
+	cp, witnesses, f := verifyHostLog(m)
 	if f != nil {
 		return nil, f
 	}
@@ -241,10 +244,12 @@ func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*R
 	if f := checkRoom(opt.room, m, st, last); f != nil {
 		return nil, f
 	}
+	status := st.StatusAt(max(m.GeneratedAt, last.ReceivedAt))
 	return &Report{HostAsserted: HostAsserted{Host: m.Host, URL: m.URL, GeneratedAt: m.GeneratedAt},
 		RoomID: last.RoomID, Records: int64(len(recs)), LastSeq: last.Seq, LastHash: last.Hash,
-		Status: st.StatusAt(max(m.GeneratedAt, last.ReceivedAt)), Members: len(st.AllMembers()), Types: st.Registry.Len(),
-		Counts: st.Counts(), State: st, Witnesses: witnesses, LegacyWitnesses: legacyWitnesses(m)}, nil
+		Status: status, Members: len(st.AllMembers()), Types: st.Registry.Len(),
+		Counts: st.Counts(), State: st, Witnesses: witnesses, LegacyWitnesses: legacyWitnesses(m),
+		Complete: completeness(m, st, status, last, cp)}, nil
 }
 
 // legacyWitnesses counts the entries of extra.witnesses, the retired
@@ -472,23 +477,24 @@ func ParseJSON(data []byte) (*Archive, error) {
 // verifyHostLog checks extra.host_log when present: a record proof file
 // (adp/tlogproof) proving the archive's last record in the host log,
 // signed by the host key the manifest names (extra.host_key) if any, and
-// the cosignature/v1 line of every witness key it lists.
-func verifyHostLog(m *Manifest) ([]tlogwitness.Cosigned, *Failure) {
+// the cosignature/v1 line of every witness key it lists. It returns the
+// proof's checkpoint (nil without extra.host_log) and the witnesses.
+func verifyHostLog(m *Manifest) (*tlogproof.Checkpoint, []tlogwitness.Cosigned, *Failure) {
 	raw, ok := m.Extra["host_log"]
 	if !ok || raw == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	b, _ := json.Marshal(raw)
 	var f tlogproof.File
 	if err := json.Unmarshal(b, &f); err != nil || f.Type != tlogproof.FileType {
-		return nil, &Failure{Step: 5, Reason: "extra.host_log is not a record proof"}
+		return nil, nil, &Failure{Step: 5, Reason: "extra.host_log is not a record proof"}
 	}
 	if f.RecordHash != m.LastHash {
-		return nil, &Failure{Step: 5, Reason: "extra.host_log proves another record than the last"}
+		return nil, nil, &Failure{Step: 5, Reason: "extra.host_log proves another record than the last"}
 	}
-	_, pub, err := tlogproof.VerifyFile(f)
+	cp, pub, err := tlogproof.VerifyFile(f)
 	if err != nil {
-		return nil, &Failure{Step: 5, Reason: "extra.host_log: " + err.Error()}
+		return nil, nil, &Failure{Step: 5, Reason: "extra.host_log: " + err.Error()}
 	}
 	var hostKey string
 	switch v := m.Extra["host_key"].(type) {
@@ -498,15 +504,15 @@ func verifyHostLog(m *Manifest) ([]tlogwitness.Cosigned, *Failure) {
 		hostKey = v.String()
 	}
 	if hostKey != "" && string(identity.AgentIDFromKey(pub)) != hostKey {
-		return nil, &Failure{Step: 5, Reason: "extra.host_log is signed by another key than extra.host_key"}
+		return nil, nil, &Failure{Step: 5, Reason: "extra.host_log is signed by another key than extra.host_key"}
 	}
 	if len(f.Witnesses) == 0 {
-		return nil, nil
+		return &cp, nil, nil
 	}
 	v, _ := note.NewVerifier(f.VerifierKey) // VerifyFile parsed it
 	ws, err := tlogwitness.VerifyCosigned([]byte(f.Checkpoint), v, f.Witnesses)
 	if err != nil {
-		return nil, &Failure{Step: 5, Reason: "extra.host_log witnesses: " + err.Error()}
+		return nil, nil, &Failure{Step: 5, Reason: "extra.host_log witnesses: " + err.Error()}
 	}
-	return ws, nil
+	return &cp, ws, nil
 }

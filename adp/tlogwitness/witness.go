@@ -85,11 +85,14 @@ func FormatRequest(oldSize uint64, proof []tlog.Hash, signedNote []byte) []byte 
 
 // State is what a witness keeps per origin: the last checkpoint it
 // cosigned, as the log signed it (the note with the log's signature), and
-// its size and root. The zero State means "never cosigned".
+// its size and root. The zero State means "never cosigned". SplitView,
+// once set, is proof the witness holds that the log forked: it cosigns
+// nothing more of that log.
 type State struct {
-	Size uint64
-	Hash [32]byte
-	Note []byte
+	Size      uint64
+	Hash      [32]byte
+	Note      []byte
+	SplitView *SplitView
 }
 
 // Log is a log the witness vouches for: its origin and the verifier of
@@ -112,27 +115,63 @@ type Decision struct {
 	SplitView *SplitView
 }
 
-// Check decides an add-checkpoint request for log against the stored
-// state prev (nil: never cosigned), following C2SP tlog-witness:
-//   - the note must carry a valid signature of the log's key (else
-//     CodeUntrustedCheckpoint, 403);
-//   - the old size must not exceed the checkpoint's size (400) and must
-//     equal the stored size (else CodeCheckpointStale, 409, with data.size);
-//   - at equal sizes the roots must be equal; otherwise the proof must be
-//     an RFC 6962 consistency proof from the stored root (else
-//     CodeInconsistentCheckpoint, 422); from size zero the proof is empty.
-//
-// A checkpoint that cannot be consistent with the stored one while both
-// carry the log's signature also yields Decision.SplitView.
-func Check(log Log, prev *State, req *Request) (*Decision, error) {
+// Signed is an add-checkpoint request whose checkpoint note carries a
+// valid signature of the log's key (OpenRequest): what a witness may
+// spend its per-log budget on.
+type Signed struct {
+	req *Request
+	cp  *Checkpoint
+	n   *note.Note
+	v   note.Verifier
+}
+
+// Checkpoint returns the signed checkpoint's body.
+func (s *Signed) Checkpoint() *Checkpoint { return s.cp }
+
+// OpenRequest verifies the log's signature on the request's checkpoint
+// and parses it (else CodeUntrustedCheckpoint, 403, or a malformed-note
+// refusal). It reads no witness state.
+func OpenRequest(log Log, req *Request) (*Signed, error) {
 	cp, n, err := Open(req.Note, log.Origin, log.Verifier)
 	if err != nil {
 		return nil, err
 	}
+	return &Signed{req: req, cp: cp, n: n, v: log.Verifier}, nil
+}
+
+// Check decides an add-checkpoint request for log against the stored
+// state prev (nil: never cosigned): OpenRequest, then Signed.Check.
+func Check(log Log, prev *State, req *Request) (*Decision, error) {
+	s, err := OpenRequest(log, req)
+	if err != nil {
+		return nil, err
+	}
+	return s.Check(prev)
+}
+
+// Check decides a signed add-checkpoint request against the stored state
+// prev (nil: never cosigned), following C2SP tlog-witness:
+//   - a log the witness holds split-view evidence against is no longer
+//     trusted (CodeUntrustedCheckpoint, 403, reason log_forked);
+//   - the old size must not exceed the checkpoint's size (400) and must
+//     equal the stored size (else CodeCheckpointStale, 409, with data.size);
+//   - from size zero the proof is empty; at equal sizes the proof is empty
+//     (else CodeInconsistentCheckpoint, 422) and the roots must be equal
+//     (else CodeCheckpointStale, 409, reason root_mismatch, with
+//     data.size); otherwise the proof must be an RFC 6962 consistency
+//     proof from the stored root (else CodeInconsistentCheckpoint, 422).
+//
+// A checkpoint that cannot be consistent with the stored one while both
+// carry the log's signature also yields Decision.SplitView.
+func (s *Signed) Check(prev *State) (*Decision, error) {
+	cp, n, req := s.cp, s.n, s.req
 	if prev == nil {
 		prev = &State{}
 	}
-	d := &Decision{Checkpoint: cp, Body: []byte(n.Text), Next: State{Size: cp.Size, Hash: cp.Hash, Note: logSigned(n, log.Verifier)}}
+	if prev.SplitView != nil {
+		return nil, adp.Reason(adp.CodeUntrustedCheckpoint, "log_forked", "this witness holds proof that the log signed a split view; it cosigns nothing more of it")
+	}
+	d := &Decision{Checkpoint: cp, Body: []byte(n.Text), Next: State{Size: cp.Size, Hash: cp.Hash, Note: logSigned(n, s.v)}}
 	switch {
 	case req.OldSize > cp.Size:
 		return nil, adp.Reason(adp.CodeInvalidRequest, "old_size_too_large", "old size is larger than the checkpoint's size")
@@ -151,7 +190,7 @@ func Check(log Log, prev *State, req *Request) (*Decision, error) {
 		}
 		if cp.Hash != prev.Hash {
 			d.SplitView = &SplitView{Notes: [2][]byte{prev.Note, d.Next.Note}}
-			return d, adp.Reason(adp.CodeInconsistentCheckpoint, "root_mismatch", "the log signed two different roots for one size")
+			return d, adp.Reason(adp.CodeCheckpointStale, "root_mismatch", "the log signed two different roots for one size").WithData("size", prev.Size)
 		}
 		return d, nil
 	}

@@ -353,9 +353,9 @@ func TestSplitView(t *testing.T) {
 	}
 	st := d.Next
 
-	// Same size, other root.
+	// Same size, other root: 409 with the size held (C2SP tlog-witness).
 	d, err = check(t, honest.info(), &st, 5, nil, fork.checkpoint(t))
-	if adp.CodeOf(err) != adp.CodeInconsistentCheckpoint || d == nil || d.SplitView == nil {
+	if adp.CodeOf(err) != adp.CodeCheckpointStale || adp.AsError(err).Data["size"] != uint64(5) || d == nil || d.SplitView == nil {
 		t.Fatalf("same-size fork: %v", err)
 	}
 	if err := d.SplitView.Verify(honest.info()); err != nil {
@@ -395,5 +395,34 @@ func TestSplitView(t *testing.T) {
 	swapped := &SplitView{Notes: [2][]byte{sv.Notes[1], sv.Notes[0]}, Proof: sv.Proof}
 	if err := swapped.Verify(honest.info()); err == nil {
 		t.Fatal("swapped notes are accepted")
+	}
+}
+
+// TestSplitViewStopsCosigning protects: once the stored state holds a
+// split view, Check refuses every checkpoint of the log (403, reason
+// log_forked), even one that provably extends the cosigned tree.
+func TestSplitViewStopsCosigning(t *testing.T) {
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	honest := newMemLogKey(t, "host.example/log", pub, priv)
+	fork := newMemLogKey(t, "host.example/log", pub, priv)
+	honest.add(t, leaves("a", 5)...)
+	fork.add(t, leaves("b", 5)...)
+	d, err := check(t, honest.info(), nil, 0, nil, honest.checkpoint(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := d.Next
+	d, err = check(t, honest.info(), &st, 5, nil, fork.checkpoint(t))
+	if err == nil || d == nil || d.SplitView == nil {
+		t.Fatalf("fork: %v", err)
+	}
+	st.SplitView = d.SplitView
+	honest.add(t, leaves("c", 3)...)
+	if _, err := check(t, honest.info(), &st, 5, honest.proof(t, 5), honest.checkpoint(t)); adp.CodeOf(err) != adp.CodeUntrustedCheckpoint || adp.AsError(err).Data["reason"] != "log_forked" {
+		t.Fatalf("extension of a forked log: %v", err)
+	}
+	st.SplitView = nil
+	if _, err := check(t, honest.info(), &st, 5, honest.proof(t, 5), honest.checkpoint(t)); err != nil {
+		t.Fatalf("the same extension without the split view: %v", err)
 	}
 }

@@ -26,13 +26,16 @@ const (
 )
 
 // verify's own codes (README, CLI): exitVerifyFailed for a file that does
-// not verify (also a bad epoch key wrap that --key finds), exitVerifyKey
-// when the key given with --key cannot be used: no such file, no sealing
-// key file beside it, a malformed file, another agent's, or a sealing key
-// file others can read.
+// not verify (also a bad epoch key wrap that --key finds, or an archive not
+// proven complete); exitVerifyUnproven when --allow-unproven read an archive
+// whose chain verifies but which is not proven complete; exitVerifyKey when
+// the key given with --key cannot be used: no such file, no sealing key file
+// beside it, a malformed file, another agent's, or a sealing key file others
+// can read.
 const (
-	exitVerifyFailed = 2
-	exitVerifyKey    = 3
+	exitVerifyFailed   = 2
+	exitVerifyUnproven = 3
+	exitVerifyKey      = 4
 )
 
 // errSilent is an error whose message was already printed.

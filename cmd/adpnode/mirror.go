@@ -279,6 +279,7 @@ func nodeError(status int, body []byte) error {
 func exportCmd() *cobra.Command {
 	var nodeURL, format, out string
 	var fromMirror bool
+	var proofWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "export <room id or Room URL>",
 		Short: "Download an ended room's archive (json, jsonl or md) from its host or from a mirror",
@@ -304,6 +305,23 @@ func exportCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if format != "md" && proofWait > 0 && !hasHostLogProof(b) {
+				// The host log covers a room's last record a few seconds
+				// after it ends (a mirror fetches the proof after that);
+				// without the proof the archive is not proven complete.
+				fmt.Fprintf(os.Stderr, "waiting up to %s for the host log's proof of the room's last record …\n", proofWait)
+				deadline := time.Now().Add(proofWait)
+				for pause := 250 * time.Millisecond; !hasHostLogProof(b) && time.Now().Before(deadline); pause = min(2*pause, 4*time.Second) {
+					time.Sleep(min(pause, time.Until(deadline)))
+					if nb, err := call(http.MethodGet, base+suffix, nil); err == nil {
+						b = nb
+					}
+				}
+			}
+			if format != "md" && !hasHostLogProof(b) {
+				fmt.Fprintln(os.Stderr, "warning: the archive carries no host log proof of the room's last record (extra.host_log) yet, "+
+					"so adpnode verify will not call it complete; export it again later")
+			}
 			if out == "" || out == "-" {
 				_, err = os.Stdout.Write(b)
 				return err
@@ -319,5 +337,25 @@ func exportCmd() *cobra.Command {
 	cmd.Flags().StringVar(&format, "format", "json", "json, jsonl or md")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default: stdout)")
 	cmd.Flags().BoolVar(&fromMirror, "mirror", false, "read the room from the node's mirror instead of its host API")
+	cmd.Flags().DurationVar(&proofWait, "proof-wait", 30*time.Second, "how long to wait for the host log's proof of the last record (json, jsonl; 0: do not wait)")
 	return cmd
+}
+
+// hasHostLogProof reports whether a JSON or JSONL archive's manifest
+// carries extra.host_log, the host log's proof of its last record.
+func hasHostLogProof(b []byte) bool {
+	type manifest struct {
+		Extra map[string]json.RawMessage `json:"extra"`
+	}
+	var doc struct {
+		Manifest *manifest `json:"manifest"`
+	}
+	var m manifest
+	if json.Unmarshal(b, &doc) == nil && doc.Manifest != nil {
+		m = *doc.Manifest // the JSON form
+	} else if line, _, _ := bytes.Cut(b, []byte("\n")); json.Unmarshal(line, &m) != nil {
+		return false // neither form: the JSONL manifest is the first line
+	}
+	p := m.Extra["host_log"]
+	return len(p) > 0 && string(p) != "null"
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/optoken"
+	istack "github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -27,7 +28,9 @@ import (
 // "verified N of M" and returns once caught up; mirror list --json shows
 // it, also after the mirror restarts on the same data dir.
 func TestMirrorAddJourney(t *testing.T) {
-	peers := fedtest.Network(t, 2, nil, fedtest.Options{Mirror: true})
+	// The host keeps its log, as serve does: the mirror's archive embeds
+	// the host log's proof of the last record, which verify requires.
+	peers := fedtest.Network(t, 2, nil, fedtest.Options{Mirror: true, HostLog: &istack.HostLogConfig{CheckpointInterval: 100 * time.Millisecond}})
 	a, b := peers[0], peers[1]
 	alice := adptest.NewAgent("alice")
 	pub := fedtest.CreateRoom(t, a, alice, room.Public, "mirrored by the CLI")

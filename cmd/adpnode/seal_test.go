@@ -191,7 +191,7 @@ func TestSealedJunkWrapCLI(t *testing.T) {
 		}
 	}
 
-	// A key that cannot be used: exit 3, and nothing is created.
+	// A key that cannot be used: exit 4, and nothing is created.
 	dave := filepath.Join(e.dir, "dave.key")
 	mustCLI(t, "keygen", "--out", dave)
 	wide := filepath.Join(e.dir, "wide.key.seal")
@@ -205,7 +205,7 @@ func TestSealedJunkWrapCLI(t *testing.T) {
 		"a node key":             filepath.Join(e.dir, "missing-dir", "x.key"),
 	} {
 		code, out, errOut := cli(t, "verify", file, "--key", k)
-		if code != 3 || !strings.Contains(errOut, "--key") {
+		if code != exitVerifyKey || !strings.Contains(errOut, "--key") {
 			t.Errorf("verify --key with %s: exit %d\n%s\n%s", what, code, out, errOut)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 func verifyCmd() *cobra.Command {
 	var key string
+	var allowUnproven bool
 	cmd := &cobra.Command{
 		Use:   "verify <archive, evidence or deal receipt file>",
 		Short: "Verify an archive (JSON or JSONL) or a piece of misbehaviour evidence offline, kernel only",
@@ -61,11 +62,24 @@ its agent): what a member hands others to show a bad wrap
 
 Markdown transcripts (archive.md) are for reading and cannot be verified.
 
+An archive must also be proven complete: its chain cannot show that no
+records were dropped from its end, so verify requires extra.host_log to
+prove the last record in the log of manifest.host (the origin the signed
+log names), the room's final state to be ended or cancelled, and the room
+to have ended no later than the proof's checkpoint is known to be: at its
+last record, so a room closed (or cancelled) by its last record. A room
+that ran out at its end_time is never proven complete: nothing in the log
+marks its end. An archive whose chain verifies but is not proven
+complete fails; --allow-unproven reads it anyway, with a warning, and
+exits 3.
+
 Exit status (verify's own): 0 when the file verifies; 2 when it does not,
-or is not a verifiable archive (Markdown, malformed JSON); 3 when the key
-given with --key cannot be used (no such file, no FILE.seal beside an agent
-key, a malformed file, or a sealing key file others can read); 1 on other
-errors (for example an unreadable file). verify --key never creates a file.`,
+or is not a verifiable archive (Markdown, malformed JSON), or is an
+archive not proven complete; 3 when --allow-unproven read such an archive
+(its chain verifies); 4 when the key given with --key cannot be used (no
+such file, no FILE.seal beside an agent key, a malformed file, or a sealing
+key file others can read); 1 on other errors (for example an unreadable
+file). verify --key never creates a file.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			b, err := os.ReadFile(args[0])
@@ -78,7 +92,11 @@ errors (for example an unreadable file). verify --key never creates a file.`,
 					return err
 				}
 			}
-			ok, err := verifycmd.FileAs(cmd.OutOrStdout(), args[0], b, m)
+			ok, err := verifycmd.FileOpts(cmd.OutOrStdout(), args[0], b, m, verifycmd.Options{AllowUnproven: allowUnproven})
+			if ok && errors.Is(err, verifycmd.ErrUnproven) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "adpnode verify: WARNING: %s is NOT PROVEN COMPLETE: records may be missing from its end (exit %d)\n", args[0], exitVerifyUnproven)
+				return &exitError{code: exitVerifyUnproven, err: errSilent}
+			}
 			if err != nil {
 				return withCode(exitVerifyFailed, err)
 			}
@@ -88,6 +106,7 @@ errors (for example an unreadable file). verify --key never creates a file.`,
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&allowUnproven, "allow-unproven", false, "read an archive whose chain verifies but which is not proven complete (warns; exit 3)")
 	cmd.Flags().StringVar(&key, "key", "", "open a member-only room's sealed events as this agent (agent key file with its sealing keys in FILE.seal, or a sealing key file)")
 	return cmd
 }

@@ -119,7 +119,7 @@ var Table = []Space{
 	{"MirrorWitness", MirrorWitness, false, "mirror", "m/w/<host key>/<room>/<witness key>", "retired: checkpoint.cosign of a mirrored room; dropped at start", 2},
 	{"MirrorHash", MirrorHash, false, "mirror", "m/x/<host key>/<room>/<hash:32>", "seq:8 BE (envelope and record hashes; written with the record)", 2},
 	{"MirrorSnapshot", MirrorSnapshot, false, "mirror", "m/s/<host key>/<room>", "roomSnapshot JSON (room.State at some seq)", 2},
-	{"MirrorTlogWitness", MirrorTlogWitness, false, "mirror", "m/l/<log origin>", "the tlog-witness's last cosigned checkpoint of a mirrored host's log", 3},
+	{"MirrorTlogWitness", MirrorTlogWitness, false, "mirror", "m/l/<log origin>", "JSON {size, hash, note, split}: the tlog-witness's last cosigned checkpoint of a mirrored host's log, and the split view it saw of that log, if any (then it cosigns nothing more of it)", 3},
 	{"MirrorHostLog", MirrorHostLog, false, "mirror", "m/p/<host key>/<room>", "JSON {seq, record_hash, known, witnesses, proof}: the host log's proof of an ended room's last record, checked, for extra.host_log of the mirror's archives", 3},
 	{"HostCosignature", HostCosignature, false, "node", "w/<room>/<witness key>", "retired: checkpoint.cosign of this host's room; dropped at start", 1},
 	{"IndexEntry", IndexEntry, false, "index", "i/<host key>/<room>", "signed announcement (as gossiped)", 1},

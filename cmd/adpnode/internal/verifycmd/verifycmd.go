@@ -32,6 +32,24 @@ func File(w io.Writer, name string, b []byte) (ok bool, err error) {
 // FileAs is File for a member of a member-only room: with m's keys the
 // sealed events of an archive are opened and checked too (Member).
 func FileAs(w io.Writer, name string, b []byte, m Member) (ok bool, err error) {
+	return FileOpts(w, name, b, m, Options{})
+}
+
+// Options tune FileOpts.
+type Options struct {
+	// AllowUnproven reads an archive whose chain verifies but which is
+	// not proven complete (archive.Completeness): it is printed with a
+	// warning and FileOpts returns ok with ErrUnproven. Without it such an
+	// archive fails.
+	AllowUnproven bool
+}
+
+// ErrUnproven comes with ok from FileOpts when Options.AllowUnproven let
+// an archive that is not proven complete through.
+var ErrUnproven = errors.New("the archive is not proven complete")
+
+// FileOpts is FileAs with options.
+func FileOpts(w io.Writer, name string, b []byte, m Member, o Options) (ok bool, err error) {
 	if isEvidence(b) {
 		return verifyEvidence(w, b), nil
 	}
@@ -78,6 +96,15 @@ func FileAs(w io.Writer, name string, b []byte, m Member) (ok bool, err error) {
 	if err != nil {
 		return false, err
 	}
+	unproven := !rep.Complete.Proven()
+	if unproven && !o.AllowUnproven {
+		fmt.Fprintf(w, "FAIL room %s: the chain verifies (%d records), but the archive is not proven complete: %s (adpnode verify --allow-unproven reads it anyway)\n",
+			rep.RoomID, rep.Records, strings.Join(rep.Complete.Unproven, "; "))
+		return false, nil
+	}
+	if unproven {
+		printUnproven(w, rep.Complete)
+	}
 	topic := ""
 	if rep.State != nil {
 		topic = fmt.Sprintf(" %q", rep.State.Topic)
@@ -89,12 +116,37 @@ func FileAs(w io.Writer, name string, b []byte, m Member) (ok bool, err error) {
 		fmt.Fprintf(w, "   not checked: %d checkpoint.cosign entries in extra.witnesses (a retired format; the host log's witnesses replace it)\n", rep.LegacyWitnesses)
 	}
 	fmt.Fprintf(w, "   host-asserted (not signed): host %s, url %s\n", rep.HostAsserted.Host, rep.HostAsserted.URL)
+	printComplete(w, rep.Complete)
 	ok = verifyArchiveReceipts(w, raws)
 	if !verifySealed(w, rep.RoomID, raws, packs, m) {
 		ok = false
 	}
+	if ok && unproven {
+		return true, ErrUnproven
+	}
 	return ok, nil
 }
+
+// printUnproven warns, before anything else is printed, that the archive
+// may not be the whole room.
+func printUnproven(w io.Writer, c archive.Completeness) {
+	fmt.Fprintln(w, "WARNING: UNPROVEN ARCHIVE. Its records verify, but nothing proves they are the whole room:")
+	for _, why := range c.Unproven {
+		fmt.Fprintf(w, "WARNING:   %s\n", why)
+	}
+	fmt.Fprintln(w, "WARNING: records may be missing from its end. Read it as a fragment, not as the room's record.")
+}
+
+// printComplete says what proves the archive complete.
+func printComplete(w io.Writer, c archive.Completeness) {
+	if !c.Proven() {
+		return
+	}
+	fmt.Fprintf(w, "   complete: the last record is in log %s at size %d; the room ended at %s, the checkpoint is at least as late as %s\n",
+		c.Origin, c.Size, fmtMs(c.EndedAt), fmtMs(c.ProvenAt))
+}
+
+func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
 
 // isMarkdown reports whether a file is a Markdown transcript rather than a
 // JSON or JSONL archive.
