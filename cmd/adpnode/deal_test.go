@@ -204,7 +204,7 @@ func (d *dealExample) checkPart2(out string) {
 		"delivered box: 10 widgets https://carrier.example/track/123",
 		"co-signed by did:agent:",
 		"deal receipt posted",
-		"OK deal receipt co-signed by",
+		"OK deal receipt signatures: signed by partyA did:agent:",
 	} {
 		if !strings.Contains(out, want) {
 			d.t.Errorf("deal example output lacks %q", want)
@@ -356,4 +356,122 @@ func writeBadReceipt(t *testing.T, work string) {
 	if err := os.WriteFile(filepath.Join(work, "bad.json"), bad.Marshal(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// writeReceipt writes work/name: a receipt for room ctx and round ref over
+// a fixed terms hash, signed by the agents of the key files given (the
+// first is partyA).
+func writeSignedReceipt(t *testing.T, work, name, ctx, ref, keyA, keyB string) {
+	t.Helper()
+	a, err := client.LoadKey(filepath.Join(work, keyA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := client.LoadKey(filepath.Join(work, keyB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &receipt.Receipt{Type: receipt.Type, PartyA: a.ID.String(), PartyB: b.ID.String(), TermsHash: strings.Repeat("A", 43), Context: ctx, Ref: ref, TS: 1_900_000_000}
+	if err := rc.Sign(a.Private()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Sign(b.Private()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, name), rc.Marshal(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Property: a deal receipt counts only in the room it names, for a round
+// that exists there and was agreed, signed by that round's two parties.
+// After the README's deal example, receipts with valid signatures that
+// fail this — the room's co-signed receipt replayed into another room, one
+// naming a missing round, one naming an open round, one signed by a third
+// party — are refused by deal post, accepted by the host (shape only),
+// flagged by deal receipts and round show (exit 2, never "co-signed"), and
+// make verify of each room's archive exit 2; verify of a receipt file
+// --archive checks it against the room's archive.
+func TestDealReceiptCountsOnlyInItsRoom(t *testing.T) {
+	d := startDealExample(t, func(s string) string { return s })
+	roomID, roundID, node, cli := d.roomID, d.roundID, d.node, d.cli
+	d.checkPart2(d.bash(d.part2))
+
+	// Another room of the same two agents, with an agreed round of its own.
+	cli(0, "keygen", "--out", "carol.key")
+	other := strings.Fields(cli(0, "room", "create", "--node", node, "--key", "alice.key", "--topic", "Other order", "--packs", "adpnode:coordination/1.0,adpnode:deal/1.0"))[0]
+	cli(0, "join", other, "--node", node, "--key", "bob.key")
+	cli(0, "join", roomID, "--node", node, "--key", "carol.key")
+	r2 := strings.TrimSpace(cli(0, "round", "propose", other, "Gadgets?", "--goal", "gadgets", "--option", "g=Gadget", "--node", node, "--key", "alice.key"))
+	cli(0, "round", "accept", "--choice", "g", "--node", node, "--key", "bob.key", "--", other, r2, "Yes.")
+	open := strings.TrimSpace(cli(0, "round", "propose", roomID, "Spare parts?", "--goal", "spares", "--option", "s=Spares", "--node", node, "--key", "alice.key"))
+
+	writeSignedReceipt(t, d.work, "missing.json", roomID, "B"+strings.Repeat("A", 42), "alice.key", "bob.key")
+	writeSignedReceipt(t, d.work, "open.json", roomID, open, "alice.key", "bob.key")
+	writeSignedReceipt(t, d.work, "third.json", roomID, roundID, "alice.key", "carol.key")
+	type hostile struct{ file, room, poster, why, seq string }
+	cases := []*hostile{
+		{"receipt.json", other, "bob.key", "names another room", ""},
+		{"missing.json", roomID, "carol.key", "names no round of this room", ""},
+		{"open.json", roomID, "carol.key", "names a round that was not agreed before it", ""},
+		{"third.json", roomID, "carol.key", "is not signed by its round's two parties", ""},
+	}
+	for _, c := range cases {
+		if out := cli(exitVerifyFailed, "deal", "post", c.room, c.file, "--node", node, "--key", c.poster); !strings.Contains(out, "not posted") || !strings.Contains(out, c.why) {
+			t.Fatalf("deal post %s: %s", c.file, out)
+		}
+		// The host checks shape only: a raw post is accepted.
+		c.seq = strings.Fields(cli(0, "post", c.room, "--type", "deal.receipt", "--payload", "@"+c.file, "--node", node, "--key", c.poster))[1]
+	}
+	for _, room := range []string{roomID, other} {
+		for _, args := range [][]string{{"deal", "receipts", room}, {"round", "show", room}} {
+			out := cli(exitVerifyFailed, append(args, "--node", node)...)
+			for _, c := range cases {
+				if c.room == room && !strings.Contains(out, "BAD deal receipt seq "+c.seq+": receipt: "+c.why) {
+					t.Errorf("%v: %s lacks the flag\n%s", args, c.file, out)
+				}
+			}
+			// Only the good receipt, in its own room, is shown co-signed.
+			if n := strings.Count(out, "co-signed by"); (room == roomID) != (n == 1) || n > 1 {
+				t.Errorf("%v: %d co-signed\n%s", args, n, out)
+			}
+		}
+	}
+
+	for _, room := range []string{roomID, other} {
+		cli(0, "room", "close", room, "--node", node, "--key", "alice.key")
+		for _, f := range []string{"json", "jsonl"} {
+			cli(0, "export", room, "--node", node, "--format", f, "-o", room+"."+f)
+		}
+	}
+	for _, f := range []string{"json", "jsonl"} {
+		out := cli(exitVerifyFailed, "verify", roomID+"."+f)
+		if !strings.Contains(out, "OK room "+roomID) || !strings.Contains(out, "FAIL 3 of 4 deal receipts") {
+			t.Fatalf("verify %s.%s: %s", roomID, f, out)
+		}
+		out = cli(exitVerifyFailed, "verify", other+"."+f)
+		if !strings.Contains(out, "OK room "+other) || !strings.Contains(out, "FAIL 1 of 1 deal receipts") {
+			t.Fatalf("verify %s.%s: %s", other, f, out)
+		}
+		for _, c := range cases {
+			if !strings.Contains(cli(exitVerifyFailed, "verify", c.room+"."+f), "FAIL deal receipt at seq "+c.seq+" ") {
+				t.Errorf("verify %s.%s does not fail seq %s (%s)", c.room, f, c.seq, c.file)
+			}
+			out := cli(exitVerifyFailed, "verify", c.file, "--archive", c.room+"."+f)
+			if !strings.Contains(out, "OK room "+c.room) || !strings.Contains(out, "FAIL deal receipt in room "+c.room+": receipt: "+c.why) {
+				t.Errorf("verify %s --archive %s.%s: %s", c.file, c.room, f, out)
+			}
+		}
+		// The good receipt counts in its own room's archive, even though
+		// that archive holds failing receipts too.
+		if out := cli(0, "verify", "receipt.json", "--archive", roomID+"."+f); !strings.Contains(out, "OK deal receipt co-signed by") {
+			t.Fatalf("verify receipt.json --archive: %s", out)
+		}
+	}
+	// Alone, a receipt file's signatures are checked and the rest is
+	// reported as not checked; --archive takes a receipt file only.
+	if out := cli(0, "verify", "third.json"); !strings.Contains(out, "OK deal receipt signatures") || strings.Contains(out, "co-signed") || !strings.Contains(out, "not checked") {
+		t.Fatalf("verify third.json: %s", out)
+	}
+	cli(exitUsage, "verify", roomID+".json", "--archive", roomID+".json")
 }

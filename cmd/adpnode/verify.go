@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -10,7 +11,7 @@ import (
 )
 
 func verifyCmd() *cobra.Command {
-	var key string
+	var key, archivePath string
 	cmd := &cobra.Command{
 		Use:   "verify <archive, evidence or deal receipt file>",
 		Short: "Verify an archive (JSON or JSONL) or a piece of misbehaviour evidence offline, kernel only",
@@ -39,9 +40,13 @@ no signature in the archive covers them (extra.host_log binds extra.host_key).
 
 A JSON file whose "type" is "adpnode.deal.receipt/1" is checked as a
 co-signed deal receipt (pack adpnode:deal/1.0): its shape and both
-parties' signatures. In an archive, every deal.receipt event is checked the
-same way after the chain; one bad receipt makes verify fail (exit 2) even
-though the chain verifies.
+parties' signatures. A receipt counts only in the room it names, for a
+round of that room that was agreed, signed by that round's two parties:
+with --archive FILE (the room's archive; with --key too for a member-only
+room) verify checks the archive and then that the receipt counts in it.
+In an archive, every deal.receipt event is checked that way after the
+chain (the round agreed before the receipt's seq); one receipt that fails
+makes verify fail (exit 2) even though the chain verifies.
 
 In a member-only room the chain covers the sealed records' ciphertext, so
 they verify like any other; their content is reported as not checked. With
@@ -74,7 +79,19 @@ errors (for example an unreadable file).`,
 				}
 				m = verifycmd.Member{ID: k.ID, Find: ks.Find}
 			}
-			ok, err := verifycmd.FileAs(cmd.OutOrStdout(), args[0], b, m)
+			var ok bool
+			if archivePath != "" {
+				if !verifycmd.IsReceipt(b) {
+					return usageErrorf("--archive checks a deal receipt file against its room's archive; %s is not a deal receipt", args[0])
+				}
+				ab, rerr := os.ReadFile(archivePath)
+				if rerr != nil {
+					return withCode(exitFailure, rerr)
+				}
+				ok, err = verifycmd.ReceiptIn(cmd.OutOrStdout(), bytes.TrimSpace(b), archivePath, ab, m)
+			} else {
+				ok, err = verifycmd.FileAs(cmd.OutOrStdout(), args[0], b, m)
+			}
 			if err != nil {
 				return withCode(exitVerifyFailed, err)
 			}
@@ -84,6 +101,7 @@ errors (for example an unreadable file).`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&archivePath, "archive", "", "check a deal receipt file against the archive of the room it names (JSON or JSONL)")
 	cmd.Flags().StringVar(&key, "key", "", "open a member-only room's sealed events as this agent (key file; sealing keys in FILE.seal)")
 	return cmd
 }

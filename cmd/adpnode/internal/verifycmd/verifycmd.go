@@ -89,7 +89,7 @@ func FileAs(w io.Writer, name string, b []byte, m Member) (ok bool, err error) {
 		fmt.Fprintf(w, "   not checked: %d checkpoint.cosign entries in extra.witnesses (a retired format; the host log's witnesses replace it)\n", rep.LegacyWitnesses)
 	}
 	fmt.Fprintf(w, "   host-asserted (not signed): host %s, url %s\n", rep.HostAsserted.Host, rep.HostAsserted.URL)
-	ok = verifyArchiveReceipts(w, raws)
+	ok = verifyArchiveReceipts(w, rep.RoomID, raws)
 	if !verifySealed(w, rep.RoomID, raws, packs, m) {
 		ok = false
 	}
