@@ -117,6 +117,7 @@ type dealExample struct {
 	data, work      string
 	s               *stack
 	part2           string
+	script          string // the whole example, as run
 	roomID, roundID string
 }
 
@@ -133,6 +134,7 @@ func startDealExample(t *testing.T, edit func(string) string) *dealExample {
 	d.node = "http://" + d.addr
 	nodeSet := "NODE=" + d.node + "\n"
 	script = edit(strings.Replace(strings.Replace(script, nodeLine, nodeSet, 1), buildLine, "", 1))
+	d.script = script
 	i := strings.Index(script, split)
 	part1 := script[:i] + "declare -p ROOM ROUND > vars.sh\n"
 	d.part2 = nodeSet + "source vars.sh\n" + script[i:]
@@ -474,4 +476,135 @@ func TestDealReceiptCountsOnlyInItsRoom(t *testing.T) {
 		t.Fatalf("verify third.json: %s", out)
 	}
 	cli(exitUsage, "verify", roomID+".json", "--archive", roomID+".json")
+}
+
+// steps returns the example's commands, one per shell command (lines
+// continued with a backslash joined), comments and blank lines left out.
+func (d *dealExample) steps() []string {
+	var out []string
+	for _, cmd := range strings.Split(strings.ReplaceAll(d.script, "\\\n", ""), "\n") {
+		if cmd = strings.TrimSpace(cmd); cmd != "" && !strings.HasPrefix(cmd, "#") {
+			out = append(out, cmd)
+		}
+	}
+	return out
+}
+
+// lastSeq returns the seq of the room's last record.
+func (d *dealExample) lastSeq() int64 {
+	d.t.Helper()
+	k, err := client.LoadKey(filepath.Join(d.work, "alice.key"))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	recs, err := client.New(d.node, k).History(d.ctx, d.roomID, 0)
+	if err != nil || len(recs) == 0 {
+		d.t.Fatalf("history: %v", err)
+	}
+	return recs[len(recs)-1].Seq
+}
+
+// Property: re-running a completed step of the README's deal example does
+// what the README says — nothing, once it has taken effect: no second
+// round, turn or receipt. Each round and deal step of the second half is
+// run twice in a row (the second run adds no record), then, after a
+// restart on the same data dir, every round and deal step of the example
+// is run again over the completed round, propose and deliver included:
+// the room gains no record, the propose prints the same round, and the
+// room holds one round and one receipt. And deal draft never reuses a
+// salt: a draft for changed terms, or with the salt file of another
+// receipt, is refused and changes no file; other terms get their own salt.
+func TestREADMEDealRerunIsIdempotent(t *testing.T) {
+	d := startDealExample(t, func(s string) string { return s })
+	cli, node, roomID := d.cli, d.node, d.roomID
+	env := "NODE=" + node + "\nsource vars.sh\n"
+	dealStep := func(cmd string) bool {
+		return strings.Contains(cmd, "./adpnode round ") || strings.Contains(cmd, "./adpnode deal ")
+	}
+	var confirmed bool
+	for _, cmd := range d.steps() {
+		if strings.Contains(cmd, "./adpnode round confirm ") {
+			confirmed = true // the first half ran in startDealExample
+		}
+		if !confirmed {
+			continue
+		}
+		d.bash(env + cmd)
+		before := d.lastSeq()
+		out := d.bash(env + cmd)
+		if after := d.lastSeq(); dealStep(cmd) && after != before {
+			t.Fatalf("re-running %q added records %d..%d:\n%s", cmd, before+1, after, out)
+		}
+	}
+	if !confirmed {
+		t.Fatal("the example has no confirm step")
+	}
+	done := d.lastSeq()
+	d.restart()
+	for _, cmd := range d.steps() {
+		if !dealStep(cmd) {
+			continue
+		}
+		if strings.HasPrefix(cmd, "ROUND=$(") {
+			cmd += "\necho \"round=$ROUND\""
+		}
+		out := d.bash(env + cmd)
+		if strings.Contains(cmd, "round propose") && !strings.Contains(out, "round="+d.roundID+"\n") {
+			t.Fatalf("re-run propose printed another round:\n%s", out)
+		}
+	}
+	if after := d.lastSeq(); after != done {
+		t.Fatalf("re-running the example over the completed round added records %d..%d", done+1, after)
+	}
+	var res struct{ Rounds []struct{ ID, State string } }
+	if err := json.Unmarshal([]byte(cli(0, "round", "show", roomID, "--node", node, "--json")), &res); err != nil || len(res.Rounds) != 1 || res.Rounds[0].State != "completed" {
+		t.Fatalf("rounds: %+v %v", res, err)
+	}
+	if out := cli(0, "deal", "receipts", roomID, "--node", node); strings.Count(out, "deal receipt seq ") != 1 {
+		t.Fatalf("receipts: %s", out)
+	}
+
+	// Salts. Changed terms under the same file name: refused, nothing
+	// written (the salt stays the posted receipt's).
+	work := d.work
+	salt, rc := mustRead(t, filepath.Join(work, "terms.txt.salt")), mustRead(t, filepath.Join(work, "receipt.json"))
+	draft := func(want int, terms string, extra ...string) string {
+		return cli(want, append([]string{"deal", "draft", "--terms", terms, "--node", node, "--key", "alice.key"}, append(extra, "--", roomID, d.roundID)...)...)
+	}
+	os.WriteFile(filepath.Join(work, "terms.txt"), []byte("12 express widgets for 8 EUR\n"), 0o644)
+	if out := draft(exitConflict, "terms.txt"); !strings.Contains(out, "holds another receipt") {
+		t.Fatalf("draft of changed terms into the co-signed receipt.json: %s", out)
+	}
+	if out := draft(exitConflict, "terms.txt", "-o", "new.json"); !strings.Contains(out, "a salt is never reused") {
+		t.Fatalf("draft of changed terms with the old salt: %s", out)
+	}
+	if !bytes.Equal(mustRead(t, filepath.Join(work, "terms.txt.salt")), salt) || !bytes.Equal(mustRead(t, filepath.Join(work, "receipt.json")), rc) {
+		t.Fatal("a refused draft changed the salt or the receipt")
+	}
+	if _, err := os.Stat(filepath.Join(work, "new.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused draft wrote new.json: %v", err)
+	}
+	// Other terms get a fresh salt; an explicit --salt of another receipt is refused.
+	os.WriteFile(filepath.Join(work, "terms2.txt"), []byte("12 express widgets for 8 EUR\n"), 0o644)
+	draft(0, "terms2.txt", "-o", "r2.json")
+	salt2 := mustRead(t, filepath.Join(work, "terms2.txt.salt"))
+	if bytes.Equal(salt2, salt) {
+		t.Fatal("a second receipt reused the salt")
+	}
+	if out := draft(0, "terms2.txt", "-o", "r2.json"); !strings.Contains(out, "already drafted") {
+		t.Fatalf("re-run draft r2: %s", out)
+	}
+	if out := draft(exitConflict, "terms.txt", "--salt", "terms2.txt.salt", "-o", "r3.json"); !strings.Contains(out, "a salt is never reused") {
+		t.Fatalf("draft with another receipt's salt: %s", out)
+	}
+	// Interrupted between the draft and its salt: the re-run replaces its
+	// own unsigned draft with a fresh salt.
+	os.Remove(filepath.Join(work, "terms2.txt.salt"))
+	draft(0, "terms2.txt", "-o", "r2.json")
+	if s := mustRead(t, filepath.Join(work, "terms2.txt.salt")); bytes.Equal(s, salt2) || bytes.Equal(s, salt) {
+		t.Fatal("the redraft reused a salt")
+	}
+	if out := cli(0, "deal", "sign", "r2.json", "--terms", "terms2.txt", "--key", "bob.key"); !strings.Contains(out, "co-signed by") {
+		t.Fatalf("sign the redraft: %s", out)
+	}
 }
