@@ -250,10 +250,11 @@ func TestDashLeadingRoundID(t *testing.T) {
 // says. Every turn and the receipt go out sealed and the same steps print
 // the same results; a restart mid-round derives the same state; a reader
 // without a key sees sealed records, not rounds; seal open writes the
-// member's opened export mode 0600; a bad sealed receipt fails deal
-// receipts; tail shows [opened round.turn]; verify on the archive reports
-// the sealed records as not checked, and with --key opens them and checks
-// the sealed receipts' signatures.
+// member's opened export mode 0600; a bad sealed receipt, and a co-signed
+// one naming a missing round, fail deal receipts; tail shows [opened
+// round.turn]; verify on the archive reports the sealed records as not
+// checked, and with --key opens them and checks the sealed receipts;
+// verify of the receipt file --archive needs --key to see its round.
 func TestREADMEDealExampleSealed(t *testing.T) {
 	const create = "./adpnode room create --node $NODE --key alice.key "
 	d := startDealExample(t, func(s string) string {
@@ -312,8 +313,13 @@ func TestREADMEDealExampleSealed(t *testing.T) {
 		t.Fatalf("post --type deal.receipt in a member-only room: %s", posted)
 	}
 	seq := strings.Fields(posted)[1]
+	// Co-signed by the round's parties but naming a round the room lacks:
+	// sealed like any receipt, flagged once opened.
+	writeSignedReceipt(t, work, "missing.json", roomID, "B"+strings.Repeat("A", 42), "alice.key", "bob.key")
+	missing := strings.Fields(cli(0, "post", roomID, "--type", "deal.receipt", "--payload", "@missing.json", "--node", node, "--key", "alice.key"))[1]
 	out = cli(exitVerifyFailed, "deal", "receipts", roomID, "--node", node, "--key", "alice.key")
-	if !strings.Contains(out, "BAD deal receipt seq "+seq+" (sealed): receipt: sigB: signature does not verify") {
+	if !strings.Contains(out, "BAD deal receipt seq "+seq+" (sealed): receipt: sigB: signature does not verify") ||
+		!strings.Contains(out, "BAD deal receipt seq "+missing+" (sealed): receipt: names no round of this room") || strings.Count(out, "co-signed by") != 1 {
 		t.Fatalf("deal receipts: %s", out)
 	}
 
@@ -327,8 +333,16 @@ func TestREADMEDealExampleSealed(t *testing.T) {
 	}
 	out = cli(exitVerifyFailed, "verify", "archive.json", "--key", "bob.key")
 	if !strings.Contains(out, "OK room "+roomID) || !strings.Contains(out, "sealed deal receipt at seq") || !strings.Contains(out, "FAIL sealed deal receipt at seq "+seq) ||
-		strings.Contains(out, "10 widgets") {
+		!strings.Contains(out, "FAIL sealed deal receipt at seq "+missing+" ") || strings.Contains(out, "10 widgets") {
 		t.Fatalf("verify --key: %s", out)
+	}
+	// The receipt file against the archive: the round is sealed, so only
+	// a member's key shows it.
+	if out := cli(0, "verify", "receipt.json", "--archive", "archive.json", "--key", "bob.key"); !strings.Contains(out, "OK deal receipt co-signed by") {
+		t.Fatalf("verify receipt.json --archive --key: %s", out)
+	}
+	if out := cli(exitVerifyFailed, "verify", "receipt.json", "--archive", "archive.json"); !strings.Contains(out, "names no round of this room") || !strings.Contains(out, "need --key") {
+		t.Fatalf("verify receipt.json --archive without a key: %s", out)
 	}
 }
 
