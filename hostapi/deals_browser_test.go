@@ -26,7 +26,8 @@ import (
 // flagged in red. Property: a receipt counts only in the room it names,
 // for a round of it agreed before it, signed by that round's two parties —
 // receipts with valid signatures made for another room, naming a missing
-// round, naming a round never agreed or signed by a third party are red
+// round, naming a round never agreed or agreed only after the receipt, or
+// signed by a third party are red
 // with the reason, never "co-signed", and every receipt's verdict equals
 // Go's (receipt.CheckIn via client.Receipts). The states the page derives
 // equal adp/rounds' over the same records, and the page stays inert with
@@ -95,6 +96,10 @@ func TestViewerDealsBrowser(t *testing.T) {
 		post(t, h, carol, id, receipt.EventType, cosign(id, late, bob, alice)).Seq:                        "names a round that was not agreed before it",
 		post(t, h, carol, id, receipt.EventType, cosign(id, r1, alice, carol)).Seq:                        "is not signed by its round's two parties",
 	}
+	// And one posted before its round's accept: agreed later, it still does not count.
+	r4 := turn(alice, map[string]any{"type": "propose", "text": "Bolts?", "goal": "bolts", "options": opts})
+	notHere[post(t, h, carol, id, receipt.EventType, cosign(id, r4, alice, bob)).Seq] = "names a round that was not agreed before it"
+	turn(bob, map[string]any{"type": "accept", "text": "std", "ref": r4, "choice": "std"})
 
 	// What Go derives from the same records.
 	r := adptest.Do(t, http.MethodGet, h.URL+"/v1/rooms/"+id+"/events?after_seq=0&limit=1000", "", nil)
@@ -114,7 +119,7 @@ func TestViewerDealsBrowser(t *testing.T) {
 	for _, rd := range rounds.Derive(rounds.FromRecords(recs)).Rounds {
 		goStates = append(goStates, string(rd.State))
 	}
-	if strings.Join(goStates, ",") != "completed,cancelled,open" {
+	if strings.Join(goStates, ",") != "completed,cancelled,open,agreed" {
 		t.Fatalf("Go states %v", goStates)
 	}
 	// Go's verdict on each receipt (receipt.CheckIn), for the page to match.
@@ -125,14 +130,14 @@ func TestViewerDealsBrowser(t *testing.T) {
 			goVerdict[c.Seq] = "bad"
 		}
 	}
-	if len(goVerdict) != 6 || goVerdict[good.Seq] != "ok" || goVerdict[badRec.Seq] != "bad" {
+	if len(goVerdict) != 7 || goVerdict[good.Seq] != "ok" || goVerdict[badRec.Seq] != "bad" {
 		t.Fatalf("Go verdicts %v", goVerdict)
 	}
 
 	tb := b.tab(t)
 	tb.run(chromedp.Navigate(h.URL + "/#/rooms/" + id))
 	tb.waitJS(15*time.Second, "verified room with receipts checked",
-		`document.querySelector('.badge[data-state="ok"]') && document.querySelectorAll('.receipt-status[data-state="pending"]').length === 0 && document.querySelectorAll('.receipt-status').length === 6`)
+		`document.querySelector('.badge[data-state="ok"]') && document.querySelectorAll('.receipt-status[data-state="pending"]').length === 0 && document.querySelectorAll('.receipt-status').length === 7`)
 	var v struct {
 		States                      []string
 		Notice, Ignored, Good, Bad  string
