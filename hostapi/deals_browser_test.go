@@ -27,11 +27,10 @@ import (
 // for a round of it agreed before it, signed by that round's two parties —
 // receipts with valid signatures made for another room, naming a missing
 // round, naming a round never agreed or agreed only after the receipt, or
-// signed by a third party are red
-// with the reason, never "co-signed", and every receipt's verdict equals
-// Go's (receipt.CheckIn via client.Receipts). The states the page derives
-// equal adp/rounds' over the same records, and the page stays inert with
-// hostile turn text.
+// signed by a third party are red with the reason, never "co-signed", and
+// every receipt's verdict equals Go's (receipt.CheckIn via
+// client.Receipts). The states the page derives equal adp/rounds' over the
+// same records, and the page stays inert with hostile turn text.
 func TestViewerDealsBrowser(t *testing.T) {
 	b := startBrowser(t)
 	h := adptest.StartHost(t, node.Config{Rates: highRates()})
