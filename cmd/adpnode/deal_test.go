@@ -525,9 +525,7 @@ func (d *dealExample) lastSeq() int64 {
 // restart on the same data dir, every round and deal step of the example
 // is run again over the completed round, propose and deliver included:
 // the room gains no record, the propose prints the same round, and the
-// room holds one round and one receipt. And deal draft never reuses a
-// salt: a draft for changed terms, or with the salt file of another
-// receipt, is refused and changes no file; other terms get their own salt.
+// room holds one round and one receipt.
 func TestREADMEDealRerunIsIdempotent(t *testing.T) {
 	d := startDealExample(t, func(s string) string { return s })
 	cli, node, roomID := d.cli, d.node, d.roomID
@@ -577,10 +575,21 @@ func TestREADMEDealRerunIsIdempotent(t *testing.T) {
 	if out := cli(0, "deal", "receipts", roomID, "--node", node); strings.Count(out, "deal receipt seq ") != 1 {
 		t.Fatalf("receipts: %s", out)
 	}
+}
 
-	// Salts. Changed terms under the same file name: refused, nothing
-	// written (the salt stays the posted receipt's).
-	work := d.work
+// Property: deal draft never reuses a salt for a different receipt, and
+// never overwrites a salt file or another receipt. After the README's deal
+// example, a draft of changed terms under the same file name is refused
+// (into the co-signed receipt.json, and into a new file with the old salt)
+// and writes nothing; other terms get a fresh salt; an explicit --salt of
+// another receipt is refused; a draft interrupted before its salt was
+// written is redone with a fresh salt, and partyB can sign it.
+func TestDealDraftNeverReusesASalt(t *testing.T) {
+	d := startDealExample(t, func(s string) string { return s })
+	cli, node, roomID, work := d.cli, d.node, d.roomID, d.work
+	d.checkPart2(d.bash(d.part2))
+	// Changed terms under the same file name: refused, nothing written
+	// (the salt stays the posted receipt's).
 	salt, rc := mustRead(t, filepath.Join(work, "terms.txt.salt")), mustRead(t, filepath.Join(work, "receipt.json"))
 	draft := func(want int, terms string, extra ...string) string {
 		return cli(want, append([]string{"deal", "draft", "--terms", terms, "--node", node, "--key", "alice.key"}, append(extra, "--", roomID, d.roundID)...)...)
