@@ -49,7 +49,8 @@ func (c *Client) Coordination(ctx context.Context, roomID string) (*Coordination
 	if err != nil {
 		return nil, err
 	}
-	co := &Coordination{Rounds: rounds.Derive(TurnsOf(evs)), Receipts: ReceiptsOf(evs), Records: recs, Unopened: unopened}
+	res := rounds.Derive(TurnsOf(evs))
+	co := &Coordination{Rounds: res, Receipts: checkReceipts(roomID, res, evs), Records: recs, Unopened: unopened}
 	for _, e := range evs {
 		if e.Flag != nil {
 			co.Flagged = append(co.Flagged, e)
@@ -74,16 +75,9 @@ func (c *Client) Rounds(ctx context.Context, roomID string) (*rounds.Result, []*
 func TurnsOf(evs []seal.Event) []rounds.Turn {
 	var out []rounds.Turn
 	for _, e := range evs {
-		if e.Type != rounds.EventType {
-			continue
+		if e.Type == rounds.EventType {
+			out = append(out, rounds.NewTurn(e.Seq, e.Hash, string(e.Actor), e.CreatedAt, e.Payload, e.Flag))
 		}
-		t := rounds.Turn{Seq: e.Seq, Hash: e.Hash, Actor: string(e.Actor), CreatedAt: e.CreatedAt}
-		if e.Flag != nil {
-			t.Err = fmt.Errorf("flagged: %v", e.Flag)
-		} else if err := json.Unmarshal(e.Payload, &t.Payload); err != nil {
-			t.Err = fmt.Errorf("payload: %v", err)
-		}
-		out = append(out, t)
 	}
 	return out
 }
@@ -93,21 +87,29 @@ type ReceiptCheck struct {
 	Seq     int64
 	Event   string // the event hash
 	Actor   identity.AgentID
-	Raw     json.RawMessage // the payload
-	Sealed  bool            // sent sealed and opened
-	Receipt *receipt.Receipt
-	Err     error // nil: well formed and co-signed by both parties
+	Raw     json.RawMessage  // the payload
+	Sealed  bool             // sent sealed and opened
+	Receipt *receipt.Receipt // nil when the payload does not parse
+	Err     error            // nil: co-signed by both parties and counts in this room (receipt.CheckIn)
 }
 
-// Receipts checks every deal.receipt event in the clear in recs.
-func Receipts(recs []*record.Record) []ReceiptCheck {
+// Receipts checks every deal.receipt event in the clear in recs, the
+// records of room roomID (ReceiptsOf).
+func Receipts(roomID string, recs []*record.Record) []ReceiptCheck {
 	evs, _ := seal.Events(recs, nil, nil)
-	return ReceiptsOf(evs)
+	return ReceiptsOf(roomID, evs)
 }
 
-// ReceiptsOf checks every deal.receipt in evs: both signatures, and for a
-// sealed one first the room's rules (a flagged receipt fails).
-func ReceiptsOf(evs []seal.Event) []ReceiptCheck {
+// ReceiptsOf checks every deal.receipt in evs, the events of room roomID
+// (in the clear, or opened by this agent) with receipt.CheckIn: both
+// signatures, and that the receipt counts in this room, for a round of
+// evs agreed before it, signed by that round's two parties. A sealed one
+// must first pass the room's rules (a flagged receipt fails).
+func ReceiptsOf(roomID string, evs []seal.Event) []ReceiptCheck {
+	return checkReceipts(roomID, rounds.Derive(TurnsOf(evs)), evs)
+}
+
+func checkReceipts(roomID string, res *rounds.Result, evs []seal.Event) []ReceiptCheck {
 	var out []ReceiptCheck
 	for _, e := range evs {
 		if e.Type != receipt.EventType {
@@ -117,7 +119,7 @@ func ReceiptsOf(evs []seal.Event) []ReceiptCheck {
 		if e.Flag != nil {
 			rc.Err = fmt.Errorf("flagged: %v", e.Flag)
 		} else {
-			rc.Receipt, rc.Err = receipt.Check(e.Payload)
+			rc.Receipt, rc.Err = receipt.CheckIn(roomID, e.Seq, res, e.Payload)
 		}
 		out = append(out, rc)
 	}

@@ -123,14 +123,15 @@ func TestSealedRoundsAndReceipts(t *testing.T) {
 		t.Fatalf("round 2: %+v", r)
 	}
 
-	// A co-signed receipt, and one whose sigB does not verify.
-	rc := &receipt.Receipt{Type: receipt.Type, PartyA: a.Key.ID.String(), PartyB: b.Key.ID.String(), TermsHash: strings.Repeat("A", 43), Context: mCtx, Ref: ref, TS: 1}
+	// A co-signed receipt of this room, and one whose sigB does not verify
+	// (its context the marker: sealed, the host never sees it).
+	rc := &receipt.Receipt{Type: receipt.Type, PartyA: a.Key.ID.String(), PartyB: b.Key.ID.String(), TermsHash: strings.Repeat("A", 43), Context: id, Ref: ref, TS: 1}
 	if rc.Sign(a.Key.Private()) != nil || rc.Sign(b.Key.Private()) != nil {
 		t.Fatal("sign")
 	}
 	good := send(b, receipt.EventType, json.RawMessage(rc.Marshal()))
 	bad := *rc
-	bad.TS = 2
+	bad.TS, bad.Context = 2, mCtx
 	bad.SigB = rc.SigB // over ts 1
 	if bad.Sign(a.Key.Private()) != nil {
 		t.Fatal("sign")

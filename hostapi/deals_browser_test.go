@@ -14,6 +14,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/rounds"
 	"github.com/adpnode/adpnode/adp/types"
+	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 )
@@ -22,7 +23,13 @@ import (
 // (with a backward turn shown as ignored), a cancelled round, an open round
 // whose due has passed (reported with its on_timeout, state unchanged), a
 // co-signed receipt shown as such and a receipt with one bad signature
-// flagged in red. The states the page derives equal adp/rounds' over the
+// flagged in red. Property: a receipt counts only in the room it names,
+// for a round of it agreed before it, signed by that round's two parties —
+// receipts with valid signatures made for another room, naming a missing
+// round, naming a round never agreed or agreed only after the receipt, or
+// signed by a third party are red with the reason, never "co-signed", and
+// every receipt's verdict equals Go's (receipt.CheckIn via
+// client.Receipts). The states the page derives equal adp/rounds' over the
 // same records, and the page stays inert with hostile turn text.
 func TestViewerDealsBrowser(t *testing.T) {
 	b := startBrowser(t)
@@ -50,7 +57,7 @@ func TestViewerDealsBrowser(t *testing.T) {
 	turn(bob, map[string]any{"type": "complete", "text": "thanks", "ref": r1, "options": []any{map[string]any{"id": "box", "title": "Box", "review": map[string]any{"verdict": "approve", "score": 90}}}})
 	r2 := turn(alice, map[string]any{"type": "propose", "text": "Lunch?", "goal": "lunch", "options": opts})
 	turn(bob, map[string]any{"type": "cancel", "text": "no", "ref": r2})
-	turn(bob, map[string]any{"type": "propose", "text": "Late?", "goal": "overdue", "options": opts, "due": time.Now().Unix() - 3600, "on_timeout": "cancel"})
+	late := turn(bob, map[string]any{"type": "propose", "text": "Late?", "goal": "overdue", "options": opts, "due": time.Now().Unix() - 3600, "on_timeout": "cancel"})
 
 	// Receipts: one co-signed, one whose sigB covers other content.
 	rc := &receipt.Receipt{Type: receipt.Type, PartyA: string(alice.ID), PartyB: string(bob.ID), TermsHash: strings.Repeat("A", 43), Context: id, Ref: r1, TS: time.Now().Unix()}
@@ -70,6 +77,29 @@ func TestViewerDealsBrowser(t *testing.T) {
 	bad.SigB = other.SigB
 	badRec := post(t, h, bob, id, receipt.EventType, json.RawMessage(bad.Marshal()))
 
+	// Receipts whose signatures verify but which do not count here: one
+	// made for another room, one naming a missing round, one naming a round
+	// never agreed, one signed by a third party.
+	carol := adptest.NewAgent("carol")
+	h.MustPost(t, carol, id, "room.join", map[string]any{"role": "speaker"})
+	cosign := func(ctx, ref string, p, q *adptest.Agent) json.RawMessage {
+		r := &receipt.Receipt{Type: receipt.Type, PartyA: string(p.ID), PartyB: string(q.ID), TermsHash: strings.Repeat("A", 43), Context: ctx, Ref: ref, TS: 1}
+		if r.Sign(p.Key) != nil || r.Sign(q.Key) != nil {
+			t.Fatal("sign")
+		}
+		return json.RawMessage(r.Marshal())
+	}
+	notHere := map[int64]string{
+		post(t, h, carol, id, receipt.EventType, cosign("dafakeotherroom00000", r1, alice, bob)).Seq:      "names another room",
+		post(t, h, carol, id, receipt.EventType, cosign(id, "B"+strings.Repeat("A", 42), alice, bob)).Seq: "names no round of this room",
+		post(t, h, carol, id, receipt.EventType, cosign(id, late, bob, alice)).Seq:                        "names a round that was not agreed before it",
+		post(t, h, carol, id, receipt.EventType, cosign(id, r1, alice, carol)).Seq:                        "is not signed by its round's two parties",
+	}
+	// And one posted before its round's accept: agreed later, it still does not count.
+	r4 := turn(alice, map[string]any{"type": "propose", "text": "Bolts?", "goal": "bolts", "options": opts})
+	notHere[post(t, h, carol, id, receipt.EventType, cosign(id, r4, alice, bob)).Seq] = "names a round that was not agreed before it"
+	turn(bob, map[string]any{"type": "accept", "text": "std", "ref": r4, "choice": "std"})
+
 	// What Go derives from the same records.
 	r := adptest.Do(t, http.MethodGet, h.URL+"/v1/rooms/"+id+"/events?after_seq=0&limit=1000", "", nil)
 	var page struct {
@@ -88,14 +118,25 @@ func TestViewerDealsBrowser(t *testing.T) {
 	for _, rd := range rounds.Derive(rounds.FromRecords(recs)).Rounds {
 		goStates = append(goStates, string(rd.State))
 	}
-	if strings.Join(goStates, ",") != "completed,cancelled,open" {
+	if strings.Join(goStates, ",") != "completed,cancelled,open,agreed" {
 		t.Fatalf("Go states %v", goStates)
+	}
+	// Go's verdict on each receipt (receipt.CheckIn), for the page to match.
+	goVerdict := map[int64]string{}
+	for _, c := range client.Receipts(id, recs) {
+		goVerdict[c.Seq] = "ok"
+		if c.Err != nil {
+			goVerdict[c.Seq] = "bad"
+		}
+	}
+	if len(goVerdict) != 7 || goVerdict[good.Seq] != "ok" || goVerdict[badRec.Seq] != "bad" {
+		t.Fatalf("Go verdicts %v", goVerdict)
 	}
 
 	tb := b.tab(t)
 	tb.run(chromedp.Navigate(h.URL + "/#/rooms/" + id))
 	tb.waitJS(15*time.Second, "verified room with receipts checked",
-		`document.querySelector('.badge[data-state="ok"]') && document.querySelectorAll('.receipt-status[data-state="pending"]').length === 0 && document.querySelectorAll('.receipt-status').length === 2`)
+		`document.querySelector('.badge[data-state="ok"]') && document.querySelectorAll('.receipt-status[data-state="pending"]').length === 0 && document.querySelectorAll('.receipt-status').length === 7`)
 	var v struct {
 		States                      []string
 		Notice, Ignored, Good, Bad  string
@@ -122,6 +163,28 @@ func TestViewerDealsBrowser(t *testing.T) {
 	}
 	if v.Good != "ok" || !v.BadRed || !strings.Contains(v.Bad, "receipt signature invalid — sigB: signature does not verify") || strings.Contains(v.Bad, "sigA") {
 		t.Errorf("receipts: %+v", v)
+	}
+	// Each receipt's verdict is Go's; one that does not count here is red
+	// with the reason, never "co-signed".
+	var verdicts map[string]struct{ State, Text string }
+	tb.eval(`Object.fromEntries(Array.from(document.querySelectorAll('#transcript > li[data-seq]')).filter((li) => li.querySelector('.receipt-status')).map((li) => {
+  const s = li.querySelector('.receipt-status');
+  return [li.dataset.seq, { State: s.dataset.state, Text: s.textContent }];
+}))`, &verdicts)
+	if len(verdicts) != len(goVerdict) {
+		t.Errorf("page verdicts %v, Go %v", verdicts, goVerdict)
+	}
+	for seq, want := range goVerdict {
+		got := verdicts[fmt.Sprint(seq)]
+		if got.State != want {
+			t.Errorf("receipt seq %d: page %q (%s), Go %q", seq, got.State, got.Text, want)
+		}
+	}
+	for seq, why := range notHere {
+		got := verdicts[fmt.Sprint(seq)]
+		if !strings.Contains(got.Text, "receipt does not count here — "+why) || strings.Contains(got.Text, "co-signed") {
+			t.Errorf("receipt seq %d: %q, want %q", seq, got.Text, why)
+		}
 	}
 	tb.shot("viewer-deals")
 	tb.assertInert()

@@ -3,6 +3,7 @@ package hostapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -27,8 +28,9 @@ import (
 // into the "Sealed events" card through the file input, is matched to the
 // verified records by seq and hash (a tampered entry is not), its turns
 // fold into the same round states as Go derives, and its receipts' two
-// signatures are checked again in the browser (a bad sigB in red). Hostile
-// turn text stays inert.
+// signatures are checked again in the browser (a bad sigB in red), and so
+// is where each counts: a co-signed receipt of a round never agreed is red
+// with the reason, as Go flags it. Hostile turn text stays inert.
 func TestViewerSealedDealsBrowser(t *testing.T) {
 	b := startBrowser(t)
 	h := adptest.StartHost(t, node.Config{Rates: highRates()})
@@ -88,6 +90,14 @@ func TestViewerSealedDealsBrowser(t *testing.T) {
 	bad := *rc
 	bad.SigB = other.SigB
 	badRec := send(bob, receipt.EventType, json.RawMessage(bad.Marshal()))
+	// Co-signed by the two agents, for a round never agreed (r2, cancelled
+	// while open): its signatures verify, and it does not count.
+	never := *rc
+	never.Ref, never.SigA, never.SigB = r2, "", ""
+	if never.Sign(alice.Key.Private()) != nil || never.Sign(bob.Key.Private()) != nil {
+		t.Fatal("sign")
+	}
+	neverRec := send(alice, receipt.EventType, json.RawMessage(never.Marshal()))
 
 	// Go's view, as bob.
 	co, err := bob.Coordination(ctx, id)
@@ -100,6 +110,9 @@ func TestViewerSealedDealsBrowser(t *testing.T) {
 	}
 	if strings.Join(goStates, ",") != "completed,cancelled" {
 		t.Fatalf("Go states %v", goStates)
+	}
+	if n := len(co.Receipts); n != 3 || co.Receipts[0].Err != nil || co.Receipts[1].Err == nil || !errors.Is(co.Receipts[2].Err, receipt.ErrNotAgreed) {
+		t.Fatalf("Go receipts %+v", co.Receipts)
 	}
 
 	// Bob's opened export, as `adpnode seal open` writes it, plus one
@@ -151,6 +164,7 @@ func TestViewerSealedDealsBrowser(t *testing.T) {
 	var v struct {
 		States                 []string
 		Good, BadText, BadSt   string
+		Never, NeverSt         string
 		Matched, Unmatched     int
 		TamperedWhy, TamperedT string
 	}
@@ -162,17 +176,22 @@ func TestViewerSealedDealsBrowser(t *testing.T) {
     Good: row(%d, 'deal.receipt').querySelector('.receipt-status').dataset.state,
     BadText: row(%d, 'deal.receipt').querySelector('.receipt-status').textContent,
     BadSt: row(%d, 'deal.receipt').querySelector('.receipt-status').dataset.state,
+    Never: row(%d, 'deal.receipt').querySelector('.receipt-status').textContent,
+    NeverSt: row(%d, 'deal.receipt').querySelector('.receipt-status').dataset.state,
     Matched: document.querySelectorAll('.sealed-entry[data-state="matched"]').length,
     Unmatched: document.querySelectorAll('.sealed-entry[data-state="unmatched"]').length,
     TamperedWhy: t ? t.querySelector('.sealed-why').textContent : '',
     TamperedT: t ? t.querySelector('.receipt-status').dataset.state : '',
   };
-})()`, tampered.Seq, good.Seq, badRec.Seq, badRec.Seq), &v)
+})()`, tampered.Seq, good.Seq, badRec.Seq, badRec.Seq, neverRec.Seq, neverRec.Seq), &v)
 	if strings.Join(v.States, ",") != strings.Join(goStates, ",") {
 		t.Errorf("page states %v, Go %v", v.States, goStates)
 	}
 	if v.Good != "ok" || v.BadSt != "bad" || !strings.Contains(v.BadText, "sigB: signature does not verify") || strings.Contains(v.BadText, "sigA") {
 		t.Errorf("receipts: %+v", v)
+	}
+	if v.NeverSt != "bad" || !strings.Contains(v.Never, "receipt does not count here — names a round that was not agreed before it") {
+		t.Errorf("receipt of a round never agreed: %+v", v)
 	}
 	if v.Matched != len(entries)-1 || v.Unmatched != 1 || !strings.Contains(v.TamperedWhy, "hash is not the verified record") || v.TamperedT != "bad" {
 		t.Errorf("matching: %+v (entries %d)", v, len(entries))

@@ -7,9 +7,17 @@
 //	sigA, sigB   = Ed25519 by partyA's and partyB's Agent ID keys (unpadded base64url)
 //	termsHash    = base64url(SHA3-256(terms ‖ salt)), salt 32 random bytes
 //
+// A receipt counts only where it was made: CheckIn is the one verdict on a
+// deal.receipt event found in a room. Beyond both signatures, the receipt
+// must name that room (context) and a round of it (ref) that was agreed
+// before the receipt's seq, and its two parties must be that round's two
+// parties. A receipt copied into another room, naming a missing or
+// unagreed round, or signed by anyone else does not count there.
+//
 // The package is pure (kernel rules): it parses, signs and verifies, and
 // reads no clock. The host checks a receipt's shape only (the pack schema);
-// readers — the Go client, adpnode verify, the viewer — check signatures.
+// readers — the Go client, the CLI, adpnode verify — call CheckIn, and the
+// viewer applies the same rules in JavaScript.
 package receipt
 
 import (
@@ -22,6 +30,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/jsonobj"
+	"github.com/adpnode/adpnode/adp/rounds"
 )
 
 // Names of the receipt type.
@@ -241,6 +250,61 @@ func Check(raw []byte) (*Receipt, error) {
 		return nil, err
 	}
 	return r, r.Verify().Err()
+}
+
+// Why a receipt whose signatures verify does not count in a room (Bind).
+var (
+	ErrOtherRoom  = errors.New("names another room")
+	ErrNoRound    = errors.New("names no round of this room")
+	ErrNotAgreed  = errors.New("names a round that was not agreed before it")
+	ErrNotParties = errors.New("is not signed by its round's two parties")
+)
+
+// Bind reports why the receipt would not count in room roomID as the event
+// at seq, or nil: its context must be roomID, its ref a round of res (the
+// rounds derived from the room's records by adp/rounds) agreed at a seq
+// below seq, and partyA and partyB that round's two parties, the author
+// of the accepted offer and the acceptor, in either order. A receipt not
+// yet in the room is checked at seq math.MaxInt64. Bind does not check the
+// signatures (Verify; CheckIn does both).
+func (r *Receipt) Bind(roomID string, seq int64, res *rounds.Result) error {
+	if r.Context != roomID {
+		return fmt.Errorf("receipt: %w: its context is %q, not %s", ErrOtherRoom, r.Context, roomID)
+	}
+	var rd *rounds.Round
+	if res != nil {
+		rd, _ = res.Round(r.Ref)
+	}
+	if rd == nil {
+		return fmt.Errorf("receipt: %w: ref %s", ErrNoRound, r.Ref)
+	}
+	offerer, acceptor, agreed := rd.Parties()
+	if !agreed {
+		return fmt.Errorf("receipt: %w: round %s is %s and was never agreed", ErrNotAgreed, rd.ID, rd.State)
+	}
+	if rd.AgreedSeq >= seq {
+		return fmt.Errorf("receipt: %w: round %s was agreed at seq %d, after it", ErrNotAgreed, rd.ID, rd.AgreedSeq)
+	}
+	if !(r.PartyA == offerer && r.PartyB == acceptor) && !(r.PartyA == acceptor && r.PartyB == offerer) {
+		return fmt.Errorf("receipt: %w: round %s is between %s and %s", ErrNotParties, rd.ID, offerer, acceptor)
+	}
+	return nil
+}
+
+// CheckIn is the verdict on a deal.receipt event of room roomID at seq,
+// given the rounds derived from the room's records: the receipt parsed
+// (nil when it does not parse) and nil only when it is well formed, both
+// signatures verify and it counts in this room (Bind). The signatures are
+// checked first, so a receipt failing both ways reports its signatures.
+func CheckIn(roomID string, seq int64, res *rounds.Result, raw []byte) (*Receipt, error) {
+	r, err := Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Verify().Err(); err != nil {
+		return r, err
+	}
+	return r, r.Bind(roomID, seq, res)
 }
 
 // Marshal returns the receipt's JSON (its members in schema order).

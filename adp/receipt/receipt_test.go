@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/rounds"
 	"github.com/adpnode/adpnode/adp/types"
 )
 
@@ -144,3 +146,64 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// Property: a receipt counts only in the room it names, for a round that
+// exists there and was agreed before the receipt, signed by that round's
+// two parties. Each way of failing is its own error, and a co-signed
+// receipt with valid signatures still fails it.
+func TestCheckInBindsRoomRoundAndParties(t *testing.T) {
+	const room = "d8ftedhpqhsusbg001tg"
+	a, b, c := key(1), key(2), key(3)
+	round := hash("A")
+	turns := []rounds.Turn{
+		{Seq: 3, Hash: round, Actor: id(a), Payload: rounds.Payload{Type: rounds.Propose, Text: "t", Goal: "g", Options: []rounds.Option{{ID: "x", Title: "X"}}}},
+		{Seq: 4, Hash: hash("B"), Actor: id(b), Payload: rounds.Payload{Type: rounds.Accept, Text: "ok", Ref: round, Choice: "x"}},
+		{Seq: 5, Hash: hash("C"), Actor: id(c), Payload: rounds.Payload{Type: rounds.Propose, Text: "t", Goal: "open", Options: []rounds.Option{{ID: "x", Title: "X"}}}},
+	}
+	res := rounds.Derive(turns)
+	mk := func(ctx, ref string, p, q ed25519.PrivateKey) []byte {
+		r := &Receipt{Type: Type, PartyA: id(p), PartyB: id(q), TermsHash: hash("D"), Context: ctx, Ref: ref, TS: 1}
+		if r.Sign(p) != nil || r.Sign(q) != nil {
+			t.Fatal("sign")
+		}
+		return r.Marshal()
+	}
+	for name, tc := range map[string]struct {
+		raw  []byte
+		seq  int64
+		want error
+	}{
+		"counts":            {mk(room, round, a, b), 6, nil},
+		"parties swapped":   {mk(room, round, b, a), 6, nil},
+		"not yet posted":    {mk(room, round, a, b), math.MaxInt64, nil},
+		"another room":      {mk("d8ftedhpqhsusbg002tg", round, a, b), 6, ErrOtherRoom},
+		"missing round":     {mk(room, hash("E"), a, b), 6, ErrNoRound},
+		"a turn, no round":  {mk(room, hash("B"), a, b), 6, ErrNoRound},
+		"round not agreed":  {mk(room, hash("C"), c, a), 6, ErrNotAgreed},
+		"before agreement":  {mk(room, round, a, b), 4, ErrNotAgreed},
+		"third party":       {mk(room, round, a, c), 6, ErrNotParties},
+		"two third parties": {mk(room, round, c, key(4)), 6, ErrNotParties},
+	} {
+		r, err := CheckIn(room, tc.seq, res, tc.raw)
+		if r == nil || !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+			t.Errorf("%s: %v, want %v", name, err, tc.want)
+		}
+		// The signatures themselves verify in every case.
+		if r != nil && !r.Verify().OK() {
+			t.Errorf("%s: signatures fail", name)
+		}
+	}
+	// A bad signature is reported before the binding.
+	bad, _, _ := signed(t)
+	bad.SigB = bad.SigA
+	if _, err := CheckIn(room, 6, res, bad.Marshal()); err == nil || !strings.Contains(err.Error(), "sigB") {
+		t.Fatalf("bad signature: %v", err)
+	}
+	// No rounds at all: nothing counts.
+	if _, err := CheckIn(room, 6, nil, mk(room, round, a, b)); !errors.Is(err, ErrNoRound) {
+		t.Fatalf("no rounds: %v", err)
+	}
+}
+
+// hash is an event hash of the test: c then 42 zero digits (strict base64url).
+func hash(c string) string { return c + strings.Repeat("A", 42) }

@@ -110,13 +110,24 @@ func FromRecords(recs []*record.Record) []Turn {
 		if err != nil || env.Event.Type != EventType {
 			continue
 		}
-		t := Turn{Seq: r.Seq, Hash: env.Hash, Actor: string(env.Event.Actor), CreatedAt: env.Event.CreatedAt}
-		if err := json.Unmarshal(env.Event.Payload, &t.Payload); err != nil {
-			t.Err = fmt.Errorf("payload: %v", err)
-		}
-		out = append(out, t)
+		out = append(out, NewTurn(r.Seq, env.Hash, string(env.Event.Actor), env.Event.CreatedAt, env.Event.Payload, nil))
 	}
 	return out
+}
+
+// NewTurn is the turn of a round.turn event (its seq, event hash, actor,
+// created_at and payload), whether read in the clear or opened from a
+// sealed record. flag, when not nil, is why a reader refused the event
+// (a sealed event failing the room's rules): the turn then carries it as
+// its error, and Derive lists it as ignored.
+func NewTurn(seq int64, hash, actor string, createdAt int64, payload []byte, flag error) Turn {
+	t := Turn{Seq: seq, Hash: hash, Actor: actor, CreatedAt: createdAt}
+	if flag != nil {
+		t.Err = fmt.Errorf("flagged: %v", flag)
+	} else if err := json.Unmarshal(payload, &t.Payload); err != nil {
+		t.Err = fmt.Errorf("payload: %v", err)
+	}
+	return t
 }
 
 // Step is a turn as applied to its round.
@@ -138,6 +149,10 @@ type Round struct {
 	Recommend string
 	Choice    string // the accepted option
 	AcceptBy  string
+	// AgreedSeq is the seq of the accept that agreed the round (AcceptBy
+	// is set). The round's two parties are then OptionsBy (whose offer was
+	// accepted; no offer applies after agreement) and AcceptBy.
+	AgreedSeq int64
 	Delivered []Option // deliverables of the latest applied deliver
 	DeliverBy string
 	Due       int64  // epoch seconds of the latest applied due; 0 when none
@@ -284,7 +299,7 @@ func (r *Round) apply(t Turn, to State) {
 	case Counter:
 		r.offer(t)
 	case Accept:
-		r.Choice, r.AcceptBy = p.Choice, t.Actor
+		r.Choice, r.AcceptBy, r.AgreedSeq = p.Choice, t.Actor, t.Seq
 	case Deliver:
 		r.Delivered, r.DeliverBy = p.Options, t.Actor
 	}
@@ -306,6 +321,15 @@ func (r *Round) setDue(p Payload) {
 	if r.OnTimeout == "" {
 		r.OnTimeout = "hold"
 	}
+}
+
+// Parties returns the round's two parties, the author of the accepted offer
+// and the acceptor, and whether the round was ever agreed.
+func (r *Round) Parties() (offerer, acceptor string, agreed bool) {
+	if r.AcceptBy == "" {
+		return "", "", false
+	}
+	return r.OptionsBy, r.AcceptBy, true
 }
 
 func hasOption(opts []Option, id string) bool {

@@ -42,6 +42,13 @@ func TestFullRoundThroughCompletion(t *testing.T) {
 			t.Fatalf("step ignored: %+v", s)
 		}
 	}
+	// The round's two parties: the author of the accepted offer and the acceptor.
+	if o, a, ok := r.Parties(); !ok || o != bob || a != alice || r.AgreedSeq != 3 {
+		t.Fatalf("parties %s %s %v, agreed at %d", o, a, ok, r.AgreedSeq)
+	}
+	if _, _, ok := Derive(turns[:2]).Rounds[0].Parties(); ok {
+		t.Fatal("an open round has parties")
+	}
 	// Final: nothing moves it, and a due in the past is not reported.
 	if r.Notice(5000) != "" {
 		t.Fatal("a completed round reports its deadline")

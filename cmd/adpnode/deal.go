@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -177,15 +178,16 @@ func roundProposeCmd() *cobra.Command {
 			if len(p.Options) == 0 {
 				return usageErrorf("propose needs at least one --option")
 			}
-			// Resumable: the same propose by the same agent is not sent twice.
+			// Resumable: the same propose by the same agent (goal, text,
+			// options; a relative --due differs by run) is not sent twice,
+			// whatever state its round reached since.
 			res, _, err := c.Rounds(cmd.Context(), roomID)
 			if err != nil {
 				return err
 			}
 			for _, r := range res.Rounds {
-				first := r.Steps[0].Payload
-				if r.Proposer == c.Key.ID.String() && first.Goal == p.Goal && first.Text == p.Text && !r.State.Final() {
-					fmt.Fprintf(os.Stderr, "this round is already open (state %s)\n", r.State)
+				if r.Proposer == c.Key.ID.String() && sameTurn(r.Steps[0].Payload, p) {
+					fmt.Fprintf(os.Stderr, "this round was already proposed (state %s)\n", r.State)
 					fmt.Println(r.ID)
 					return nil
 				}
@@ -240,9 +242,13 @@ func roundTurnCmd(typ string) *cobra.Command {
 				if !ok {
 					return "", nil, withCode(exitNotFound, fmt.Errorf("no round %s in room %s", args[1], roomID))
 				}
-				// Resumable: this agent's same turn already took effect.
+				// Resumable: this agent's same turn already took effect (a
+				// counter or deliver, which may repeat, with the same content).
 				for _, s := range r.Steps {
-					if !s.Ignored && s.Actor == me && s.Payload.Type == typ && typ != rounds.Counter && typ != rounds.Deliver {
+					if s.Ignored || s.Actor != me || s.Payload.Type != typ {
+						continue
+					}
+					if (typ != rounds.Counter && typ != rounds.Deliver) || sameTurn(s.Payload, p) {
 						done = true
 						return "", nil, errAlreadyDone
 					}
@@ -269,6 +275,15 @@ func roundTurnCmd(typ string) *cobra.Command {
 }
 
 var errAlreadyDone = errors.New("already done")
+
+// sameTurn reports whether two turn payloads say the same, due aside (a
+// relative --due gives another deadline on every run).
+func sameTurn(a, b rounds.Payload) bool {
+	a.Due, b.Due = nil, nil
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
+}
 
 // termSafe replaces control characters in agent-written text (goals,
 // titles, reasons quoting a turn type) so that printing it cannot drive
@@ -393,11 +408,21 @@ func readSalt(path string) ([]byte, error) {
 	return salt, nil
 }
 
+// writeReceipt replaces path with the receipt's JSON, atomically: an
+// interrupted write leaves the old file or the new one.
 func writeReceipt(path string, r *receipt.Receipt) error {
 	var buf bytes.Buffer
 	json.Indent(&buf, r.Marshal(), "", "  ")
 	buf.WriteByte('\n')
-	return os.WriteFile(path, buf.Bytes(), 0o644)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 func dealDraftCmd() *cobra.Command {
@@ -407,11 +432,19 @@ func dealDraftCmd() *cobra.Command {
 		Use:   "draft <room> <round>",
 		Short: "Draft and sign (as partyA) the receipt of an agreed round; the other party of the round is partyB",
 		Long: `draft reads the round, takes you as partyA and the round's other party as
-partyB, hashes the terms file with a fresh 32-byte salt (written to --salt,
-kept if it exists: give it to partyB with the terms, never to the room), and
-writes the receipt with your signature to --out. The round must be agreed
-or later, and not cancelled. Re-running it keeps the salt, and keeps a
-draft in --out that you already signed for the same round and terms.`,
+partyB, hashes the terms file with a fresh 32-byte salt (written to --salt:
+give it to partyB with the terms, never to the room), and writes the
+receipt with your signature to --out. The round must have been agreed, and
+not be cancelled.
+
+Re-running it keeps a draft in --out that you signed for the same room,
+round, parties and terms (hashed with the salt in --salt), and does
+nothing. Otherwise it never reuses a salt: if --salt already exists (the
+salt of another receipt, or of these terms before they changed), it
+refuses; keep that file with its receipt and give --salt a new file, or
+remove it if no receipt uses it. It never overwrites an --out that holds
+another receipt, only a draft of yours for the same round that partyB has
+not signed.`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, roomID, err := af.roomRef(args[0])
@@ -425,16 +458,6 @@ draft in --out that you already signed for the same round and terms.`,
 			if salt == "" {
 				salt = terms + ".salt"
 			}
-			s, err := readSalt(salt)
-			if errors.Is(err, os.ErrNotExist) {
-				s = make([]byte, receipt.SaltBytes)
-				rand.Read(s)
-				if err := os.WriteFile(salt, []byte(identity.EncodeB64(s)+"\n"), 0o600); err != nil {
-					return err
-				}
-			} else if err != nil {
-				return err
-			}
 			res, _, err := c.Rounds(cmd.Context(), roomID)
 			if err != nil {
 				return err
@@ -443,32 +466,69 @@ draft in --out that you already signed for the same round and terms.`,
 			if !ok {
 				return withCode(exitNotFound, fmt.Errorf("no round %s in room %s", args[1], roomID))
 			}
-			if r.State == rounds.Open || r.State == rounds.Cancelled {
+			offerer, acceptor, agreed := r.Parties()
+			if !agreed || r.State == rounds.Cancelled {
 				return withCode(exitConflict, fmt.Errorf("round %s is %s: a receipt needs an agreed round", r.ID, r.State))
 			}
 			me := c.Key.ID.String()
-			other := r.AcceptBy
+			other := acceptor
 			if other == me {
-				other = r.OptionsBy
+				other = offerer
 			}
-			if me != r.AcceptBy && me != r.OptionsBy {
+			if me != acceptor && me != offerer {
 				return withCode(exitDenied, fmt.Errorf("you (%s) are not a party of round %s", me, r.ID))
 			}
-			th, _ := receipt.TermsHash(tb, s)
 			// Resumable: a draft already signed by this agent for the same
-			// round, parties and terms is kept (its ts and any sigB too).
+			// room, round, parties and terms with this salt is kept (its ts
+			// and any sigB too).
 			if b, err := os.ReadFile(out); err == nil {
-				if have, err := receipt.ParseUnsigned(bytes.TrimSpace(b)); err == nil && have.PartyA == me && have.PartyB == other &&
-					have.TermsHash == th && have.Ref == r.ID && have.Context == roomID && have.Verify().A == nil {
-					fmt.Printf("%s: already drafted and signed by partyA %s\n", out, me)
-					return nil
+				have, _ := receipt.ParseUnsigned(bytes.TrimSpace(b))
+				mine := have != nil && have.PartyA == me && have.PartyB == other && have.Ref == r.ID && have.Context == roomID && have.Verify().A == nil
+				if mine {
+					if s, err := readSalt(salt); err == nil {
+						if th, _ := receipt.TermsHash(tb, s); th == have.TermsHash {
+							fmt.Printf("%s: already drafted and signed by partyA %s\n", out, me)
+							return nil
+						}
+					}
 				}
+				if !mine || have.SigB != "" {
+					return withCode(exitConflict, fmt.Errorf("%s holds another receipt (or other content): not overwritten; give --out a new file", out))
+				}
+				// Else a draft of this round that partyB has not signed, of
+				// other terms or without its salt: replaced below.
+			} else if !errors.Is(err, os.ErrNotExist) {
+				return err
 			}
+			// A new receipt: a fresh salt, and an existing salt file is
+			// never reused nor overwritten.
+			if _, err := os.Lstat(salt); err == nil {
+				return withCode(exitConflict, fmt.Errorf("%s exists and is not the salt of a draft of these terms in %s: a salt is never reused for another receipt; "+
+					"keep it with its receipt and give --salt a new file, or remove it if no receipt uses it", salt, out))
+			}
+			s := make([]byte, receipt.SaltBytes)
+			if _, err := rand.Read(s); err != nil {
+				return err
+			}
+			th, _ := receipt.TermsHash(tb, s)
 			rc := &receipt.Receipt{Type: receipt.Type, PartyA: me, PartyB: other, TermsHash: th, Context: roomID, Ref: r.ID, TS: time.Now().Unix()}
 			if err := rc.Sign(c.Key.Private()); err != nil {
 				return err
 			}
+			// The receipt first, then the salt: interrupted in between, a
+			// re-run finds no salt and replaces this draft of its own.
 			if err := writeReceipt(out, rc); err != nil {
+				return err
+			}
+			f, err := os.OpenFile(salt, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+			if err != nil {
+				return err
+			}
+			if _, err := f.WriteString(identity.EncodeB64(s) + "\n"); err != nil {
+				f.Close()
+				return err
+			}
+			if err := f.Close(); err != nil {
 				return err
 			}
 			fmt.Printf("%s: signed by partyA %s; partyB %s signs next (send them %s, %s and %s)\n", out, me, other, out, terms, salt)
@@ -477,7 +537,7 @@ draft in --out that you already signed for the same round and terms.`,
 	}
 	af.add(cmd)
 	cmd.Flags().StringVar(&terms, "terms", "terms.txt", "the terms file (stays with the parties)")
-	cmd.Flags().StringVar(&salt, "salt", "", "the salt file (default <terms>.salt; created if missing)")
+	cmd.Flags().StringVar(&salt, "salt", "", "the salt file (default <terms>.salt; created, never overwritten)")
 	cmd.Flags().StringVarP(&out, "out", "o", "receipt.json", "where to write the receipt")
 	return cmd
 }
@@ -561,16 +621,24 @@ func dealPostCmd() *cobra.Command {
 			if err != nil {
 				return withCode(exitNotFound, err)
 			}
-			rc, err := receipt.Check(bytes.TrimSpace(b))
-			if err != nil {
+			raw := bytes.TrimSpace(b)
+			if _, err := receipt.Check(raw); err != nil {
 				return withCode(exitVerifyFailed, fmt.Errorf("not posted: %v", err))
 			}
 			co, err := c.Coordination(cmd.Context(), roomID)
 			if err != nil {
 				return err
 			}
+			// It must count in this room once posted: its room, an agreed
+			// round of it, that round's two parties.
+			rc, err := receipt.CheckIn(roomID, math.MaxInt64, co.Rounds, raw)
+			if err != nil {
+				return withCode(exitVerifyFailed, fmt.Errorf("not posted: %v", termSafe(err.Error())))
+			}
+			// Once only: a receipt of the same deal (room, round, parties,
+			// terms hash) that counts here is already posted.
 			for _, have := range co.Receipts {
-				if have.Receipt != nil && *have.Receipt == *rc {
+				if have.Err == nil && sameDeal(have.Receipt, rc) {
 					fmt.Printf("already posted: seq %d\n", have.Seq)
 					return nil
 				}
@@ -587,6 +655,14 @@ func dealPostCmd() *cobra.Command {
 	}
 	af.add(cmd)
 	return cmd
+}
+
+// sameDeal reports whether two receipts record the same deal: the same
+// room, round and terms hash between the same two parties (a re-drafted
+// receipt differs in ts and signatures only).
+func sameDeal(a, b *receipt.Receipt) bool {
+	return a.Context == b.Context && a.Ref == b.Ref && a.TermsHash == b.TermsHash &&
+		((a.PartyA == b.PartyA && a.PartyB == b.PartyB) || (a.PartyA == b.PartyB && a.PartyB == b.PartyA))
 }
 
 func dealReceiptsCmd() *cobra.Command {

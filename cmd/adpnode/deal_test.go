@@ -117,6 +117,7 @@ type dealExample struct {
 	data, work      string
 	s               *stack
 	part2           string
+	script          string // the whole example, as run
 	roomID, roundID string
 }
 
@@ -133,6 +134,7 @@ func startDealExample(t *testing.T, edit func(string) string) *dealExample {
 	d.node = "http://" + d.addr
 	nodeSet := "NODE=" + d.node + "\n"
 	script = edit(strings.Replace(strings.Replace(script, nodeLine, nodeSet, 1), buildLine, "", 1))
+	d.script = script
 	i := strings.Index(script, split)
 	part1 := script[:i] + "declare -p ROOM ROUND > vars.sh\n"
 	d.part2 = nodeSet + "source vars.sh\n" + script[i:]
@@ -204,7 +206,7 @@ func (d *dealExample) checkPart2(out string) {
 		"delivered box: 10 widgets https://carrier.example/track/123",
 		"co-signed by did:agent:",
 		"deal receipt posted",
-		"OK deal receipt co-signed by",
+		"OK deal receipt signatures: signed by partyA did:agent:",
 	} {
 		if !strings.Contains(out, want) {
 			d.t.Errorf("deal example output lacks %q", want)
@@ -248,10 +250,11 @@ func TestDashLeadingRoundID(t *testing.T) {
 // says. Every turn and the receipt go out sealed and the same steps print
 // the same results; a restart mid-round derives the same state; a reader
 // without a key sees sealed records, not rounds; seal open writes the
-// member's opened export mode 0600; a bad sealed receipt fails deal
-// receipts; tail shows [opened round.turn]; verify on the archive reports
-// the sealed records as not checked, and with --key opens them and checks
-// the sealed receipts' signatures.
+// member's opened export mode 0600; a bad sealed receipt, and a co-signed
+// one naming a missing round, fail deal receipts; tail shows [opened
+// round.turn]; verify on the archive reports the sealed records as not
+// checked, and with --key opens them and checks the sealed receipts;
+// verify of the receipt file --archive needs --key to see its round.
 func TestREADMEDealExampleSealed(t *testing.T) {
 	const create = "./adpnode room create --node $NODE --key alice.key "
 	d := startDealExample(t, func(s string) string {
@@ -310,8 +313,13 @@ func TestREADMEDealExampleSealed(t *testing.T) {
 		t.Fatalf("post --type deal.receipt in a member-only room: %s", posted)
 	}
 	seq := strings.Fields(posted)[1]
+	// Co-signed by the round's parties but naming a round the room lacks:
+	// sealed like any receipt, flagged once opened.
+	writeSignedReceipt(t, work, "missing.json", roomID, "B"+strings.Repeat("A", 42), "alice.key", "bob.key")
+	missing := strings.Fields(cli(0, "post", roomID, "--type", "deal.receipt", "--payload", "@missing.json", "--node", node, "--key", "alice.key"))[1]
 	out = cli(exitVerifyFailed, "deal", "receipts", roomID, "--node", node, "--key", "alice.key")
-	if !strings.Contains(out, "BAD deal receipt seq "+seq+" (sealed): receipt: sigB: signature does not verify") {
+	if !strings.Contains(out, "BAD deal receipt seq "+seq+" (sealed): receipt: sigB: signature does not verify") ||
+		!strings.Contains(out, "BAD deal receipt seq "+missing+" (sealed): receipt: names no round of this room") || strings.Count(out, "co-signed by") != 1 {
 		t.Fatalf("deal receipts: %s", out)
 	}
 
@@ -325,8 +333,16 @@ func TestREADMEDealExampleSealed(t *testing.T) {
 	}
 	out = cli(exitVerifyFailed, "verify", "archive.json", "--key", "bob.key")
 	if !strings.Contains(out, "OK room "+roomID) || !strings.Contains(out, "sealed deal receipt at seq") || !strings.Contains(out, "FAIL sealed deal receipt at seq "+seq) ||
-		strings.Contains(out, "10 widgets") {
+		!strings.Contains(out, "FAIL sealed deal receipt at seq "+missing+" ") || strings.Contains(out, "10 widgets") {
 		t.Fatalf("verify --key: %s", out)
+	}
+	// The receipt file against the archive: the round is sealed, so only
+	// a member's key shows it.
+	if out := cli(0, "verify", "receipt.json", "--archive", "archive.json", "--key", "bob.key"); !strings.Contains(out, "OK deal receipt co-signed by") {
+		t.Fatalf("verify receipt.json --archive --key: %s", out)
+	}
+	if out := cli(exitVerifyFailed, "verify", "receipt.json", "--archive", "archive.json"); !strings.Contains(out, "names no round of this room") || !strings.Contains(out, "need --key") {
+		t.Fatalf("verify receipt.json --archive without a key: %s", out)
 	}
 }
 
@@ -355,5 +371,263 @@ func writeBadReceipt(t *testing.T, work string) {
 	bad.SigB = other.SigB
 	if err := os.WriteFile(filepath.Join(work, "bad.json"), bad.Marshal(), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// writeReceipt writes work/name: a receipt for room ctx and round ref over
+// a fixed terms hash, signed by the agents of the key files given (the
+// first is partyA).
+func writeSignedReceipt(t *testing.T, work, name, ctx, ref, keyA, keyB string) {
+	t.Helper()
+	a, err := client.LoadKey(filepath.Join(work, keyA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := client.LoadKey(filepath.Join(work, keyB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := &receipt.Receipt{Type: receipt.Type, PartyA: a.ID.String(), PartyB: b.ID.String(), TermsHash: strings.Repeat("A", 43), Context: ctx, Ref: ref, TS: 1_900_000_000}
+	if err := rc.Sign(a.Private()); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Sign(b.Private()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(work, name), rc.Marshal(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Property: a deal receipt counts only in the room it names, for a round
+// that exists there and was agreed, signed by that round's two parties.
+// After the README's deal example, receipts with valid signatures that
+// fail this — the room's co-signed receipt replayed into another room, one
+// naming a missing round, one naming an open round, one signed by a third
+// party — are refused by deal post, accepted by the host (shape only),
+// flagged by deal receipts and round show (exit 2, never "co-signed"), and
+// make verify of each room's archive exit 2; verify of a receipt file
+// --archive checks it against the room's archive.
+func TestDealReceiptCountsOnlyInItsRoom(t *testing.T) {
+	d := startDealExample(t, func(s string) string { return s })
+	roomID, roundID, node, cli := d.roomID, d.roundID, d.node, d.cli
+	d.checkPart2(d.bash(d.part2))
+
+	// Another room of the same two agents, with an agreed round of its own.
+	cli(0, "keygen", "--out", "carol.key")
+	other := strings.Fields(cli(0, "room", "create", "--node", node, "--key", "alice.key", "--topic", "Other order", "--packs", "adpnode:coordination/1.0,adpnode:deal/1.0"))[0]
+	cli(0, "join", other, "--node", node, "--key", "bob.key")
+	cli(0, "join", roomID, "--node", node, "--key", "carol.key")
+	r2 := strings.TrimSpace(cli(0, "round", "propose", other, "Gadgets?", "--goal", "gadgets", "--option", "g=Gadget", "--node", node, "--key", "alice.key"))
+	cli(0, "round", "accept", "--choice", "g", "--node", node, "--key", "bob.key", "--", other, r2, "Yes.")
+	open := strings.TrimSpace(cli(0, "round", "propose", roomID, "Spare parts?", "--goal", "spares", "--option", "s=Spares", "--node", node, "--key", "alice.key"))
+
+	writeSignedReceipt(t, d.work, "missing.json", roomID, "B"+strings.Repeat("A", 42), "alice.key", "bob.key")
+	writeSignedReceipt(t, d.work, "open.json", roomID, open, "alice.key", "bob.key")
+	writeSignedReceipt(t, d.work, "third.json", roomID, roundID, "alice.key", "carol.key")
+	type hostile struct{ file, room, poster, why, seq string }
+	cases := []*hostile{
+		{"receipt.json", other, "bob.key", "names another room", ""},
+		{"missing.json", roomID, "carol.key", "names no round of this room", ""},
+		{"open.json", roomID, "carol.key", "names a round that was not agreed before it", ""},
+		{"third.json", roomID, "carol.key", "is not signed by its round's two parties", ""},
+	}
+	for _, c := range cases {
+		if out := cli(exitVerifyFailed, "deal", "post", c.room, c.file, "--node", node, "--key", c.poster); !strings.Contains(out, "not posted") || !strings.Contains(out, c.why) {
+			t.Fatalf("deal post %s: %s", c.file, out)
+		}
+		// The host checks shape only: a raw post is accepted.
+		c.seq = strings.Fields(cli(0, "post", c.room, "--type", "deal.receipt", "--payload", "@"+c.file, "--node", node, "--key", c.poster))[1]
+	}
+	for _, room := range []string{roomID, other} {
+		for _, args := range [][]string{{"deal", "receipts", room}, {"round", "show", room}} {
+			out := cli(exitVerifyFailed, append(args, "--node", node)...)
+			for _, c := range cases {
+				if c.room == room && !strings.Contains(out, "BAD deal receipt seq "+c.seq+": receipt: "+c.why) {
+					t.Errorf("%v: %s lacks the flag\n%s", args, c.file, out)
+				}
+			}
+			// Only the good receipt, in its own room, is shown co-signed.
+			if n := strings.Count(out, "co-signed by"); (room == roomID) != (n == 1) || n > 1 {
+				t.Errorf("%v: %d co-signed\n%s", args, n, out)
+			}
+		}
+	}
+
+	for _, room := range []string{roomID, other} {
+		cli(0, "room", "close", room, "--node", node, "--key", "alice.key")
+		for _, f := range []string{"json", "jsonl"} {
+			cli(0, "export", room, "--node", node, "--format", f, "-o", room+"."+f)
+		}
+	}
+	for _, f := range []string{"json", "jsonl"} {
+		out := cli(exitVerifyFailed, "verify", roomID+"."+f)
+		if !strings.Contains(out, "OK room "+roomID) || !strings.Contains(out, "FAIL 3 of 4 deal receipts") {
+			t.Fatalf("verify %s.%s: %s", roomID, f, out)
+		}
+		out = cli(exitVerifyFailed, "verify", other+"."+f)
+		if !strings.Contains(out, "OK room "+other) || !strings.Contains(out, "FAIL 1 of 1 deal receipts") {
+			t.Fatalf("verify %s.%s: %s", other, f, out)
+		}
+		for _, c := range cases {
+			if !strings.Contains(cli(exitVerifyFailed, "verify", c.room+"."+f), "FAIL deal receipt at seq "+c.seq+" ") {
+				t.Errorf("verify %s.%s does not fail seq %s (%s)", c.room, f, c.seq, c.file)
+			}
+			out := cli(exitVerifyFailed, "verify", c.file, "--archive", c.room+"."+f)
+			if !strings.Contains(out, "OK room "+c.room) || !strings.Contains(out, "FAIL deal receipt in room "+c.room+": receipt: "+c.why) {
+				t.Errorf("verify %s --archive %s.%s: %s", c.file, c.room, f, out)
+			}
+		}
+		// The good receipt counts in its own room's archive, even though
+		// that archive holds failing receipts too.
+		if out := cli(0, "verify", "receipt.json", "--archive", roomID+"."+f); !strings.Contains(out, "OK deal receipt co-signed by") {
+			t.Fatalf("verify receipt.json --archive: %s", out)
+		}
+	}
+	// Alone, a receipt file's signatures are checked and the rest is
+	// reported as not checked; --archive takes a receipt file only.
+	if out := cli(0, "verify", "third.json"); !strings.Contains(out, "OK deal receipt signatures") || strings.Contains(out, "co-signed") || !strings.Contains(out, "not checked") {
+		t.Fatalf("verify third.json: %s", out)
+	}
+	cli(exitUsage, "verify", roomID+".json", "--archive", roomID+".json")
+}
+
+// steps returns the example's commands, one per shell command (lines
+// continued with a backslash joined), comments and blank lines left out.
+func (d *dealExample) steps() []string {
+	var out []string
+	for _, cmd := range strings.Split(strings.ReplaceAll(d.script, "\\\n", ""), "\n") {
+		if cmd = strings.TrimSpace(cmd); cmd != "" && !strings.HasPrefix(cmd, "#") {
+			out = append(out, cmd)
+		}
+	}
+	return out
+}
+
+// lastSeq returns the seq of the room's last record.
+func (d *dealExample) lastSeq() int64 {
+	d.t.Helper()
+	k, err := client.LoadKey(filepath.Join(d.work, "alice.key"))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	recs, err := client.New(d.node, k).History(d.ctx, d.roomID, 0)
+	if err != nil || len(recs) == 0 {
+		d.t.Fatalf("history: %v", err)
+	}
+	return recs[len(recs)-1].Seq
+}
+
+// Property: re-running a completed step of the README's deal example does
+// what the README says — nothing, once it has taken effect: no second
+// round, turn or receipt. Each round and deal step of the second half is
+// run twice in a row (the second run adds no record), then, after a
+// restart on the same data dir, every round and deal step of the example
+// is run again over the completed round, propose and deliver included:
+// the room gains no record, the propose prints the same round, and the
+// room holds one round and one receipt.
+func TestREADMEDealRerunIsIdempotent(t *testing.T) {
+	d := startDealExample(t, func(s string) string { return s })
+	cli, node, roomID := d.cli, d.node, d.roomID
+	env := "NODE=" + node + "\nsource vars.sh\n"
+	dealStep := func(cmd string) bool {
+		return strings.Contains(cmd, "./adpnode round ") || strings.Contains(cmd, "./adpnode deal ")
+	}
+	var confirmed bool
+	for _, cmd := range d.steps() {
+		if strings.Contains(cmd, "./adpnode round confirm ") {
+			confirmed = true // the first half ran in startDealExample
+		}
+		if !confirmed {
+			continue
+		}
+		d.bash(env + cmd)
+		before := d.lastSeq()
+		out := d.bash(env + cmd)
+		if after := d.lastSeq(); dealStep(cmd) && after != before {
+			t.Fatalf("re-running %q added records %d..%d:\n%s", cmd, before+1, after, out)
+		}
+	}
+	if !confirmed {
+		t.Fatal("the example has no confirm step")
+	}
+	done := d.lastSeq()
+	d.restart()
+	for _, cmd := range d.steps() {
+		if !dealStep(cmd) {
+			continue
+		}
+		if strings.HasPrefix(cmd, "ROUND=$(") {
+			cmd += "\necho \"round=$ROUND\""
+		}
+		out := d.bash(env + cmd)
+		if strings.Contains(cmd, "round propose") && !strings.Contains(out, "round="+d.roundID+"\n") {
+			t.Fatalf("re-run propose printed another round:\n%s", out)
+		}
+	}
+	if after := d.lastSeq(); after != done {
+		t.Fatalf("re-running the example over the completed round added records %d..%d", done+1, after)
+	}
+	var res struct{ Rounds []struct{ ID, State string } }
+	if err := json.Unmarshal([]byte(cli(0, "round", "show", roomID, "--node", node, "--json")), &res); err != nil || len(res.Rounds) != 1 || res.Rounds[0].State != "completed" {
+		t.Fatalf("rounds: %+v %v", res, err)
+	}
+	if out := cli(0, "deal", "receipts", roomID, "--node", node); strings.Count(out, "deal receipt seq ") != 1 {
+		t.Fatalf("receipts: %s", out)
+	}
+}
+
+// Property: deal draft never reuses a salt for a different receipt, and
+// never overwrites a salt file or another receipt. After the README's deal
+// example, a draft of changed terms under the same file name is refused
+// (into the co-signed receipt.json, and into a new file with the old salt)
+// and writes nothing; other terms get a fresh salt; an explicit --salt of
+// another receipt is refused; a draft interrupted before its salt was
+// written is redone with a fresh salt, and partyB can sign it.
+func TestDealDraftNeverReusesASalt(t *testing.T) {
+	d := startDealExample(t, func(s string) string { return s })
+	cli, node, roomID, work := d.cli, d.node, d.roomID, d.work
+	d.checkPart2(d.bash(d.part2))
+	// Changed terms under the same file name: refused, nothing written
+	// (the salt stays the posted receipt's).
+	salt, rc := mustRead(t, filepath.Join(work, "terms.txt.salt")), mustRead(t, filepath.Join(work, "receipt.json"))
+	draft := func(want int, terms string, extra ...string) string {
+		return cli(want, append([]string{"deal", "draft", "--terms", terms, "--node", node, "--key", "alice.key"}, append(extra, "--", roomID, d.roundID)...)...)
+	}
+	os.WriteFile(filepath.Join(work, "terms.txt"), []byte("12 express widgets for 8 EUR\n"), 0o644)
+	if out := draft(exitConflict, "terms.txt"); !strings.Contains(out, "holds another receipt") {
+		t.Fatalf("draft of changed terms into the co-signed receipt.json: %s", out)
+	}
+	if out := draft(exitConflict, "terms.txt", "-o", "new.json"); !strings.Contains(out, "a salt is never reused") {
+		t.Fatalf("draft of changed terms with the old salt: %s", out)
+	}
+	if !bytes.Equal(mustRead(t, filepath.Join(work, "terms.txt.salt")), salt) || !bytes.Equal(mustRead(t, filepath.Join(work, "receipt.json")), rc) {
+		t.Fatal("a refused draft changed the salt or the receipt")
+	}
+	if _, err := os.Stat(filepath.Join(work, "new.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a refused draft wrote new.json: %v", err)
+	}
+	// Other terms get a fresh salt; an explicit --salt of another receipt is refused.
+	os.WriteFile(filepath.Join(work, "terms2.txt"), []byte("12 express widgets for 8 EUR\n"), 0o644)
+	draft(0, "terms2.txt", "-o", "r2.json")
+	salt2 := mustRead(t, filepath.Join(work, "terms2.txt.salt"))
+	if bytes.Equal(salt2, salt) {
+		t.Fatal("a second receipt reused the salt")
+	}
+	if out := draft(0, "terms2.txt", "-o", "r2.json"); !strings.Contains(out, "already drafted") {
+		t.Fatalf("re-run draft r2: %s", out)
+	}
+	if out := draft(exitConflict, "terms.txt", "--salt", "terms2.txt.salt", "-o", "r3.json"); !strings.Contains(out, "a salt is never reused") {
+		t.Fatalf("draft with another receipt's salt: %s", out)
+	}
+	// Interrupted between the draft and its salt: the re-run replaces its
+	// own unsigned draft with a fresh salt.
+	os.Remove(filepath.Join(work, "terms2.txt.salt"))
+	draft(0, "terms2.txt", "-o", "r2.json")
+	if s := mustRead(t, filepath.Join(work, "terms2.txt.salt")); bytes.Equal(s, salt2) || bytes.Equal(s, salt) {
+		t.Fatal("the redraft reused a salt")
+	}
+	if out := cli(0, "deal", "sign", "r2.json", "--terms", "terms2.txt", "--key", "bob.key"); !strings.Contains(out, "co-signed by") {
+		t.Fatalf("sign the redraft: %s", out)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,7 +15,7 @@ import (
 )
 
 func verifyCmd() *cobra.Command {
-	var key string
+	var key, archivePath string
 	var allowUnproven bool
 	cmd := &cobra.Command{
 		Use:   "verify <archive, evidence or deal receipt file>",
@@ -44,9 +45,13 @@ no signature in the archive covers them (extra.host_log binds extra.host_key).
 
 A JSON file whose "type" is "adpnode.deal.receipt/1" is checked as a
 co-signed deal receipt (pack adpnode:deal/1.0): its shape and both
-parties' signatures. In an archive, every deal.receipt event is checked the
-same way after the chain; one bad receipt makes verify fail (exit 2) even
-though the chain verifies.
+parties' signatures. A receipt counts only in the room it names, for a
+round of that room that was agreed, signed by that round's two parties:
+with --archive FILE (the room's archive; with --key too for a member-only
+room) verify checks the archive and then that the receipt counts in it.
+In an archive, every deal.receipt event is checked that way after the
+chain (the round agreed before the receipt's seq); one receipt that fails
+makes verify fail (exit 2) even though the chain verifies.
 
 In a member-only room the chain covers the sealed records' ciphertext, so
 they verify like any other; their content is reported as not checked. With
@@ -92,10 +97,22 @@ file). verify --key never creates a file.`,
 					return err
 				}
 			}
-			ok, err := verifycmd.FileOpts(cmd.OutOrStdout(), args[0], b, m, verifycmd.Options{AllowUnproven: allowUnproven})
-			if ok && errors.Is(err, verifycmd.ErrUnproven) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "adpnode verify: WARNING: %s is NOT PROVEN COMPLETE: records may be missing from its end (exit %d)\n", args[0], exitVerifyUnproven)
-				return &exitError{code: exitVerifyUnproven, err: errSilent}
+			var ok bool
+			if archivePath != "" {
+				if !verifycmd.IsReceipt(b) {
+					return usageErrorf("--archive checks a deal receipt file against its room's archive; %s is not a deal receipt", args[0])
+				}
+				ab, rerr := os.ReadFile(archivePath)
+				if rerr != nil {
+					return withCode(exitFailure, rerr)
+				}
+				ok, err = verifycmd.ReceiptIn(cmd.OutOrStdout(), bytes.TrimSpace(b), archivePath, ab, m)
+			} else {
+				ok, err = verifycmd.FileOpts(cmd.OutOrStdout(), args[0], b, m, verifycmd.Options{AllowUnproven: allowUnproven})
+				if ok && errors.Is(err, verifycmd.ErrUnproven) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "adpnode verify: WARNING: %s is NOT PROVEN COMPLETE: records may be missing from its end (exit %d)\n", args[0], exitVerifyUnproven)
+					return &exitError{code: exitVerifyUnproven, err: errSilent}
+				}
 			}
 			if err != nil {
 				return withCode(exitVerifyFailed, err)
@@ -107,6 +124,7 @@ file). verify --key never creates a file.`,
 		},
 	}
 	cmd.Flags().BoolVar(&allowUnproven, "allow-unproven", false, "read an archive whose chain verifies but which is not proven complete (warns; exit 3)")
+	cmd.Flags().StringVar(&archivePath, "archive", "", "check a deal receipt file against the archive of the room it names (JSON or JSONL)")
 	cmd.Flags().StringVar(&key, "key", "", "open a member-only room's sealed events as this agent (agent key file with its sealing keys in FILE.seal, or a sealing key file)")
 	return cmd
 }

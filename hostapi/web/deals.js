@@ -4,8 +4,10 @@
 // as the Go package adp/rounds does: a turn that would move a round back,
 // skip a state or touch a final round is kept as ignored with its reason;
 // a passed due is reported, never acted on. verifyReceipt checks a
-// deal.receipt's two Ed25519 signatures in this browser. Agent content is
-// rendered as text only.
+// deal.receipt's two Ed25519 signatures in this browser, and receiptCounts
+// whether it counts where it is, as Go's receipt.CheckIn does: in the room
+// it names, for a round of that room agreed before it, signed by that
+// round's two parties. Agent content is rendered as text only.
 (function (V) {
   'use strict';
 
@@ -36,7 +38,7 @@
           return step;
         }
         const r = { id: t.hash, seq: t.seq, proposer: t.actor, goal: str(p.goal), state: 'open', options: [], optionsBy: '', recommend: '',
-          choice: '', acceptBy: '', delivered: [], deliverBy: '', due: 0, onTimeout: '', steps: [] };
+          choice: '', acceptBy: '', agreedSeq: 0, delivered: [], deliverBy: '', due: 0, onTimeout: '', steps: [] };
         offer(r, t.actor, p);
         this.rounds.push(r);
         this.byId.set(t.hash, r);
@@ -53,7 +55,7 @@
       Object.assign(step, { round: r, from: r.state, to: r.state });
       if (why.reason) Object.assign(step, { ignored: true, reason: why.reason });
       else {
-        applyTurn(r, t.actor, p, why.to);
+        applyTurn(r, t, p, why.to);
         step.to = why.to;
       }
       r.steps.push(step);
@@ -105,9 +107,10 @@
     return { to };
   }
 
-  function applyTurn(r, actor, p, to) {
+  function applyTurn(r, t, p, to) {
+    const actor = t.actor;
     if (p.type === 'counter') offer(r, actor, p);
-    if (p.type === 'accept') Object.assign(r, { choice: p.choice, acceptBy: actor });
+    if (p.type === 'accept') Object.assign(r, { choice: p.choice, acceptBy: actor, agreedSeq: t.seq });
     if (p.type === 'deliver') Object.assign(r, { delivered: list(p.options), deliverBy: actor });
     if (p.type !== 'counter' && Number.isInteger(p.due)) setDue(r, p);
     r.state = to;
@@ -165,6 +168,40 @@
     return bad.length ? bad.join('; ') : null;
   }
 
+  // receiptCounts returns null when receipt p, found at seq in room roomId
+  // whose rounds are rs (a RoundsState folded past seq, or null), counts
+  // there, else why not: the rules of Go's receipt.Bind. Signatures are
+  // verifyReceipt's.
+  function receiptCounts(roomId, rs, seq, p) {
+    if (p.context !== roomId) return `names another room: its context is ${JSON.stringify(String(p.context))}, not ${roomId}`;
+    const r = rs ? rs.byId.get(p.ref) : null;
+    if (!r) return 'names no round of this room: ref ' + String(p.ref);
+    if (!r.acceptBy) return `names a round that was not agreed before it: round ${r.id} is ${r.state} and was never agreed`;
+    if (!(r.agreedSeq < seq)) return `names a round that was not agreed before it: round ${r.id} was agreed at seq ${r.agreedSeq}, after it`;
+    const pair = [r.optionsBy, r.acceptBy];
+    if (!((p.partyA === pair[0] && p.partyB === pair[1]) || (p.partyA === pair[1] && p.partyB === pair[0]))) {
+      return `is not signed by its round's two parties: round ${r.id} is between ${pair[0]} and ${pair[1]}`;
+    }
+    return null;
+  }
+
+  // checkReceipt is the viewer's verdict on receipt p at seq in room
+  // roomId with rounds rs: {state: 'ok' | 'bad' | 'unsupported', text}.
+  async function checkReceipt(roomId, rs, seq, p) {
+    const sig = await verifyReceipt(p);
+    if (sig === 'unsupported') return { state: 'unsupported', text: 'not checked: this browser cannot verify Ed25519' };
+    if (sig !== null) return { state: 'bad', text: '✗ receipt signature invalid — ' + sig };
+    const why = receiptCounts(roomId, rs, seq, p);
+    if (why !== null) return { state: 'bad', text: '✗ receipt does not count here — ' + why };
+    return { state: 'ok', text: '✓ co-signed: both signatures verify, by the two parties of an agreed round of this room' };
+  }
+
+  function showVerdict(status, v) {
+    status.dataset.state = v.state;
+    status.className = 'receipt-status' + (v.state === 'unsupported' ? '' : ' ' + v.state);
+    status.textContent = v.text;
+  }
+
   // ---------------------------------------------------------------- rendering
 
   function optionList(opts, r, ctx) {
@@ -201,27 +238,16 @@
     return box;
   }
 
-  // renderReceipt renders a deal.receipt row body and checks it.
-  function renderReceipt(p, ctx) {
+  // renderReceipt renders the deal.receipt row body of record seq and
+  // checks it against the room's rounds (ctx.model.rounds, folded in seq
+  // order: a round agreed later does not make it count).
+  function renderReceipt(p, ctx, seq) {
     const status = h('div', { class: 'receipt-status', data: { state: 'pending' }, text: 'checking signatures…' });
     const box = h('div', { class: 'custom receipt' }, h('div', { class: 'q-label', text: 'Deal receipt' }),
       h('div', {}, 'between ', ctx.agent(p.partyA), ' and ', ctx.agent(p.partyB)),
       h('div', { class: 'small' }, 'terms hash ', h('code', { text: str(p.termsHash) }), ' · round ', ctx.hashLink(p.ref),
         Number.isInteger(p.ts) ? ' · ' + fmtTime(p.ts * 1000) : ''), status);
-    verifyReceipt(p).then((why) => {
-      if (why === null) {
-        status.dataset.state = 'ok';
-        status.className = 'receipt-status ok';
-        status.textContent = '✓ co-signed: both signatures verify';
-      } else if (why === 'unsupported') {
-        status.dataset.state = 'unsupported';
-        status.textContent = 'not checked: this browser cannot verify Ed25519';
-      } else {
-        status.dataset.state = 'bad';
-        status.className = 'receipt-status bad';
-        status.textContent = '✗ receipt signature invalid — ' + why;
-      }
-    });
+    checkReceipt(ctx.src.id, ctx.model.rounds, seq, p).then((v) => showVerdict(status, v));
     return box;
   }
 
@@ -310,7 +336,7 @@
       }
       const entries = x.entries.filter((e) => e && typeof e === 'object').sort((a, b) => a.seq - b.seq);
       const rounds = new RoundsState();
-      const checks = [];
+      const receipts = [];
       const rows = entries.map((e) => {
         const why = matchEntry(rp, e);
         const p = e.payload && typeof e.payload === 'object' && !Array.isArray(e.payload) ? e.payload : null;
@@ -327,18 +353,9 @@
         } else if (e.event_type === 'deal.receipt' && p) {
           const status = h('span', { class: 'receipt-status', data: { state: 'pending' }, text: 'checking signatures…' });
           li.append(h('div', { class: 'small' }, 'receipt between ', rp.ctx.agent(p.partyA), ' and ', rp.ctx.agent(p.partyB), ' · ', status));
-          checks.push(verifyReceipt(p).then((bad) => {
-            if (bad === null && !why && !flag) {
-              Object.assign(status, { className: 'receipt-status ok', textContent: '✓ co-signed: both signatures verify' });
-              status.dataset.state = 'ok';
-            } else if (bad === 'unsupported') {
-              status.dataset.state = 'unsupported';
-              status.textContent = 'not checked: this browser cannot verify Ed25519';
-            } else {
-              Object.assign(status, { className: 'receipt-status bad', textContent: '✗ ' + (bad ? 'receipt signature invalid — ' + bad : 'not a verified record') });
-              status.dataset.state = 'bad';
-            }
-          }));
+          // Checked once every opened turn is folded (below): agreedSeq
+          // keeps a round agreed after the receipt from making it count.
+          receipts.push({ status, seq: e.seq, p, unverified: why || flag });
         } else if (!e.event_type) {
           li.append(h('div', { class: 'plain small', text: typeof e.content === 'string' ? e.content : JSON.stringify(e.content === undefined ? null : e.content) }));
         }
@@ -350,11 +367,14 @@
         rounds.rounds.length ? h('ul', { class: 'rounds sealed-rounds' }, rounds.rounds.map((r) => h('li', { class: 'round', data: { round: r.id, state: r.state } },
           h('span', { class: 'pill pill-round-' + r.state, text: r.state }), ' ', h('strong', { text: r.goal }), ' ', rp.ctx.seqLink(r.seq)))) : null,
         h('ul', { class: 'sealed-entries' }, rows));
-      await Promise.all(checks);
+      await Promise.all(receipts.map(async (rc) => {
+        const v = await checkReceipt(rp.src.id, rounds, rc.seq, rc.p);
+        showVerdict(rc.status, rc.unverified && v.state !== 'bad' ? { state: 'bad', text: '✗ not a verified record' } : v);
+      }));
       out.dataset.state = 'loaded';
     };
     return el;
   }
 
-  Object.assign(V, { RoundsState, roundNotice, verifyReceipt, renderRoundTurn, renderReceipt, roundsCard, sealedCard });
+  Object.assign(V, { RoundsState, roundNotice, verifyReceipt, receiptCounts, checkReceipt, renderRoundTurn, renderReceipt, roundsCard, sealedCard });
 })(window.ADPViewer = window.ADPViewer || {});

@@ -169,7 +169,7 @@
       default: {
         art.append(h('header', { class: 'rec-head' }, headBits, h('span', { class: 'type-label', text: type }), time));
         if (type === 'round.turn' && V.renderRoundTurn) body.append(V.renderRoundTurn(p, ctx, note.round));
-        else if (type === 'deal.receipt' && V.renderReceipt) body.append(V.renderReceipt(p, ctx));
+        else if (type === 'deal.receipt' && V.renderReceipt) body.append(V.renderReceipt(p, ctx, rec.seq));
         else body.append(renderCustom(type, p, md, ctx));
         for (const f of ['references', 'resource_event_ids', 'discussion_event_ids']) refList('↪ ' + f.replace(/_/g, ' '), p[f]);
         if (typeof p.event_id === 'string') refList('↪ about', [p.event_id]);

@@ -9,6 +9,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/receipt"
 	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/adp/rounds"
 	"github.com/adpnode/adpnode/adp/seal"
 )
 
@@ -23,8 +24,9 @@ type Member struct {
 // covers their ciphertext, so without a member's keys they are counted as
 // not checked. With them (verify --key) each is opened with seal.Reader,
 // the code the client reads with; an opened event must pass the room's
-// rules at its seq, and an opened deal receipt both signatures. It returns
-// false when an opened event is flagged or a sealed receipt fails.
+// rules at its seq, and an opened deal receipt receipt.CheckIn over the
+// rounds of the events in the clear and opened. It returns false when an
+// opened event is flagged or a sealed receipt fails.
 func verifySealed(w io.Writer, roomID string, raws [][]byte, packs []archive.PackDoc, m Member) bool {
 	recs := make([]*record.Record, 0, len(raws))
 	sealed := 0
@@ -58,6 +60,7 @@ func verifySealed(w io.Writer, roomID string, raws [][]byte, packs []archive.Pac
 		return ok
 	}
 	evs, unopened := seal.Events(recs, rd, m.Find)
+	res := rounds.Derive(turnsOf(evs))
 	n, bad := 0, 0
 	for _, e := range evs {
 		if !e.Sealed {
@@ -73,7 +76,7 @@ func verifySealed(w io.Writer, roomID string, raws [][]byte, packs []archive.Pac
 		if e.Type != receipt.EventType {
 			continue
 		}
-		r, err := receipt.Check(e.Payload)
+		r, err := receipt.CheckIn(roomID, e.Seq, res, e.Payload)
 		if err != nil {
 			bad++
 			ok = false

@@ -117,7 +117,7 @@ func FileOpts(w io.Writer, name string, b []byte, m Member, o Options) (ok bool,
 	}
 	fmt.Fprintf(w, "   host-asserted (not signed): host %s, url %s\n", rep.HostAsserted.Host, rep.HostAsserted.URL)
 	printComplete(w, rep.Complete)
-	ok = verifyArchiveReceipts(w, raws)
+	ok = verifyArchiveReceipts(w, rep.RoomID, raws)
 	if !verifySealed(w, rep.RoomID, raws, packs, m) {
 		ok = false
 	}
