@@ -1,6 +1,7 @@
 package attention
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -53,7 +54,14 @@ func notFound() error {
 	return adp.Errorf(adp.CodeNotFound, "no such subscription")
 }
 
-// ParseCreate decodes and checks a create request strictly.
+// MaxTTLSeconds is the longest a subscription may live (30 days); a
+// host's Config.MaxTTL may set it lower.
+const MaxTTLSeconds = 30 * 24 * 3600
+
+// ParseCreate decodes and checks a create request strictly: a JSON object
+// with a filter object (null, {} or a body without filter is refused),
+// ttl_seconds, when present, 1 … MaxTTLSeconds, no control character (NUL
+// included) in any filter string.
 func ParseCreate(body []byte) (*CreateRequest, error) {
 	if len(body) > MaxCreateBytes {
 		return nil, adp.Reason(adp.CodePayloadTooLarge, "oversize", fmt.Sprintf("a subscription request has at most %d bytes", MaxCreateBytes))
@@ -61,19 +69,37 @@ func ParseCreate(body []byte) (*CreateRequest, error) {
 	if err := identity.CheckJSON(body); err != nil {
 		return nil, adp.Reason(adp.CodeInvalidRequest, "json", "body is not valid JSON")
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	var r CreateRequest
-	if err := dec.Decode(&r); err != nil {
+	var raw struct {
+		Filter     *Filter `json:"filter"`
+		TTLSeconds *int64  `json:"ttl_seconds"`
+	}
+	if t := bytes.TrimSpace(body); len(t) == 0 || t[0] != '{' {
+		return nil, adp.Reason(adp.CodeInvalidRequest, "body", "a subscription request is a JSON object")
+	}
+	if err := dec.Decode(&raw); err != nil {
 		return nil, adp.Reason(adp.CodeInvalidRequest, "body", "subscription request: "+err.Error())
 	}
+	if raw.Filter == nil {
+		return nil, adp.Reason(adp.CodeInvalidRequest, "body", "a subscription request needs a filter object").WithData("field", "filter")
+	}
+	r := CreateRequest{Filter: *raw.Filter}
 	if err := normalizeFilter(&r.Filter); err != nil {
 		return nil, err
 	}
-	if r.TTLSeconds < 0 {
-		return nil, adp.Reason(adp.CodeInvalidRequest, "ttl", "ttl_seconds must be positive")
+	if raw.TTLSeconds != nil {
+		if v := *raw.TTLSeconds; v < 1 || v > MaxTTLSeconds {
+			return nil, badTTL(MaxTTLSeconds)
+		}
+		r.TTLSeconds = *raw.TTLSeconds
 	}
 	return &r, nil
+}
+
+func badTTL(max int64) error {
+	return adp.Reason(adp.CodeInvalidRequest, "ttl", fmt.Sprintf("ttl_seconds must be 1 … %d", max)).
+		WithData("max_ttl_seconds", max)
 }
 
 func newID() string {
@@ -86,12 +112,13 @@ func newID() string {
 // in its feed as its first items.
 func (a *Attention) Create(agent identity.AgentID, r *CreateRequest) (*Subscription, error) {
 	ttl := a.cfg.DefaultTTL
-	if r.TTLSeconds > 0 {
-		ttl = time.Duration(r.TTLSeconds) * time.Second
-		if ttl > a.cfg.MaxTTL {
-			return nil, adp.Reason(adp.CodeInvalidRequest, "ttl", fmt.Sprintf("ttl_seconds may be at most %d", int64(a.cfg.MaxTTL/time.Second))).
-				WithData("max_ttl_seconds", int64(a.cfg.MaxTTL/time.Second))
+	if r.TTLSeconds != 0 {
+		// Compared in seconds: a huge value must not overflow a Duration.
+		maxS := int64(a.cfg.MaxTTL / time.Second)
+		if r.TTLSeconds < 1 || r.TTLSeconds > maxS {
+			return nil, badTTL(maxS)
 		}
+		ttl = time.Duration(r.TTLSeconds) * time.Second
 	}
 	dir := a.cfg.Directory()
 	a.mu.Lock()
@@ -106,12 +133,20 @@ func (a *Attention) Create(agent identity.AgentID, r *CreateRequest) (*Subscript
 		}
 	}
 	if live >= a.cfg.MaxSubscriptions {
+		// Retry-After: until the first live subscription expires.
+		retry := int64(0)
+		for _, s := range a.byAgent[agent] {
+			if s.ExpiresAt > now && (retry == 0 || s.ExpiresAt-now < retry) {
+				retry = s.ExpiresAt - now
+			}
+		}
 		a.mu.Unlock()
 		if err := a.write(&w); err != nil {
 			return nil, err
 		}
 		return nil, adp.Reason(adp.CodeRateLimited, "subscription_cap",
-			fmt.Sprintf("an agent may hold at most %d subscriptions", a.cfg.MaxSubscriptions)).WithData("limit", a.cfg.MaxSubscriptions)
+			fmt.Sprintf("an agent may hold at most %d subscriptions", a.cfg.MaxSubscriptions)).WithData("limit", a.cfg.MaxSubscriptions).
+			WithData("retry_after_ms", max(retry, 1000))
 	}
 	s := &sub{subMeta: subMeta{Subscription: Subscription{ID: newID(), Agent: agent, Filter: r.Filter, CreatedAt: now,
 		ExpiresAt: now + ttl.Milliseconds()}}, matched: map[string]matchState{}}

@@ -20,7 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -738,7 +737,7 @@ func (a *Attention) observe(id string, s *directory.Entry, local bool, now int64
 		try(sb)
 	}
 	for _, t := range s.Tags {
-		for _, sb := range a.byTag[strings.ToLower(t)] {
+		for _, sb := range a.byTag[directory.Fold(t)] {
 			try(sb)
 		}
 	}
@@ -788,10 +787,11 @@ func (a *Attention) addSub(s *sub) {
 		a.untagged[s.ID] = s
 		return
 	}
-	t := a.byTag[s.Filter.Tags[0]]
+	key := directory.Fold(s.Filter.Tags[0])
+	t := a.byTag[key]
 	if t == nil {
 		t = map[string]*sub{}
-		a.byTag[s.Filter.Tags[0]] = t
+		a.byTag[key] = t
 	}
 	t[s.ID] = s
 }
@@ -806,10 +806,11 @@ func (a *Attention) removeSub(s *sub) {
 	}
 	delete(a.untagged, s.ID)
 	if len(s.Filter.Tags) > 0 {
-		if t := a.byTag[s.Filter.Tags[0]]; t != nil {
+		key := directory.Fold(s.Filter.Tags[0])
+		if t := a.byTag[key]; t != nil {
 			delete(t, s.ID)
 			if len(t) == 0 {
-				delete(a.byTag, s.Filter.Tags[0])
+				delete(a.byTag, key)
 			}
 		}
 	}
