@@ -157,8 +157,7 @@ func (a *Attention) Create(agent identity.AgentID, r *CreateRequest) (*Subscript
 		if rs.Visibility == room.Private || len(s.matched) >= a.cfg.MaxMatches || !s.Filter.MatchText(rs, directory.Haystack(rs)) {
 			continue
 		}
-		ms := matchState{V: 1, F: fingerprint(rs)}
-		a.appendFeed(s, FeedItem{RoomID: rs.ID, Version: 1, Kind: KindAppeared, Room: rs, At: now}, &w)
+		ms := matchState{V: a.appendFeed(s, FeedItem{RoomID: rs.ID, Kind: KindAppeared, Room: rs, At: now}, &w), F: fingerprint(rs)}
 		a.setMatched(s, rs.ID, ms)
 		w.set([]byte(pfxMatch+s.ID+"/"+rs.ID), mustJSON(ms))
 	}

@@ -167,7 +167,8 @@ type subMeta struct {
 }
 
 type matchState struct {
-	V int64  `json:"v"`
+	V int64 `json:"v"` // the room's version: the seq of its latest item
+
 	F string `json:"f"`
 }
 
@@ -690,13 +691,11 @@ func (a *Attention) observe(id string, s *directory.Entry, local bool, now int64
 			if len(sb.matched) >= a.cfg.MaxMatches {
 				return
 			}
-			ms := matchState{V: 1, F: fp}
-			a.appendFeed(sb, FeedItem{RoomID: id, Version: ms.V, Kind: KindAppeared, Room: s, At: now}, w)
+			ms := matchState{V: a.appendFeed(sb, FeedItem{RoomID: id, Kind: KindAppeared, Room: s, At: now}, w), F: fp}
 			a.setMatched(sb, id, ms)
 			w.set([]byte(pfxMatch+sb.ID+"/"+id), mustJSON(ms))
 		case had && hit && was.F != fp:
-			ms := matchState{V: was.V + 1, F: fp}
-			a.appendFeed(sb, FeedItem{RoomID: id, Version: ms.V, Kind: KindChanged, Room: s, At: now}, w)
+			ms := matchState{V: a.appendFeed(sb, FeedItem{RoomID: id, Kind: KindChanged, Room: s, At: now}, w), F: fp}
 			a.setMatched(sb, id, ms)
 			w.set([]byte(pfxMatch+sb.ID+"/"+id), mustJSON(ms))
 		case had && !hit:
@@ -711,7 +710,7 @@ func (a *Attention) observe(id string, s *directory.Entry, local bool, now int64
 			case s.Status == room.StatusCancelled:
 				reason = ReasonCancelled
 			}
-			a.appendFeed(sb, FeedItem{RoomID: id, Version: was.V + 1, Kind: KindUnavailable, Unavailable: true, Reason: reason, At: now}, w)
+			a.appendFeed(sb, FeedItem{RoomID: id, Kind: KindUnavailable, Unavailable: true, Reason: reason, At: now}, w)
 			a.unsetMatched(sb, id)
 			w.del([]byte(pfxMatch + sb.ID + "/" + id))
 		}
@@ -743,9 +742,14 @@ func (a *Attention) observe(id string, s *directory.Entry, local bool, now int64
 	}
 }
 
-func (a *Attention) appendFeed(sb *sub, it FeedItem, w *writes) {
+// appendFeed appends it to sb's feed and returns its seq, which is also its
+// version: the versions of one (stream, room) grow with every item, and a
+// room that stops matching and matches again continues above its last
+// version (a count per room would start again at 1).
+func (a *Attention) appendFeed(sb *sub, it FeedItem, w *writes) int64 {
 	sb.Head++
 	it.Seq = sb.Head
+	it.Version = it.Seq
 	w.set(seqKey(pfxFeed, sb.ID, it.Seq), mustJSON(it))
 	for sb.Head-sb.Floor > int64(a.cfg.Retention) {
 		sb.Floor++
@@ -753,6 +757,7 @@ func (a *Attention) appendFeed(sb *sub, it FeedItem, w *writes) {
 	}
 	w.set([]byte(pfxSub+sb.ID), mustJSON(sb.subMeta))
 	w.live = append(w.live, liveEvent{sb.Agent, "subscription", map[string]any{"subscription_id": sb.ID, "item": it}})
+	return it.Seq
 }
 
 func (a *Attention) setMatched(sb *sub, id string, ms matchState) {

@@ -332,7 +332,7 @@ func TestFeedLifecycle(t *testing.T) {
 		if it.Kind == KindUnavailable && (it.Room != nil || !it.Unavailable) {
 			t.Fatalf("unavailable item carries a body: %+v", it)
 		}
-		if it.RoomID == roomID(1) && (it.Version != 2 || it.Room.Topic != "renamed") {
+		if it.RoomID == roomID(1) && (it.Version != it.Seq || it.Room.Topic != "renamed") {
 			t.Fatalf("changed item %+v", it)
 		}
 	}

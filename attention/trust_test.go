@@ -109,3 +109,39 @@ func TestCapsSayWhenToRetry(t *testing.T) {
 		t.Fatalf("stream cap: %+v", e)
 	}
 }
+
+// Property: versions per (stream, room) never go back. A room that stops
+// matching and matches again continues above its last version, across a
+// restart on the same data dir too, and the rebuild (after=0) carries the
+// room's latest version.
+func TestVersionsNeverGoBack(t *testing.T) {
+	f := start(t, nil)
+	s := f.create(alice, `{"filter":{"tags":["go"]}}`)
+	set := func(tags ...string) {
+		f.w.put(directory.Entry{ID: roomID(1), Topic: "t", Tags: tags})
+		f.touch(roomID(1))
+	}
+	set("go")      // appeared (seq 1)
+	set("go", "x") // changed
+	set("rust")    // unavailable
+	set("go")      // appeared again
+	f.restart()
+	set("rust")    // unavailable again, after a restart
+	set("go", "y") // appeared again
+	log := items(f.feed(alice, s.ID, Cursor{After: 1}, 0))
+	want := "01/changed 01/unavailable:no_longer_matching 01/appeared 01/unavailable:no_longer_matching 01/appeared"
+	if kinds(log) != want {
+		t.Fatalf("log %q, want %q", kinds(log), want)
+	}
+	last := int64(1) // the first item's
+	for _, it := range log {
+		if it.Version <= last {
+			t.Fatalf("version %d after %d: %q", it.Version, last, kinds(log))
+		}
+		last = it.Version
+	}
+	snap := items(f.feed(alice, s.ID, Cursor{}, 0))
+	if len(snap) != 1 || snap[0].Version != last {
+		t.Fatalf("rebuild %+v, latest version %d", snap, last)
+	}
+}
