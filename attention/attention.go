@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +51,11 @@ const (
 	pfxInbox    = storelayout.AttentionInbox
 	pfxWater    = storelayout.AttentionWater
 	keyPass     = storelayout.AttentionPass
+	pfxPrivate  = storelayout.AttentionPrivate
+	keySeen     = storelayout.AttentionSeen
+	keyVersion  = storelayout.AttentionVersion
+	// keyRestored is the node's: written by each restore from a backup.
+	keyRestored = storelayout.Restored
 )
 
 // Config wires the package to the node around it.
@@ -175,6 +181,10 @@ type matchState struct {
 type sub struct {
 	subMeta
 	matched map[string]matchState
+	// durable: the head as far as it is stored; a snapshot (after=0) is
+	// answered only once durable reaches Head, so no cursor is handed
+	// out that a crash could take back.
+	durable int64
 }
 
 // Feed item kinds and unavailable reasons.
@@ -223,7 +233,20 @@ type storedMention struct {
 	Readable bool `json:"r"` // whether the agent could read the room when the item was stored
 }
 
-type inbox struct{ head, floor int64 }
+// inbox is an agent's inbox: its head and floor (at/mh/), and the latest
+// item seq of each non-public room it holds items of (at/mp/), what the
+// visibility epoch is computed from without reading the items.
+type inbox struct {
+	head, floor int64
+	private     map[string]int64
+}
+
+func (ib *inbox) setPrivate(roomID string, seq int64) {
+	if ib.private == nil {
+		ib.private = map[string]int64{}
+	}
+	ib.private[roomID] = seq
+}
 
 // Attention is the subscription, inbox and live-stream service.
 type Attention struct {
@@ -238,6 +261,7 @@ type Attention struct {
 	byRoom   map[string]map[string]*sub // room -> subs that hold it matched
 	known    map[string]known           // room -> what was last evaluated
 	inboxes  map[identity.AgentID]*inbox
+	flushed  chan struct{} // closed (and replaced, under mu) after each write
 
 	pmu       sync.Mutex
 	pendRec   []pendingRecord
@@ -282,7 +306,7 @@ func Open(cfg Config) (*Attention, error) {
 	a := &Attention{cfg: cfg, subs: map[string]*sub{}, byAgent: map[identity.AgentID]map[string]*sub{},
 		byTag: map[string]map[string]*sub{}, untagged: map[string]*sub{}, byRoom: map[string]map[string]*sub{},
 		known: map[string]known{}, inboxes: map[identity.AgentID]*inbox{}, pendRooms: map[string]int64{}, pendLook: map[string]bool{}, pendMir: map[string]int64{},
-		caught: map[string]int64{}, mirWM: map[string]int64{},
+		caught: map[string]int64{}, mirWM: map[string]int64{}, flushed: make(chan struct{}),
 		wake: make(chan struct{}, 1), live: live.NewHub[struct{}](cfg.WatchBuffer), done: make(chan struct{})}
 	if err := a.load(); err != nil {
 		return nil, err
@@ -293,32 +317,68 @@ func Open(cfg Config) (*Attention, error) {
 	return a, nil
 }
 
+// getString reads a single key (absent: "").
+func getString(txn *badger.Txn, key string) (string, error) {
+	item, err := txn.Get([]byte(key))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	v, err := item.ValueCopy(nil)
+	return string(v), err
+}
+
 func (a *Attention) load() error {
-	return a.cfg.DB.Update(func(txn *badger.Txn) error {
-		item, err := txn.Get([]byte(keyInstance))
-		switch {
-		case errors.Is(err, badger.ErrKeyNotFound):
+	if err := a.cfg.DB.Update(func(txn *badger.Txn) error {
+		inst, err := getString(txn, keyInstance)
+		if err != nil {
+			return err
+		}
+		// A restore from a backup marks the dir (keyRestored). A store
+		// made under another mark, or none, is a copy whose feeds went
+		// on elsewhere after the backup: a new stream, so every saved
+		// cursor gets reset_required.
+		mark, err := getString(txn, keyRestored)
+		if err != nil {
+			return err
+		}
+		seen, err := getString(txn, keySeen)
+		if err != nil {
+			return err
+		}
+		a.instance = inst
+		if inst == "" || mark != seen {
 			var b [8]byte
 			rand.Read(b[:])
 			a.instance = hex.EncodeToString(b[:])
 			if err := txn.Set([]byte(keyInstance), []byte(a.instance)); err != nil {
 				return err
 			}
+			if err := txn.Set([]byte(keySeen), []byte(mark)); err != nil {
+				return err
+			}
+		}
+		if inst == "" {
 			// A new store: everything from now on is derived with
 			// watermarks, so even a crash before the first stored pass
 			// is caught up at the next start.
 			if err := txn.Set([]byte(keyPass), u64(a.cfg.Now())); err != nil {
 				return err
 			}
-		case err != nil:
-			return err
-		default:
-			v, err := item.ValueCopy(nil)
-			if err != nil {
+			if err := txn.Set([]byte(keyVersion), u64(layoutVersion)); err != nil {
 				return err
 			}
-			a.instance = string(v)
 		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := a.upgrade(); err != nil {
+		return err
+	}
+	return a.cfg.DB.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxSub)})
 		for it.Rewind(); it.Valid(); it.Next() {
 			var m subMeta
@@ -326,7 +386,7 @@ func (a *Attention) load() error {
 				it.Close()
 				return err
 			}
-			a.addSub(&sub{subMeta: m, matched: map[string]matchState{}})
+			a.addSub(&sub{subMeta: m, matched: map[string]matchState{}, durable: m.Head})
 		}
 		it.Close()
 		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxMatch)})
@@ -348,7 +408,6 @@ func (a *Attention) load() error {
 			return err
 		}
 		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxInbox)})
-		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			agent := identity.AgentID(it.Item().Key()[len(pfxInbox):])
 			_ = it.Item().Value(func(v []byte) error {
@@ -358,8 +417,70 @@ func (a *Attention) load() error {
 				return nil
 			})
 		}
+		it.Close()
+		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxPrivate)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			agent, roomID, ok := strings.Cut(string(it.Item().Key()[len(pfxPrivate):]), "/")
+			ib := a.inboxes[identity.AgentID(agent)]
+			if !ok || ib == nil {
+				continue
+			}
+			_ = it.Item().Value(func(v []byte) error {
+				if len(v) == 8 {
+					ib.setPrivate(roomID, int64(binary.BigEndian.Uint64(v)))
+				}
+				return nil
+			})
+		}
 		return nil
 	})
+}
+
+// layoutVersion is attention's own layout (keyVersion): 2 since the index
+// of non-public rooms per inbox (at/mp/) is complete.
+const layoutVersion = 2
+
+// upgrade builds, once, the index of non-public rooms of inboxes stored
+// before it existed (a store without keyVersion), in bounded batches.
+func (a *Attention) upgrade() error {
+	var have int64
+	if err := a.cfg.DB.View(func(txn *badger.Txn) error {
+		v, err := getString(txn, keyVersion)
+		if len(v) == 8 {
+			have = int64(binary.BigEndian.Uint64([]byte(v)))
+		}
+		return err
+	}); err != nil || have >= layoutVersion {
+		return err
+	}
+	latest := map[string]int64{} // agent/room -> latest seq
+	if err := a.cfg.DB.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxMention)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().Key()[len(pfxMention):]
+			if len(k) < 9 {
+				continue
+			}
+			var m storedMention
+			if it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &m) }) != nil || m.Public || !m.Readable {
+				continue
+			}
+			key := string(k[:len(k)-9]) + "/" + m.RoomID
+			latest[key] = max(latest[key], m.Seq)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	var w writes
+	for k, seq := range latest {
+		w.set([]byte(pfxPrivate+k), u64(seq))
+		w.unit()
+	}
+	w.set([]byte(keyVersion), u64(layoutVersion))
+	return a.write(&w)
 }
 
 // Close stops the owner after it has stored what was queued, and ends
@@ -605,10 +726,11 @@ type liveEvent struct {
 }
 
 type writes struct {
-	ops  []groupcommit.KV // sets and deletes, applied in order (store.go)
-	cuts []int            // indices of ops where a commit may end
-	live []liveEvent
-	sums map[string]*directory.Entry // Lookup, once per room and pass (nil: not hosted)
+	heads map[*sub]int64   // feeds' heads this batch moves, durable once it is stored
+	ops   []groupcommit.KV // sets and deletes, applied in order (store.go)
+	cuts  []int            // indices of ops where a commit may end
+	live  []liveEvent
+	sums  map[string]*directory.Entry // Lookup, once per room and pass (nil: not hosted)
 }
 
 func (w *writes) summary(a *Attention, roomID string) (directory.Entry, bool) {
@@ -756,6 +878,10 @@ func (a *Attention) appendFeed(sb *sub, it FeedItem, w *writes) int64 {
 		w.del(seqKey(pfxFeed, sb.ID, sb.Floor))
 	}
 	w.set([]byte(pfxSub+sb.ID), mustJSON(sb.subMeta))
+	if w.heads == nil {
+		w.heads = map[*sub]int64{}
+	}
+	w.heads[sb] = sb.Head
 	w.live = append(w.live, liveEvent{sb.Agent, "subscription", map[string]any{"subscription_id": sb.ID, "item": it}})
 	return it.Seq
 }
@@ -854,8 +980,11 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 	if len(ev.Mentions) == 0 {
 		return
 	}
+	// At is when this node stores the item (retention counts from it),
+	// never the origin's received_at: a backfilled old record must not
+	// age out the items stored before it.
 	it := storedMention{MentionItem: MentionItem{RoomID: p.rec.RoomID, RoomSeq: p.rec.Seq, RecordHash: p.rec.Hash,
-		Actor: ev.Actor, Type: ev.Type, CreatedAt: ev.CreatedAt, At: p.rec.ReceivedAt}}
+		Actor: ev.Actor, Type: ev.Type, CreatedAt: ev.CreatedAt, At: now}}
 	if p.local {
 		s, ok := w.summary(a, p.rec.RoomID)
 		if !ok {
@@ -880,7 +1009,12 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 			continue // derived before the restart
 		}
 		it := it
-		it.Readable = it.Public || a.cfg.CanRead(it.RoomID, agent)
+		// A mention the agent may not read leaves no trace: no item, no
+		// seq, no live event.
+		if !it.Public && !a.cfg.CanRead(it.RoomID, agent) {
+			continue
+		}
+		it.Readable = true
 		ib := a.inboxes[agent]
 		if ib == nil {
 			ib = &inbox{}
@@ -889,18 +1023,31 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 		ib.head++
 		it.Seq = ib.head
 		w.set(seqKey(pfxMention, m, it.Seq), appendMention(nil, &it))
+		if !it.Public {
+			ib.setPrivate(it.RoomID, it.Seq)
+			w.set(privateKey(m, it.RoomID), u64(it.Seq))
+		}
+		floor := ib.floor
 		for ib.head-ib.floor > int64(a.cfg.Retention) {
 			ib.floor++
 			w.del(seqKey(pfxMention, m, ib.floor))
 		}
+		if ib.floor > floor {
+			for id, seq := range ib.private {
+				if seq <= ib.floor {
+					delete(ib.private, id)
+					w.del(privateKey(m, id))
+				}
+			}
+		}
 		hf := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(ib.head)), uint64(ib.floor))
 		w.set([]byte(pfxInbox+m), hf)
 		w.unit()
-		if it.Readable {
-			w.live = append(w.live, liveEvent{agent, "mention", it.MentionItem})
-		}
+		w.live = append(w.live, liveEvent{agent, "mention", it.MentionItem})
 	}
 }
+
+func privateKey(agent, roomID string) []byte { return []byte(pfxPrivate + agent + "/" + roomID) }
 
 func (a *Attention) joinOutcome(rec *record.Record, ev *identity.Event, w *writes) {
 	var p struct {

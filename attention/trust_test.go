@@ -1,11 +1,18 @@
 package attention
 
 import (
+	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // Property: a create request is a JSON object with a filter object; null,
@@ -143,5 +150,202 @@ func TestVersionsNeverGoBack(t *testing.T) {
 	snap := items(f.feed(alice, s.ID, Cursor{}, 0))
 	if len(snap) != 1 || snap[0].Version != last {
 		t.Fatalf("rebuild %+v, latest version %d", snap, last)
+	}
+}
+
+// Property: retention counts the time this node stored an item, never the
+// origin's received_at: one old backfilled mention (a mirrored record
+// received 30 days ago) does not age out the recent items, nor itself,
+// and after a restart on the same data dir the inbox still holds all.
+func TestRetentionCountsStoreTime(t *testing.T) {
+	f := start(t, nil)
+	f.w.put(directory.Entry{ID: roomID(1)})
+	for i := int64(1); i <= 3; i++ {
+		r := mentionRecord(t, roomID(1), i, "message.create", alice)
+		r.ReceivedAt = f.w.now.Load()
+		f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
+	}
+	f.settle()
+	old := mentionRecord(t, roomID(40), 1, "message.create", alice)
+	old.ReceivedAt = f.w.now.Load() - (30 * 24 * time.Hour).Milliseconds()
+	f.a.Mirrored(roomID(40), old, false)
+	f.settle()
+	check := func(when string) {
+		p := f.mentions(alice, Cursor{})
+		its := p.Items.([]MentionItem)
+		if p.ResetRequired || p.Watermark != 0 || len(its) != 4 || its[3].RoomID != roomID(40) || its[3].At != f.w.now.Load() {
+			t.Fatalf("%s: %+v", when, p)
+		}
+		if p := f.mentions(alice, Cursor{After: 1, StreamID: p.StreamID}); p.ResetRequired || len(p.Items.([]MentionItem)) != 3 {
+			t.Fatalf("%s: a saved cursor reset: %+v", when, p)
+		}
+	}
+	check("live")
+	f.restart()
+	check("after a restart")
+	// Age retention still applies, counted from the store time.
+	f.w.now.Add((8 * 24 * time.Hour).Milliseconds())
+	if p := f.mentions(alice, Cursor{After: 1}); !p.ResetRequired || p.Watermark != 4 {
+		t.Fatalf("aged: %+v", p)
+	}
+}
+
+// Property: a mention the agent may not read leaves no trace: no item, no
+// seq (the agent's seqs count only items it may read, without gaps), no
+// head a cursor could probe, no live event; restart included.
+func TestHiddenMentionsLeaveNoTrace(t *testing.T) {
+	f := start(t, nil)
+	f.w.put(directory.Entry{ID: roomID(1), Visibility: room.Public})
+	f.w.put(directory.Entry{ID: roomID(2), Visibility: room.Restricted})
+	w, err := f.a.Watch(alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.a.Unwatch(w)
+	send := func(roomN int, seq int64) {
+		r := mentionRecord(t, roomID(roomN), seq, "message.create", alice)
+		f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
+		f.settle()
+	}
+	send(1, 1)
+	send(2, 1) // alice may not read room 2
+	send(2, 2)
+	send(1, 2)
+	check := func(when string) {
+		p := f.mentions(alice, Cursor{})
+		its := p.Items.([]MentionItem)
+		if len(its) != 2 || its[0].Seq != 1 || its[1].Seq != 2 || p.NextAfter != 2 {
+			t.Fatalf("%s: %+v", when, p)
+		}
+		// The head is 2: a cursor of this stream at 3 was never issued.
+		if _, err := f.a.Mentions(alice, Cursor{After: 3, StreamID: p.StreamID}, 0); adp.CodeOf(err) != adp.CodeInvalidRequest {
+			t.Fatalf("%s: the head counts hidden mentions: %v", when, err)
+		}
+	}
+	check("live")
+	if n := len(w.C); n != 2 {
+		t.Fatalf("%d live events, want the 2 readable mentions", n)
+	}
+	f.restart()
+	check("after a restart")
+	n := 0
+	f.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte(pfxMention)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if n != 2 {
+		t.Fatalf("%d items stored, want 2", n)
+	}
+}
+
+// Property: a cursor is handed out only once it is durable. While a pass
+// that moved a feed's head is still being stored, a snapshot (after=0)
+// waits: the next_after it answers is never above the head on disk, so a
+// crash cannot take back a cursor a reader holds.
+func TestSnapshotCursorIsDurable(t *testing.T) {
+	var armed atomic.Bool
+	release := make(chan struct{})
+	held := make(chan struct{}, 1)
+	f := start(t, func(c *Config) {
+		c.beforeCommit = func(int, int) {
+			if armed.Load() {
+				select {
+				case held <- struct{}{}:
+				default:
+				}
+				<-release
+			}
+		}
+	})
+	s := f.create(alice, `{"filter":{}}`)
+	f.w.put(directory.Entry{ID: roomID(1)})
+	armed.Store(true)
+	f.a.NodeEvent(hostport.Event{Kind: hostport.EventStatus, RoomID: roomID(1)})
+	<-held // the pass's items are in memory, not on disk
+	storedHead := func() int64 {
+		var m subMeta
+		f.db.View(func(txn *badger.Txn) error {
+			item, err := txn.Get([]byte(pfxSub + s.ID))
+			if err != nil {
+				return err
+			}
+			return item.Value(func(v []byte) error { return json.Unmarshal(v, &m) })
+		})
+		return m.Head
+	}
+	type answer struct {
+		p      *Page
+		stored int64 // the head on disk when the answer came
+	}
+	got := make(chan answer, 1)
+	go func() {
+		p, err := f.a.Feed(alice, s.ID, Cursor{}, 0)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- answer{p, storedHead()}
+	}()
+	// The pass is stored once the reader has answered, or after a while
+	// (the reader waits for it): either way the answer is checked
+	// against the disk as it was when it came.
+	var a answer
+	select {
+	case a = <-got:
+	case <-time.After(200 * time.Millisecond):
+	}
+	armed.Store(false)
+	close(release)
+	if a.p == nil {
+		a = <-got
+	}
+	if a.p == nil || a.p.NextAfter != 1 || a.p.NextAfter > a.stored || kinds(items(a.p)) != "01/appeared" {
+		t.Fatalf("snapshot %+v while the head on disk was %d", a.p, a.stored)
+	}
+}
+
+// Property: after=0 honours limit. A feed's snapshot comes in pages of at
+// most limit rooms; read on with room_after, it yields every room once, and
+// the log after its next_after carries what changed meanwhile.
+func TestSnapshotHonoursLimit(t *testing.T) {
+	f := start(t, nil)
+	for i := 1; i <= 7; i++ {
+		f.w.put(directory.Entry{ID: roomID(i), Tags: []string{"x"}})
+	}
+	s := f.create(alice, `{"filter":{"tags":["x"]}}`)
+	var got []string
+	c := Cursor{}
+	var at int64
+	for {
+		p := f.feed(alice, s.ID, c, 3)
+		if len(items(p)) > 3 {
+			t.Fatalf("page of %d items with limit 3", len(items(p)))
+		}
+		for _, it := range items(p) {
+			got = append(got, it.RoomID[18:])
+		}
+		if c.RoomAfter == "" {
+			at = p.NextAfter
+			// A room changes between two pages of the snapshot.
+			r := f.w.get(roomID(1))
+			r.Topic = "changed"
+			f.w.put(r)
+			f.touch(roomID(1))
+		} else if p.NextAfter != at {
+			t.Fatalf("a continuation moved next_after %d -> %d", at, p.NextAfter)
+		}
+		if !p.HasMore {
+			break
+		}
+		c = Cursor{After: p.NextAfter, StreamID: p.StreamID, RoomAfter: p.NextRoomAfter}
+	}
+	if strings.Join(got, ",") != "01,02,03,04,05,06,07" {
+		t.Fatalf("snapshot rooms %v", got)
+	}
+	if log := kinds(items(f.feed(alice, s.ID, Cursor{After: at}, 0))); log != "01/changed" {
+		t.Fatalf("log after the snapshot %q", log)
 	}
 }
