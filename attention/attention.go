@@ -265,11 +265,12 @@ type Attention struct {
 
 	pmu       sync.Mutex
 	pendRec   []pendingRecord
-	pendRooms map[string]int64 // room -> highest record seq seen (0: a status change)
-	pendLook  map[string]bool  // rooms whose directory summary may have changed
-	pendMir   map[string]int64 // mirrored room -> highest record seq seen
-	pendChain []*Chain         // catch-ups asked for (CatchUp)
-	pendN     int              // records since the last pass took its queue
+	pendRooms map[string]int64              // room -> highest record seq seen (0: a status change)
+	pendLook  map[string]bool               // rooms whose directory summary may have changed
+	pendMir   map[string]int64              // mirrored room -> highest record seq seen
+	pendChain []*Chain                      // catch-ups asked for (CatchUp)
+	overflow  map[overflowKey]overflowRange // rooms whose records the full queue dropped
+	pendN     int                           // records since the last pass took its queue
 	rescanDue bool
 	dropped   atomic.Int64
 	wake      chan struct{}
@@ -283,6 +284,7 @@ type Attention struct {
 	lastPass int64            // stored keyPass at Open (0: none)
 	caught   map[string]int64 // water key -> highest seq derived by a catch-up
 	mirWM    map[string]int64 // mirrored room -> stored watermark
+	mirChain *Chain           // the mirror's records, once CatchUp gave them
 }
 
 type known struct {
@@ -306,7 +308,7 @@ func Open(cfg Config) (*Attention, error) {
 	a := &Attention{cfg: cfg, subs: map[string]*sub{}, byAgent: map[identity.AgentID]map[string]*sub{},
 		byTag: map[string]map[string]*sub{}, untagged: map[string]*sub{}, byRoom: map[string]map[string]*sub{},
 		known: map[string]known{}, inboxes: map[identity.AgentID]*inbox{}, pendRooms: map[string]int64{}, pendLook: map[string]bool{}, pendMir: map[string]int64{},
-		caught: map[string]int64{}, mirWM: map[string]int64{}, flushed: make(chan struct{}),
+		caught: map[string]int64{}, mirWM: map[string]int64{}, flushed: make(chan struct{}), overflow: map[overflowKey]overflowRange{},
 		wake: make(chan struct{}, 1), live: live.NewHub[struct{}](cfg.WatchBuffer), done: make(chan struct{})}
 	if err := a.load(); err != nil {
 		return nil, err
@@ -496,8 +498,9 @@ func (a *Attention) Close() error {
 	return nil
 }
 
-// Dropped counts records not turned into mention items because the queue
-// was full (the owner fell behind by MaxPending records).
+// Dropped counts records the full queue dropped (the owner fell behind by
+// MaxPending records): each is re-read from storage by a later pass
+// (overflow.go), so no mention is lost.
 func (a *Attention) Dropped() int64 { return a.dropped.Load() }
 
 // NodeEvent is the node listener (Node.Listen): cheap, never blocks.
@@ -563,6 +566,7 @@ func (a *Attention) IndexChanged(string) {
 func (a *Attention) queueLocked(p pendingRecord) {
 	if len(a.pendRec) >= a.cfg.MaxPending {
 		a.dropped.Add(1)
+		a.overflowLocked(p) // re-read from storage at the next pass (overflow.go)
 		return
 	}
 	a.pendRec = append(a.pendRec, p)
@@ -675,6 +679,10 @@ func (a *Attention) pass(last *time.Time, force bool) (time.Duration, int) {
 	}
 	mir := a.pendMir
 	chains := a.pendChain
+	var over map[overflowKey]overflowRange
+	if len(a.overflow) > 0 {
+		over, a.overflow = a.overflow, map[overflowKey]overflowRange{}
+	}
 	a.pendRec, a.pendChain = nil, nil
 	look := a.pendLook
 	a.pendRooms = map[string]int64{}
@@ -684,6 +692,7 @@ func (a *Attention) pass(last *time.Time, force bool) (time.Duration, int) {
 	for _, c := range chains {
 		a.catchUp(c)
 	}
+	skip := a.recoverOverflow(over, recs, rooms, mir)
 	var w writes
 	a.mu.Lock()
 	now := a.cfg.Now()
@@ -700,7 +709,7 @@ func (a *Attention) pass(last *time.Time, force bool) (time.Duration, int) {
 		a.rescanLocked(now, &w)
 	}
 	for _, p := range recs {
-		if !a.handled(p) {
+		if !skip[overflowKey{!p.local, p.rec.RoomID}] && !a.handled(p) {
 			a.recordLocked(p, now, &w)
 		}
 	}
