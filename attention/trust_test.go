@@ -349,3 +349,39 @@ func TestSnapshotHonoursLimit(t *testing.T) {
 		t.Fatalf("log after the snapshot %q", log)
 	}
 }
+
+// A data dir from before the index of non-public rooms (no at/v, no
+// at/mp/): the first start builds the index once, so losing access to a
+// room whose items were stored before still moves the visibility epoch;
+// a later start finds it built.
+func TestUpgradeBuildsPrivateRoomIndex(t *testing.T) {
+	f := start(t, nil)
+	f.w.put(directory.Entry{ID: roomID(2), Visibility: room.Restricted})
+	f.w.read[roomID(2)+"/"+string(alice)] = true
+	r := mentionRecord(t, roomID(2), 1, "message.create", alice)
+	f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
+	f.settle()
+	f.close()
+	// Back to the old layout.
+	db := openDB(t, f.dir)
+	if err := db.DropPrefix([]byte(pfxPrivate), []byte(keyVersion)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for round := 0; round < 2; round++ {
+		f.open()
+		if p := f.mentions(alice, Cursor{}); p.VisibilityEpoch != "0" || len(p.Items.([]MentionItem)) != 1 {
+			t.Fatalf("round %d: %+v", round, p)
+		}
+		f.w.mu.Lock()
+		delete(f.w.read, roomID(2)+"/"+string(alice))
+		f.w.mu.Unlock()
+		if p := f.mentions(alice, Cursor{Epoch: "0"}); !p.ResetRequired || p.VisibilityEpoch == "0" {
+			t.Fatalf("round %d: access lost, epoch unmoved: %+v", round, p)
+		}
+		f.w.mu.Lock()
+		f.w.read[roomID(2)+"/"+string(alice)] = true
+		f.w.mu.Unlock()
+		f.close()
+	}
+}
