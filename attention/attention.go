@@ -443,8 +443,9 @@ func (a *Attention) load() error {
 // of non-public rooms per inbox (at/mp/) is complete.
 const layoutVersion = 2
 
-// upgrade builds, once, the index of non-public rooms of inboxes stored
-// before it existed (a store without keyVersion), in bounded batches.
+// upgrade brings, once, inboxes stored before layoutVersion 2 (a store
+// without keyVersion) to it, in bounded batches: it builds the index of
+// non-public rooms and makes the items' times grow with their seqs.
 func (a *Attention) upgrade() error {
 	var have int64
 	if err := a.cfg.DB.View(func(txn *badger.Txn) error {
@@ -456,33 +457,62 @@ func (a *Attention) upgrade() error {
 	}); err != nil || have >= layoutVersion {
 		return err
 	}
+	// Items of that age were stamped with the record's received_at, which
+	// need not grow with their seqs; the age watermark's binary search
+	// needs it to. Each inbox's times are raised to the greatest before
+	// them (an item then ages out no earlier than one stored before it).
 	latest := map[string]int64{} // agent/room -> latest seq
+	var w writes
+	var flushErr error
+	flush := func() {
+		if len(w.ops) > 0 && flushErr == nil {
+			flushErr = a.write(&w)
+		}
+		w = writes{}
+	}
+	owner, at := "", int64(0)
 	if err := a.cfg.DB.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxMention)})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			k := it.Item().Key()[len(pfxMention):]
-			if len(k) < 9 {
+			k := it.Item().KeyCopy(nil)
+			rest := k[len(pfxMention):]
+			if len(rest) < 9 {
 				continue
 			}
 			var m storedMention
-			if it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &m) }) != nil || m.Public || !m.Readable {
+			if it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &m) }) != nil {
 				continue
 			}
-			key := string(k[:len(k)-9]) + "/" + m.RoomID
-			latest[key] = max(latest[key], m.Seq)
+			agent := string(rest[:len(rest)-9])
+			if agent != owner {
+				owner, at = agent, 0
+			}
+			if m.At < at {
+				m.At = at
+				w.set(k, appendMention(nil, &m))
+				w.unit()
+				if len(w.ops) >= 4096 {
+					flush()
+				}
+			}
+			at = m.At
+			if !m.Public && m.Readable {
+				key := agent + "/" + m.RoomID
+				latest[key] = max(latest[key], m.Seq)
+			}
 		}
 		return nil
 	}); err != nil {
 		return err
 	}
-	var w writes
 	for k, seq := range latest {
 		w.set([]byte(pfxPrivate+k), u64(seq))
 		w.unit()
 	}
 	w.set([]byte(keyVersion), u64(layoutVersion))
-	return a.write(&w)
+	flush()
+	return flushErr
 }
 
 // Close stops the owner after it has stored what was queued, and ends

@@ -385,3 +385,40 @@ func TestUpgradeBuildsPrivateRoomIndex(t *testing.T) {
 		f.close()
 	}
 }
+
+// A data dir from before store-time stamps: its items carry the records'
+// received_at, out of order. The first start raises each inbox's times to
+// the greatest before them, so the age watermark (a binary search) drops
+// only the old items at the front, never a recent one behind an old one.
+func TestUpgradeMakesItemTimesGrow(t *testing.T) {
+	f := start(t, nil)
+	f.close()
+	now := f.w.now.Load()
+	old := now - (30 * 24 * time.Hour).Milliseconds()
+	db := openDB(t, f.dir)
+	err := db.Update(func(txn *badger.Txn) error {
+		for i, at := range []int64{old, now, old, now} {
+			m := storedMention{MentionItem: MentionItem{Seq: int64(i + 1), RoomID: roomID(1), RoomSeq: int64(i + 1), At: at, Source: "local"}, Public: true, Readable: true}
+			if err := txn.Set(seqKey(pfxMention, string(alice), m.Seq), appendMention(nil, &m)); err != nil {
+				return err
+			}
+		}
+		if err := txn.Set([]byte(pfxInbox+string(alice)), append(u64(4), u64(0)...)); err != nil {
+			return err
+		}
+		return txn.Delete([]byte(keyVersion))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	for round := 0; round < 2; round++ {
+		f.open()
+		p := f.mentions(alice, Cursor{})
+		its := p.Items.([]MentionItem)
+		if p.Watermark != 1 || len(its) != 3 || its[0].Seq != 2 {
+			t.Fatalf("round %d: %+v", round, p)
+		}
+		f.close()
+	}
+}
