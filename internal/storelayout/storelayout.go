@@ -152,7 +152,7 @@ var Table = []Space{
 	{"AttentionPass", AttentionPass, true, "attention", "at/lp", "Unix ms:8 BE, when the last stored pass took its queue", 3},
 	{"AttentionPrivate", AttentionPrivate, false, "attention", "at/mp/<agent id>/<room>", "seq:8 BE, the agent's latest inbox item of this non-public room (the visibility epoch)", 3},
 	{"AttentionSeen", AttentionSeen, true, "attention", "at/rs", "the v/restored value at/id was made under (absent: none)", 3},
-	{"AttentionVersion", AttentionVersion, true, "attention", "at/v", "version:8 BE of attention's own layout (2: at/mp/ is complete)", 3},
+	{"AttentionVersion", AttentionVersion, true, "attention", "at/v", "version:8 BE of attention's own layout (2: at/mp/ is complete, item times grow with seqs)", 3},
 	{"ReadyProbe", ReadyProbe, true, "hostapi", "readyz", "never written: the readiness probe reads it", 1},
 }
 
