@@ -51,6 +51,11 @@ const (
 	pfxInbox    = storelayout.AttentionInbox
 	pfxWater    = storelayout.AttentionWater
 	keyPass     = storelayout.AttentionPass
+	pfxPrivate  = storelayout.AttentionPrivate
+	keySeen     = storelayout.AttentionSeen
+	keyVersion  = storelayout.AttentionVersion
+	// keyRestored is the node's: written by each restore from a backup.
+	keyRestored = storelayout.Restored
 )
 
 // Config wires the package to the node around it.
@@ -168,13 +173,18 @@ type subMeta struct {
 }
 
 type matchState struct {
-	V int64  `json:"v"`
+	V int64 `json:"v"` // the room's version: the seq of its latest item
+
 	F string `json:"f"`
 }
 
 type sub struct {
 	subMeta
 	matched map[string]matchState
+	// durable: the head as far as it is stored; a snapshot (after=0) is
+	// answered only once durable reaches Head, so no cursor is handed
+	// out that a crash could take back.
+	durable int64
 }
 
 // Feed item kinds and unavailable reasons.
@@ -223,7 +233,20 @@ type storedMention struct {
 	Readable bool `json:"r"` // whether the agent could read the room when the item was stored
 }
 
-type inbox struct{ head, floor int64 }
+// inbox is an agent's inbox: its head and floor (at/mh/), and the latest
+// item seq of each non-public room it holds items of (at/mp/), what the
+// visibility epoch is computed from without reading the items.
+type inbox struct {
+	head, floor int64
+	private     map[string]int64
+}
+
+func (ib *inbox) setPrivate(roomID string, seq int64) {
+	if ib.private == nil {
+		ib.private = map[string]int64{}
+	}
+	ib.private[roomID] = seq
+}
 
 // Attention is the subscription, inbox and live-stream service.
 type Attention struct {
@@ -238,14 +261,16 @@ type Attention struct {
 	byRoom   map[string]map[string]*sub // room -> subs that hold it matched
 	known    map[string]known           // room -> what was last evaluated
 	inboxes  map[identity.AgentID]*inbox
+	flushed  chan struct{} // closed (and replaced, under mu) after each write
 
 	pmu       sync.Mutex
 	pendRec   []pendingRecord
-	pendRooms map[string]int64 // room -> highest record seq seen (0: a status change)
-	pendLook  map[string]bool  // rooms whose directory summary may have changed
-	pendMir   map[string]int64 // mirrored room -> highest record seq seen
-	pendChain []*Chain         // catch-ups asked for (CatchUp)
-	pendN     int              // records since the last pass took its queue
+	pendRooms map[string]int64              // room -> highest record seq seen (0: a status change)
+	pendLook  map[string]bool               // rooms whose directory summary may have changed
+	pendMir   map[string]int64              // mirrored room -> highest record seq seen
+	pendChain []*Chain                      // catch-ups asked for (CatchUp)
+	overflow  map[overflowKey]overflowRange // rooms whose records the full queue dropped
+	pendN     int                           // records since the last pass took its queue
 	rescanDue bool
 	dropped   atomic.Int64
 	wake      chan struct{}
@@ -259,6 +284,7 @@ type Attention struct {
 	lastPass int64            // stored keyPass at Open (0: none)
 	caught   map[string]int64 // water key -> highest seq derived by a catch-up
 	mirWM    map[string]int64 // mirrored room -> stored watermark
+	mirChain *Chain           // the mirror's records, once CatchUp gave them
 }
 
 type known struct {
@@ -282,7 +308,7 @@ func Open(cfg Config) (*Attention, error) {
 	a := &Attention{cfg: cfg, subs: map[string]*sub{}, byAgent: map[identity.AgentID]map[string]*sub{},
 		byTag: map[string]map[string]*sub{}, untagged: map[string]*sub{}, byRoom: map[string]map[string]*sub{},
 		known: map[string]known{}, inboxes: map[identity.AgentID]*inbox{}, pendRooms: map[string]int64{}, pendLook: map[string]bool{}, pendMir: map[string]int64{},
-		caught: map[string]int64{}, mirWM: map[string]int64{},
+		caught: map[string]int64{}, mirWM: map[string]int64{}, flushed: make(chan struct{}), overflow: map[overflowKey]overflowRange{},
 		wake: make(chan struct{}, 1), live: live.NewHub[struct{}](cfg.WatchBuffer), done: make(chan struct{})}
 	if err := a.load(); err != nil {
 		return nil, err
@@ -293,32 +319,68 @@ func Open(cfg Config) (*Attention, error) {
 	return a, nil
 }
 
+// getString reads a single key (absent: "").
+func getString(txn *badger.Txn, key string) (string, error) {
+	item, err := txn.Get([]byte(key))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	v, err := item.ValueCopy(nil)
+	return string(v), err
+}
+
 func (a *Attention) load() error {
-	return a.cfg.DB.Update(func(txn *badger.Txn) error {
-		item, err := txn.Get([]byte(keyInstance))
-		switch {
-		case errors.Is(err, badger.ErrKeyNotFound):
+	if err := a.cfg.DB.Update(func(txn *badger.Txn) error {
+		inst, err := getString(txn, keyInstance)
+		if err != nil {
+			return err
+		}
+		// A restore from a backup marks the dir (keyRestored). A store
+		// made under another mark, or none, is a copy whose feeds went
+		// on elsewhere after the backup: a new stream, so every saved
+		// cursor gets reset_required.
+		mark, err := getString(txn, keyRestored)
+		if err != nil {
+			return err
+		}
+		seen, err := getString(txn, keySeen)
+		if err != nil {
+			return err
+		}
+		a.instance = inst
+		if inst == "" || mark != seen {
 			var b [8]byte
 			rand.Read(b[:])
 			a.instance = hex.EncodeToString(b[:])
 			if err := txn.Set([]byte(keyInstance), []byte(a.instance)); err != nil {
 				return err
 			}
+			if err := txn.Set([]byte(keySeen), []byte(mark)); err != nil {
+				return err
+			}
+		}
+		if inst == "" {
 			// A new store: everything from now on is derived with
 			// watermarks, so even a crash before the first stored pass
 			// is caught up at the next start.
 			if err := txn.Set([]byte(keyPass), u64(a.cfg.Now())); err != nil {
 				return err
 			}
-		case err != nil:
-			return err
-		default:
-			v, err := item.ValueCopy(nil)
-			if err != nil {
+			if err := txn.Set([]byte(keyVersion), u64(layoutVersion)); err != nil {
 				return err
 			}
-			a.instance = string(v)
 		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := a.upgrade(); err != nil {
+		return err
+	}
+	return a.cfg.DB.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxSub)})
 		for it.Rewind(); it.Valid(); it.Next() {
 			var m subMeta
@@ -326,7 +388,7 @@ func (a *Attention) load() error {
 				it.Close()
 				return err
 			}
-			a.addSub(&sub{subMeta: m, matched: map[string]matchState{}})
+			a.addSub(&sub{subMeta: m, matched: map[string]matchState{}, durable: m.Head})
 		}
 		it.Close()
 		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxMatch)})
@@ -348,7 +410,6 @@ func (a *Attention) load() error {
 			return err
 		}
 		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxInbox)})
-		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			agent := identity.AgentID(it.Item().Key()[len(pfxInbox):])
 			_ = it.Item().Value(func(v []byte) error {
@@ -358,8 +419,100 @@ func (a *Attention) load() error {
 				return nil
 			})
 		}
+		it.Close()
+		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxPrivate)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			agent, roomID, ok := strings.Cut(string(it.Item().Key()[len(pfxPrivate):]), "/")
+			ib := a.inboxes[identity.AgentID(agent)]
+			if !ok || ib == nil {
+				continue
+			}
+			_ = it.Item().Value(func(v []byte) error {
+				if len(v) == 8 {
+					ib.setPrivate(roomID, int64(binary.BigEndian.Uint64(v)))
+				}
+				return nil
+			})
+		}
 		return nil
 	})
+}
+
+// layoutVersion is attention's own layout (keyVersion): 2 since the index
+// of non-public rooms per inbox (at/mp/) is complete.
+const layoutVersion = 2
+
+// upgrade brings, once, inboxes stored before layoutVersion 2 (a store
+// without keyVersion) to it, in bounded batches: it builds the index of
+// non-public rooms and makes the items' times grow with their seqs.
+func (a *Attention) upgrade() error {
+	var have int64
+	if err := a.cfg.DB.View(func(txn *badger.Txn) error {
+		v, err := getString(txn, keyVersion)
+		if len(v) == 8 {
+			have = int64(binary.BigEndian.Uint64([]byte(v)))
+		}
+		return err
+	}); err != nil || have >= layoutVersion {
+		return err
+	}
+	// Items of that age were stamped with the record's received_at, which
+	// need not grow with their seqs; the age watermark's binary search
+	// needs it to. Each inbox's times are raised to the greatest before
+	// them (an item then ages out no earlier than one stored before it).
+	latest := map[string]int64{} // agent/room -> latest seq
+	var w writes
+	var flushErr error
+	flush := func() {
+		if len(w.ops) > 0 && flushErr == nil {
+			flushErr = a.write(&w)
+		}
+		w = writes{}
+	}
+	owner, at := "", int64(0)
+	if err := a.cfg.DB.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxMention)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().KeyCopy(nil)
+			rest := k[len(pfxMention):]
+			if len(rest) < 9 {
+				continue
+			}
+			var m storedMention
+			if it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &m) }) != nil {
+				continue
+			}
+			agent := string(rest[:len(rest)-9])
+			if agent != owner {
+				owner, at = agent, 0
+			}
+			if m.At < at {
+				m.At = at
+				w.set(k, appendMention(nil, &m))
+				w.unit()
+				if len(w.ops) >= 4096 {
+					flush()
+				}
+			}
+			at = m.At
+			if !m.Public && m.Readable {
+				key := agent + "/" + m.RoomID
+				latest[key] = max(latest[key], m.Seq)
+			}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	for k, seq := range latest {
+		w.set([]byte(pfxPrivate+k), u64(seq))
+		w.unit()
+	}
+	w.set([]byte(keyVersion), u64(layoutVersion))
+	flush()
+	return flushErr
 }
 
 // Close stops the owner after it has stored what was queued, and ends
@@ -375,8 +528,9 @@ func (a *Attention) Close() error {
 	return nil
 }
 
-// Dropped counts records not turned into mention items because the queue
-// was full (the owner fell behind by MaxPending records).
+// Dropped counts records the full queue dropped (the owner fell behind by
+// MaxPending records): each is re-read from storage by a later pass
+// (overflow.go), so no mention is lost.
 func (a *Attention) Dropped() int64 { return a.dropped.Load() }
 
 // NodeEvent is the node listener (Node.Listen): cheap, never blocks.
@@ -442,6 +596,7 @@ func (a *Attention) IndexChanged(string) {
 func (a *Attention) queueLocked(p pendingRecord) {
 	if len(a.pendRec) >= a.cfg.MaxPending {
 		a.dropped.Add(1)
+		a.overflowLocked(p) // re-read from storage at the next pass (overflow.go)
 		return
 	}
 	a.pendRec = append(a.pendRec, p)
@@ -554,6 +709,10 @@ func (a *Attention) pass(last *time.Time, force bool) (time.Duration, int) {
 	}
 	mir := a.pendMir
 	chains := a.pendChain
+	var over map[overflowKey]overflowRange
+	if len(a.overflow) > 0 {
+		over, a.overflow = a.overflow, map[overflowKey]overflowRange{}
+	}
 	a.pendRec, a.pendChain = nil, nil
 	look := a.pendLook
 	a.pendRooms = map[string]int64{}
@@ -563,6 +722,7 @@ func (a *Attention) pass(last *time.Time, force bool) (time.Duration, int) {
 	for _, c := range chains {
 		a.catchUp(c)
 	}
+	skip := a.recoverOverflow(over, recs, rooms, mir)
 	var w writes
 	a.mu.Lock()
 	now := a.cfg.Now()
@@ -579,7 +739,7 @@ func (a *Attention) pass(last *time.Time, force bool) (time.Duration, int) {
 		a.rescanLocked(now, &w)
 	}
 	for _, p := range recs {
-		if !a.handled(p) {
+		if !skip[overflowKey{!p.local, p.rec.RoomID}] && !a.handled(p) {
 			a.recordLocked(p, now, &w)
 		}
 	}
@@ -605,10 +765,11 @@ type liveEvent struct {
 }
 
 type writes struct {
-	ops  []groupcommit.KV // sets and deletes, applied in order (store.go)
-	cuts []int            // indices of ops where a commit may end
-	live []liveEvent
-	sums map[string]*directory.Entry // Lookup, once per room and pass (nil: not hosted)
+	heads map[*sub]int64   // feeds' heads this batch moves, durable once it is stored
+	ops   []groupcommit.KV // sets and deletes, applied in order (store.go)
+	cuts  []int            // indices of ops where a commit may end
+	live  []liveEvent
+	sums  map[string]*directory.Entry // Lookup, once per room and pass (nil: not hosted)
 }
 
 func (w *writes) summary(a *Attention, roomID string) (directory.Entry, bool) {
@@ -691,13 +852,11 @@ func (a *Attention) observe(id string, s *directory.Entry, local bool, now int64
 			if len(sb.matched) >= a.cfg.MaxMatches {
 				return
 			}
-			ms := matchState{V: 1, F: fp}
-			a.appendFeed(sb, FeedItem{RoomID: id, Version: ms.V, Kind: KindAppeared, Room: s, At: now}, w)
+			ms := matchState{V: a.appendFeed(sb, FeedItem{RoomID: id, Kind: KindAppeared, Room: s, At: now}, w), F: fp}
 			a.setMatched(sb, id, ms)
 			w.set([]byte(pfxMatch+sb.ID+"/"+id), mustJSON(ms))
 		case had && hit && was.F != fp:
-			ms := matchState{V: was.V + 1, F: fp}
-			a.appendFeed(sb, FeedItem{RoomID: id, Version: ms.V, Kind: KindChanged, Room: s, At: now}, w)
+			ms := matchState{V: a.appendFeed(sb, FeedItem{RoomID: id, Kind: KindChanged, Room: s, At: now}, w), F: fp}
 			a.setMatched(sb, id, ms)
 			w.set([]byte(pfxMatch+sb.ID+"/"+id), mustJSON(ms))
 		case had && !hit:
@@ -712,7 +871,7 @@ func (a *Attention) observe(id string, s *directory.Entry, local bool, now int64
 			case s.Status == room.StatusCancelled:
 				reason = ReasonCancelled
 			}
-			a.appendFeed(sb, FeedItem{RoomID: id, Version: was.V + 1, Kind: KindUnavailable, Unavailable: true, Reason: reason, At: now}, w)
+			a.appendFeed(sb, FeedItem{RoomID: id, Kind: KindUnavailable, Unavailable: true, Reason: reason, At: now}, w)
 			a.unsetMatched(sb, id)
 			w.del([]byte(pfxMatch + sb.ID + "/" + id))
 		}
@@ -738,22 +897,32 @@ func (a *Attention) observe(id string, s *directory.Entry, local bool, now int64
 		try(sb)
 	}
 	for _, t := range s.Tags {
-		for _, sb := range a.byTag[strings.ToLower(t)] {
+		for _, sb := range a.byTag[directory.Fold(t)] {
 			try(sb)
 		}
 	}
 }
 
-func (a *Attention) appendFeed(sb *sub, it FeedItem, w *writes) {
+// appendFeed appends it to sb's feed and returns its seq, which is also its
+// version: the versions of one (stream, room) grow with every item, and a
+// room that stops matching and matches again continues above its last
+// version (a count per room would start again at 1).
+func (a *Attention) appendFeed(sb *sub, it FeedItem, w *writes) int64 {
 	sb.Head++
 	it.Seq = sb.Head
+	it.Version = it.Seq
 	w.set(seqKey(pfxFeed, sb.ID, it.Seq), mustJSON(it))
 	for sb.Head-sb.Floor > int64(a.cfg.Retention) {
 		sb.Floor++
 		w.del(seqKey(pfxFeed, sb.ID, sb.Floor))
 	}
 	w.set([]byte(pfxSub+sb.ID), mustJSON(sb.subMeta))
+	if w.heads == nil {
+		w.heads = map[*sub]int64{}
+	}
+	w.heads[sb] = sb.Head
 	w.live = append(w.live, liveEvent{sb.Agent, "subscription", map[string]any{"subscription_id": sb.ID, "item": it}})
+	return it.Seq
 }
 
 func (a *Attention) setMatched(sb *sub, id string, ms matchState) {
@@ -788,10 +957,11 @@ func (a *Attention) addSub(s *sub) {
 		a.untagged[s.ID] = s
 		return
 	}
-	t := a.byTag[s.Filter.Tags[0]]
+	key := directory.Fold(s.Filter.Tags[0])
+	t := a.byTag[key]
 	if t == nil {
 		t = map[string]*sub{}
-		a.byTag[s.Filter.Tags[0]] = t
+		a.byTag[key] = t
 	}
 	t[s.ID] = s
 }
@@ -806,10 +976,11 @@ func (a *Attention) removeSub(s *sub) {
 	}
 	delete(a.untagged, s.ID)
 	if len(s.Filter.Tags) > 0 {
-		if t := a.byTag[s.Filter.Tags[0]]; t != nil {
+		key := directory.Fold(s.Filter.Tags[0])
+		if t := a.byTag[key]; t != nil {
 			delete(t, s.ID)
 			if len(t) == 0 {
-				delete(a.byTag, s.Filter.Tags[0])
+				delete(a.byTag, key)
 			}
 		}
 	}
@@ -848,8 +1019,11 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 	if len(ev.Mentions) == 0 {
 		return
 	}
+	// At is when this node stores the item (retention counts from it),
+	// never the origin's received_at: a backfilled old record must not
+	// age out the items stored before it.
 	it := storedMention{MentionItem: MentionItem{RoomID: p.rec.RoomID, RoomSeq: p.rec.Seq, RecordHash: p.rec.Hash,
-		Actor: ev.Actor, Type: ev.Type, CreatedAt: ev.CreatedAt, At: p.rec.ReceivedAt}}
+		Actor: ev.Actor, Type: ev.Type, CreatedAt: ev.CreatedAt, At: now}}
 	if p.local {
 		s, ok := w.summary(a, p.rec.RoomID)
 		if !ok {
@@ -874,7 +1048,12 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 			continue // derived before the restart
 		}
 		it := it
-		it.Readable = it.Public || a.cfg.CanRead(it.RoomID, agent)
+		// A mention the agent may not read leaves no trace: no item, no
+		// seq, no live event.
+		if !it.Public && !a.cfg.CanRead(it.RoomID, agent) {
+			continue
+		}
+		it.Readable = true
 		ib := a.inboxes[agent]
 		if ib == nil {
 			ib = &inbox{}
@@ -883,18 +1062,31 @@ func (a *Attention) recordLocked(p pendingRecord, now int64, w *writes) {
 		ib.head++
 		it.Seq = ib.head
 		w.set(seqKey(pfxMention, m, it.Seq), appendMention(nil, &it))
+		if !it.Public {
+			ib.setPrivate(it.RoomID, it.Seq)
+			w.set(privateKey(m, it.RoomID), u64(it.Seq))
+		}
+		floor := ib.floor
 		for ib.head-ib.floor > int64(a.cfg.Retention) {
 			ib.floor++
 			w.del(seqKey(pfxMention, m, ib.floor))
 		}
+		if ib.floor > floor {
+			for id, seq := range ib.private {
+				if seq <= ib.floor {
+					delete(ib.private, id)
+					w.del(privateKey(m, id))
+				}
+			}
+		}
 		hf := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(nil, uint64(ib.head)), uint64(ib.floor))
 		w.set([]byte(pfxInbox+m), hf)
 		w.unit()
-		if it.Readable {
-			w.live = append(w.live, liveEvent{agent, "mention", it.MentionItem})
-		}
+		w.live = append(w.live, liveEvent{agent, "mention", it.MentionItem})
 	}
 }
+
+func privateKey(agent, roomID string) []byte { return []byte(pfxPrivate + agent + "/" + roomID) }
 
 func (a *Attention) joinOutcome(rec *record.Record, ev *identity.Event, w *writes) {
 	var p struct {

@@ -332,7 +332,7 @@ func TestFeedLifecycle(t *testing.T) {
 		if it.Kind == KindUnavailable && (it.Room != nil || !it.Unavailable) {
 			t.Fatalf("unavailable item carries a body: %+v", it)
 		}
-		if it.RoomID == roomID(1) && (it.Version != 2 || it.Room.Topic != "renamed") {
+		if it.RoomID == roomID(1) && (it.Version != it.Seq || it.Room.Topic != "renamed") {
 			t.Fatalf("changed item %+v", it)
 		}
 	}
@@ -444,8 +444,13 @@ func TestRetentionWatermark(t *testing.T) {
 	if !p.ResetRequired {
 		t.Fatal("foreign stream ID accepted")
 	}
-	if _, err := f.a.Feed(alice, s.ID, Cursor{After: 11}, 0); adp.CodeOf(err) != adp.CodeInvalidRequest {
+	// A cursor beyond the head: 400 when it names this stream, which
+	// never issued it; reset_required when it names none.
+	if _, err := f.a.Feed(alice, s.ID, Cursor{After: 11, StreamID: p.StreamID}, 0); adp.CodeOf(err) != adp.CodeInvalidRequest {
 		t.Fatalf("cursor ahead: %v", err)
+	}
+	if p := f.feed(alice, s.ID, Cursor{After: 11}, 0); !p.ResetRequired {
+		t.Fatalf("cursor ahead without a stream: %+v", p)
 	}
 	// Storage stays at the retention bound.
 	n := 0
@@ -543,7 +548,8 @@ func TestHostileRequests(t *testing.T) {
 	if _, err := f.a.Feed(alice, "nope", Cursor{}, 0); adp.CodeOf(err) != adp.CodeNotFound {
 		t.Fatalf("unknown subscription: %v", err)
 	}
-	if _, err := f.a.Mentions(alice, Cursor{After: 5}, 0); adp.CodeOf(err) != adp.CodeInvalidRequest {
+	stream := f.mentions(alice, Cursor{}).StreamID
+	if _, err := f.a.Mentions(alice, Cursor{After: 5, StreamID: stream}, 0); adp.CodeOf(err) != adp.CodeInvalidRequest {
 		t.Fatalf("inbox cursor ahead: %v", err)
 	}
 }
@@ -606,14 +612,14 @@ func TestMentionsAccessAndReset(t *testing.T) {
 			t.Fatal("unreadable private room leaked")
 		}
 	}
-	if p.NextAfter != 4 || p.VisibilityEpoch != "0" {
+	if p.NextAfter != 3 || p.VisibilityEpoch != "0" {
 		t.Fatalf("page %+v", p)
 	}
 	cur := Cursor{After: p.NextAfter, StreamID: p.StreamID, Epoch: p.VisibilityEpoch}
 	// Restart: same stream, same epoch, nothing new.
 	f.restart()
 	p = f.mentions(alice, cur)
-	if p.ResetRequired || len(p.Items.([]MentionItem)) != 0 || p.NextAfter != 4 {
+	if p.ResetRequired || len(p.Items.([]MentionItem)) != 0 || p.NextAfter != 3 {
 		t.Fatalf("after restart %+v", p)
 	}
 	// alice loses access to room 2: reset, and the rebuild leaves it out.

@@ -164,6 +164,9 @@ func (a *Attention) CatchUp(c *Chain) {
 
 // catchUp runs on the owner.
 func (a *Attention) catchUp(c *Chain) {
+	if c.Mirror {
+		a.mirChain = c // for the mirrored rooms' overflows (overflow.go)
+	}
 	since := int64(0)
 	if !c.Mirror {
 		if a.lastPass == 0 {
@@ -174,12 +177,38 @@ func (a *Attention) catchUp(c *Chain) {
 		}
 		since = a.lastPass - catchUpMargin.Milliseconds()
 	}
+	var ranges []roomRange
+	for _, h := range c.Heads(since) {
+		wm, ok := a.storedWater(c.Mirror, h.ID)
+		if ok && h.Seq <= wm {
+			continue
+		}
+		ranges = append(ranges, roomRange{h.ID, max(wm-catchUpOverlap, 0), h.Seq})
+	}
+	a.derive(c, ranges, "attention: caught up after restart")
+}
+
+// roomRange is a room's records after seq after, up to seq to.
+type roomRange struct {
+	id        string
+	after, to int64
+}
+
+// derive reads the ranges' records from c and derives what the inboxes
+// lack (an item already there, same room and seq, is not added again). It
+// stores each room's watermark (the last seq read) with the items, and
+// returns it per room.
+func (a *Attention) derive(c *Chain, ranges []roomRange, what string) map[string]int64 {
+	reached := make(map[string]int64, len(ranges))
+	if len(ranges) == 0 {
+		return reached
+	}
 	began := time.Now()
 	now := a.cfg.Now()
 	cutoff := now - a.cfg.RetentionAge.Milliseconds()
 	idx := &inboxIndex{}
 	var w writes
-	rooms, derived := 0, 0
+	derived := 0
 	flush := func() {
 		if len(w.ops) > 0 {
 			if err := a.write(&w); err != nil {
@@ -189,17 +218,12 @@ func (a *Attention) catchUp(c *Chain) {
 		a.deliver(w.live)
 		w = writes{}
 	}
-	for _, h := range c.Heads(since) {
-		wm, ok := a.storedWater(c.Mirror, h.ID)
-		if ok && h.Seq <= wm {
-			continue
-		}
-		rooms++
-		after := max(wm-catchUpOverlap, 0)
-		for after < h.Seq {
-			recs, err := c.Records(h.ID, after, catchUpPage)
+	for _, h := range ranges {
+		after := h.after
+		for after < h.to {
+			recs, err := c.Records(h.id, after, catchUpPage)
 			if err != nil {
-				a.cfg.Log.Error("attention: catch-up read", "room", h.ID, "after", after, "err", err)
+				a.cfg.Log.Error("attention: catch-up read", "room", h.id, "after", after, "err", err)
 				break
 			}
 			if len(recs) == 0 {
@@ -214,8 +238,8 @@ func (a *Attention) catchUp(c *Chain) {
 					continue
 				}
 				r, _, err := record.Parse(raw)
-				if err != nil || r.RoomID != h.ID || r.Seq != after {
-					a.cfg.Log.Error("attention: catch-up: stored record does not parse", "room", h.ID, "seq", after, "err", err)
+				if err != nil || r.RoomID != h.id || r.Seq != after {
+					a.cfg.Log.Error("attention: catch-up: stored record does not parse", "room", h.id, "seq", after, "err", err)
 					continue
 				}
 				if r.ReceivedAt < cutoff {
@@ -229,22 +253,20 @@ func (a *Attention) catchUp(c *Chain) {
 				flush()
 			}
 		}
-		key := waterKey(c.Mirror, h.ID)
-		a.caught[string(key)] = after
+		key := waterKey(c.Mirror, h.id)
+		a.caught[string(key)] = max(a.caught[string(key)], after)
+		reached[h.id] = after
 		w.set(key, u64(after))
 		w.unit()
-		if c.Mirror && after > a.mirWM[h.ID] {
-			a.mirWM[h.ID] = after
+		if c.Mirror && after > a.mirWM[h.id] {
+			a.mirWM[h.id] = after
 		}
 	}
-	if rooms > 0 {
-		w.set([]byte(keyPass), u64(now))
-	}
+	w.set([]byte(keyPass), u64(now))
 	flush()
-	if rooms > 0 {
-		a.cfg.Log.Info("attention: caught up after restart", "mirror", c.Mirror, "rooms", rooms, "records", derived,
-			"took", time.Since(began).Round(time.Millisecond).String())
-	}
+	a.cfg.Log.Info(what, "mirror", c.Mirror, "rooms", len(ranges), "records", derived,
+		"took", time.Since(began).Round(time.Millisecond).String())
+	return reached
 }
 
 // inboxIndex is what the inboxes held when a catch-up began, loaded per

@@ -30,18 +30,26 @@ func badFilter(field, msg string) error {
 	return adp.Reason(adp.CodeInvalidRequest, "filter", msg).WithData("field", field)
 }
 
-// normalizeFilter checks f and lower-cases what is matched
-// case-insensitively.
+// normalizeFilter checks f and case-folds (directory.Fold) what is matched
+// case-insensitively, the fold the matching and the tag index use.
 func normalizeFilter(f *Filter) error {
 	if len(f.Keyword) > MaxKeywordLen {
 		return badFilter("keyword", fmt.Sprintf("keyword exceeds %d bytes", MaxKeywordLen))
 	}
-	f.Keyword = strings.ToLower(strings.TrimSpace(f.Keyword))
+	for field, v := range map[string]string{"keyword": f.Keyword, "host": f.Host, "language": f.Language, "creator": f.Creator} {
+		if hasControl(v) {
+			return badFilter(field, field+" holds a control character")
+		}
+	}
+	f.Keyword = directory.Fold(strings.TrimSpace(f.Keyword))
 	if len(f.Tags) > MaxTags {
 		return badFilter("tags", fmt.Sprintf("at most %d tags", MaxTags))
 	}
 	for i, t := range f.Tags {
-		t = strings.ToLower(strings.TrimSpace(t))
+		if hasControl(t) {
+			return badFilter("tags", "a tag holds a control character")
+		}
+		t = directory.Fold(strings.TrimSpace(t))
 		if t == "" || len(t) > MaxTagLen {
 			return badFilter("tags", fmt.Sprintf("a tag must have 1..%d bytes", MaxTagLen))
 		}
@@ -76,6 +84,17 @@ func normalizeFilter(f *Filter) error {
 		return badFilter("ends_before", "a subscription filter has no ends_before")
 	}
 	return nil
+}
+
+// hasControl reports whether s holds a C0 control character or DEL (NUL
+// included: JSON lets "\u0000" through).
+func hasControl(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // fingerprint covers what makes a "changed" item: status, topic, agenda,

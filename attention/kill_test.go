@@ -153,21 +153,27 @@ func killChild(t *testing.T, dir string) {
 		mu.Unlock()
 	}
 	cfg := attention.ForNode(n, nil, nil)
+	bob, carol := adptest.NewAgent("bob"), adptest.NewAgent("carol")
+	var a *attention.Attention
 	attention.SetCommits(&cfg, 11, 1<<20, func(i, _ int) {
 		mu.Lock()
 		hold := armed && i == 1
 		mu.Unlock()
 		if hold {
+			// The first commit is queued, not yet durable: HELD only
+			// once it is (its items are past the first pass's).
+			for !inboxHolds(a, bob.ID, 2) && !inboxHolds(a, carol.ID, 2) {
+				time.Sleep(time.Millisecond)
+			}
 			say("HELD")
 			select {} // the owner stops here until the kill
 		}
 	})
-	a, err := attention.Open(cfg)
+	a, err = attention.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.Attach(n, nil)
-	bob, carol := adptest.NewAgent("bob"), adptest.NewAgent("carol")
 	const rooms, perRoom = 4, 12
 	type head struct {
 		id   string

@@ -108,11 +108,30 @@ func lastWrites(ops []groupcommit.KV) []groupcommit.KV {
 // rewritten reports whether k is a key a batch may write more than once
 // (an inbox's head, a subscription's meta, a room's match state).
 func rewritten(k []byte) bool {
-	return bytes.HasPrefix(k, []byte(pfxInbox)) || bytes.HasPrefix(k, []byte(pfxSub)) || bytes.HasPrefix(k, []byte(pfxMatch))
+	return bytes.HasPrefix(k, []byte(pfxInbox)) || bytes.HasPrefix(k, []byte(pfxSub)) || bytes.HasPrefix(k, []byte(pfxMatch)) ||
+		bytes.HasPrefix(k, []byte(pfxPrivate))
 }
 
 // write stores w durably: it returns once every op is on disk (or failed).
+// Then the feeds' heads it moved count as durable: a snapshot waiting for
+// them may answer. (A failed write is logged by its caller and lets them
+// go on too: waiting would not bring its items back.)
 func (a *Attention) write(w *writes) error {
+	err := a.writeOps(w)
+	if len(w.heads) > 0 {
+		a.mu.Lock()
+		for sb, h := range w.heads {
+			sb.durable = max(sb.durable, h)
+		}
+		ch := a.flushed
+		a.flushed = make(chan struct{})
+		a.mu.Unlock()
+		close(ch)
+	}
+	return err
+}
+
+func (a *Attention) writeOps(w *writes) error {
 	maxOps, maxBytes := maxChunkOps, maxChunkBytes
 	if a.cfg.chunkOps > 0 {
 		maxOps, maxBytes = a.cfg.chunkOps, a.cfg.chunkBytes

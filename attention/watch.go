@@ -18,6 +18,10 @@ import (
 // and de-duplicates by (stream, seq).
 type Watcher = live.Subscription[struct{}]
 
+// streamCapRetryMs is the Retry-After of a refused stream: a slot frees as
+// soon as one of the agent's streams ends, which the host cannot foresee.
+const streamCapRetryMs = 5000
+
 // Watch opens a live stream for agent. An agent holds at most MaxWatchers
 // at a time; the cap is taken atomically by the hub, so concurrent opens
 // cannot exceed it, and a stream's slot comes back as soon as it ends.
@@ -28,7 +32,7 @@ func (a *Attention) Watch(agent identity.AgentID) (*Watcher, error) {
 	w, ok := a.live.SubscribeAtMost(string(agent), a.cfg.MaxWatchers, struct{}{})
 	if !ok {
 		return nil, adp.Reason(adp.CodeRateLimited, "stream_cap", fmt.Sprintf("an agent may hold at most %d live streams", a.cfg.MaxWatchers)).
-			WithData("limit", a.cfg.MaxWatchers)
+			WithData("limit", a.cfg.MaxWatchers).WithData("retry_after_ms", int64(streamCapRetryMs))
 	}
 	return w, nil
 }

@@ -48,6 +48,9 @@ type FeedPage struct {
 	HasMore         bool              `json:"has_more"`
 	ResetRequired   bool              `json:"reset_required"`
 	Watermark       int64             `json:"watermark"`
+	// NextRoomAfter: a feed's snapshot (after 0) has more rooms; the next
+	// page continues it (Cursor.RoomAfter).
+	NextRoomAfter string `json:"next_room_after,omitempty"`
 }
 
 // FeedItem is one change of a subscription's result set.
@@ -82,6 +85,9 @@ type Cursor struct {
 	After           int64  `json:"after"`
 	StreamID        string `json:"stream_id,omitempty"`
 	VisibilityEpoch string `json:"visibility_epoch,omitempty"`
+	// RoomAfter continues a feed's snapshot after this room (the page's
+	// NextRoomAfter); empty once the snapshot is read.
+	RoomAfter string `json:"room_after,omitempty"`
 }
 
 func (cur Cursor) query(limit int) string {
@@ -92,6 +98,9 @@ func (cur Cursor) query(limit int) string {
 	}
 	if cur.VisibilityEpoch != "" {
 		q.Set("visibility_epoch", cur.VisibilityEpoch)
+	}
+	if cur.RoomAfter != "" {
+		q.Set("room_after", cur.RoomAfter)
 	}
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
@@ -199,7 +208,7 @@ func (c *Client) Watch(ctx context.Context, feed Feed, cur Cursor, opt WatchOpti
 				return err
 			}
 		}
-		next := Cursor{After: p.NextAfter, StreamID: p.StreamID, VisibilityEpoch: p.VisibilityEpoch}
+		next := Cursor{After: p.NextAfter, StreamID: p.StreamID, VisibilityEpoch: p.VisibilityEpoch, RoomAfter: p.NextRoomAfter}
 		if next != cur {
 			if err := save(next); err != nil {
 				return err

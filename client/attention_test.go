@@ -118,10 +118,57 @@ func TestWatchResumesFromSavedCursor(t *testing.T) {
 	if err != nil || len(p.Items) != 1 {
 		t.Fatalf("feed %+v %v", p, err)
 	}
-	if _, err := reader.SubscriptionFeed(ctx, sub.ID, client.Cursor{After: 1 << 40}, 0); client.CodeOf(err) != "invalid_request" {
+	if _, err := reader.SubscriptionFeed(ctx, sub.ID, client.Cursor{After: 1 << 40, StreamID: p.StreamID}, 0); client.CodeOf(err) != "invalid_request" {
 		t.Fatalf("bad cursor: %v", err)
 	}
 	if err := reader.Unsubscribe(ctx, sub.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Property: Watch reads a feed's paged snapshot whole: with a page of one
+// room, every matching room arrives once (the pages go on with
+// room_after), then the log.
+func TestWatchReadsPagedSnapshot(t *testing.T) {
+	h := adptest.StartHost(t, node.Config{Rates: node.Rates{Message: 10000, MessageCeiling: 10000}})
+	ctx := context.Background()
+	owner, reader := newClient(t, h, "owner"), newClient(t, h, "reader")
+	now := h.Clock.Ms()
+	for i := 0; i < 3; i++ {
+		if _, err := owner.CreateRoom(ctx, map[string]any{"topic": "snap", "visibility": "public", "start_time": now,
+			"end_time": now + 3_600_000, "tags": []string{"snap"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sub, err := reader.Subscribe(ctx, client.Filter{Tags: []string{"snap"}}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rooms := map[string]int{}
+	var last client.Cursor
+	err = reader.Watch(ctx, client.SubscriptionFeedOf(sub.ID), client.Cursor{}, client.WatchOptions{Limit: 1, Once: true},
+		func(items []json.RawMessage, reset bool) error {
+			for _, raw := range items {
+				var it client.FeedItem
+				if err := json.Unmarshal(raw, &it); err != nil {
+					return err
+				}
+				rooms[it.RoomID]++
+			}
+			return nil
+		}, func(c client.Cursor) error { last = c; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rooms) != 3 {
+		t.Fatalf("rooms %v, want 3 once each", rooms)
+	}
+	for id, n := range rooms {
+		if n != 1 {
+			t.Fatalf("room %s %d times", id, n)
+		}
+	}
+	if last.RoomAfter != "" || last.After == 0 {
+		t.Fatalf("cursor after the snapshot %+v", last)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
@@ -313,5 +314,29 @@ func TestPageCost(t *testing.T) {
 	small, large := allocs(100), allocs(2000)
 	if large > small+2 || large > 20 {
 		t.Errorf("a page of 100 entries allocates %.0f times, of 2000 %.0f times", small, large)
+	}
+}
+
+// Property: Fold is strings.EqualFold as a function: every rune folds to
+// the same rune as every member of its simple case-folding orbit, and to a
+// rune EqualFold holds equal to it (so Fold(a) == Fold(b) exactly when
+// EqualFold(a, b)).
+func TestFoldIsEqualFold(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if r >= 0xD800 && r <= 0xDFFF {
+			continue
+		}
+		f := directory.Fold(string(r))
+		if !strings.EqualFold(f, string(r)) {
+			t.Fatalf("Fold(%U) = %q, which EqualFold holds apart", r, f)
+		}
+		for o := unicode.SimpleFold(r); o != r; o = unicode.SimpleFold(o) {
+			if g := directory.Fold(string(o)); g != f {
+				t.Fatalf("Fold(%U) = %q but Fold(%U) = %q", r, f, o, g)
+			}
+		}
+	}
+	if directory.Fold("Ο ΛΌΓΟΣ") != directory.Fold("ο λόγος") || directory.Fold("İ") == directory.Fold("i") {
+		t.Fatal("sigma or dotted I")
 	}
 }

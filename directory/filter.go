@@ -2,6 +2,7 @@ package directory
 
 import (
 	"strings"
+	"unicode/utf8"
 
 	"github.com/adpnode/adpnode/adp/room"
 )
@@ -24,9 +25,45 @@ type Filter struct {
 }
 
 // Haystack is the text a keyword is looked for in: topic, agenda and tags,
-// lower-cased.
+// case-folded (Fold).
 func Haystack(e *Entry) string {
-	return strings.ToLower(e.Topic + "\n" + e.Agenda + "\n" + strings.Join(e.Tags, "\n"))
+	return Fold(e.Topic + "\n" + e.Agenda + "\n" + strings.Join(e.Tags, "\n"))
+}
+
+// Fold is the one case fold of directory matching: Fold(a) == Fold(b)
+// exactly when strings.EqualFold(a, b), and a substring of a folded string
+// is the fold of a substring. Each rune becomes the lower case of its upper
+// case where that is in its simple case-folding orbit (Σ, σ and final ς
+// all fold to σ; K and the Kelvin sign to k), else itself (İ, which
+// EqualFold holds apart from i). strings.ToLower is not such a fold: it
+// leaves ς and σ apart, which EqualFold holds equal.
+func Fold(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= utf8.RuneSelf || ('A' <= c && c <= 'Z') {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return s
+	}
+	return strings.Map(foldRune, s)
+}
+
+func foldRune(r rune) rune {
+	if r < utf8.RuneSelf {
+		if 'A' <= r && r <= 'Z' {
+			return r + 'a' - 'A'
+		}
+		return r
+	}
+	one := string(r)
+	f, n := utf8.DecodeRuneInString(strings.ToLower(strings.ToUpper(one)))
+	if n > 0 && f != utf8.RuneError && strings.EqualFold(one, string(f)) {
+		return f
+	}
+	return r
 }
 
 // Match reports whether e passes the filter.
@@ -48,7 +85,7 @@ func (f *Filter) MatchText(e *Entry, hay string) bool {
 			return false
 		}
 	}
-	if f.Keyword != "" && !strings.Contains(hay, strings.ToLower(f.Keyword)) {
+	if f.Keyword != "" && !strings.Contains(hay, Fold(f.Keyword)) {
 		return false
 	}
 	return (f.Host == "" || strings.EqualFold(e.Host, f.Host)) &&

@@ -71,7 +71,7 @@ func (s *Server) deleteSubscription(c *gin.Context) {
 	c.Status(http.StatusNoContent)
 }
 
-// cursorParams reads after, stream_id and visibility_epoch.
+// cursorParams reads after, stream_id, visibility_epoch and room_after.
 func cursorParams(c *gin.Context) (attention.Cursor, error) {
 	var cur attention.Cursor
 	if v := c.Query("after"); v != "" {
@@ -81,11 +81,24 @@ func cursorParams(c *gin.Context) (attention.Cursor, error) {
 		}
 		cur.After = n
 	}
-	cur.StreamID, cur.Epoch = c.Query("stream_id"), c.Query("visibility_epoch")
-	if len(cur.StreamID) > 64 || len(cur.Epoch) > 64 {
-		return cur, adp.Reason(adp.CodeInvalidRequest, "cursor", "stream_id and visibility_epoch are short strings this host issued")
+	cur.StreamID, cur.Epoch, cur.RoomAfter = c.Query("stream_id"), c.Query("visibility_epoch"), c.Query("room_after")
+	if !cursorText(cur.StreamID) || !cursorText(cur.Epoch) || !cursorText(cur.RoomAfter) {
+		return cur, adp.Reason(adp.CodeInvalidRequest, "cursor", "stream_id, visibility_epoch and room_after are short printable strings this host issued")
 	}
 	return cur, nil
+}
+
+// cursorText: at most 64 printable ASCII bytes (no NUL, no control).
+func cursorText(v string) bool {
+	if len(v) > 64 {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		if v[i] <= 0x20 || v[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) subscriptionFeed(c *gin.Context) {

@@ -66,7 +66,8 @@ func TestAttentionHTTP(t *testing.T) {
 	expectCode(t, sendJSON(t, h, alice, http.MethodPost, "/v1/me/subscriptions", map[string]any{"filter": map[string]any{"keyword": strings.Repeat("k", 3000)}}), adp.CodeInvalidRequest)
 	expectCode(t, sendJSON(t, h, alice, http.MethodPost, "/v1/me/subscriptions", map[string]any{"filter": map[string]any{}, "extra": 1}), adp.CodeInvalidRequest)
 	expectCode(t, sendJSON(t, h, alice, http.MethodPost, "/v1/me/subscriptions", map[string]any{"filter": map[string]any{}, "ttl_seconds": 40 * 86400}), adp.CodeInvalidRequest)
-	for _, q := range []string{"?after=abc", "?after=-1", "?after=99", "?after=1.5", "?limit=100000"} {
+	stream := readPage(t, h, alice, "/v1/me/subscriptions/"+sub.ID+"/feed?after=0").StreamID
+	for _, q := range []string{"?after=abc", "?after=-1", "?after=99&stream_id=" + stream, "?after=1.5", "?limit=100000", "?stream_id=a%00b"} {
 		expectCode(t, get(t, h, alice, "/v1/me/subscriptions/"+sub.ID+"/feed"+q), adp.CodeInvalidRequest)
 	}
 	expectCode(t, get(t, h, bob, "/v1/me/subscriptions/"+sub.ID+"/feed"), adp.CodeNotFound)

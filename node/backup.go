@@ -3,8 +3,10 @@ package node
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
@@ -14,6 +16,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
 // A backup file is
@@ -107,6 +110,17 @@ func RestoreDir(dir string, in io.ReadSeeker) error {
 		return err
 	}
 	if err := db.Load(io.LimitReader(in, streamLen), 256); err != nil {
+		db.Close()
+		return fmt.Errorf("restore: %w", err)
+	}
+	// A restored dir is a new incarnation of the one backed up: what it
+	// handed out (attention's stream IDs) must not be taken for the
+	// original's, whose state went on after the backup.
+	var mark [16]byte
+	rand.Read(mark[:])
+	if err := db.Update(func(txn *badger.Txn) error {
+		return txn.Set([]byte(storelayout.Restored), []byte(hex.EncodeToString(mark[:])))
+	}); err != nil {
 		db.Close()
 		return fmt.Errorf("restore: %w", err)
 	}

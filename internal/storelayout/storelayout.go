@@ -28,6 +28,10 @@ const (
 	Terminal = "t/"       // t/<room>
 	Member   = "a/"       // a/<agent id>/<room>
 	Layout   = "v/layout" // the single key holding Version
+	// Restored is written by a restore from a backup: a fresh random ID,
+	// so that what a data dir hands out (attention's stream IDs) can tell
+	// a restored copy from the dir it was backed up from.
+	Restored = "v/restored"
 	// HostCosignature held witnesses' checkpoint.cosign assertions of
 	// this host's rooms; retired (the host log's witnesses replace them),
 	// dropped at start.
@@ -80,6 +84,9 @@ const (
 	AttentionInbox    = Attention + "mh/"
 	AttentionWater    = Attention + "w/"
 	AttentionPass     = Attention + "lp"
+	AttentionPrivate  = Attention + "mp/"
+	AttentionSeen     = Attention + "rs"
+	AttentionVersion  = Attention + "v"
 )
 
 // ReadyProbe is a key that is never written: the readiness check reads it
@@ -111,6 +118,7 @@ var Table = []Space{
 	{"Terminal", Terminal, false, "node", "t/<room>", "cold room summary JSON, with its final s/<room>", 2},
 	{"Member", Member, false, "node", "a/<agent id>/<room>", "flags:1 | role, for cold rooms", 2},
 	{"Layout", Layout, true, "node", "v/layout", "layout version:8 BE", 2},
+	{"Restored", Restored, true, "node", "v/restored", "random ID (hex) written by each restore from a backup", 3},
 	{"MirrorTarget", MirrorTarget, false, "mirror", "m/t/<target id>", "Target JSON", 1},
 	{"MirrorMeta", MirrorMeta, false, "mirror", "m/m/<host key>/<room>", "roomMeta JSON", 1},
 	{"MirrorRecord", MirrorRecord, false, "mirror", "m/r/<host key>/<room>/<seq:8 BE>", "record JSON", 1},
@@ -142,6 +150,9 @@ var Table = []Space{
 	{"AttentionInbox", AttentionInbox, false, "attention", "at/mh/<agent id>", "head:8 BE | floor:8 BE", 3},
 	{"AttentionWater", AttentionWater, false, "attention", "at/w/<l|m>/<room>", "seq:8 BE, the last seq handled (catch-up)", 3},
 	{"AttentionPass", AttentionPass, true, "attention", "at/lp", "Unix ms:8 BE, when the last stored pass took its queue", 3},
+	{"AttentionPrivate", AttentionPrivate, false, "attention", "at/mp/<agent id>/<room>", "seq:8 BE, the agent's latest inbox item of this non-public room (the visibility epoch)", 3},
+	{"AttentionSeen", AttentionSeen, true, "attention", "at/rs", "the v/restored value at/id was made under (absent: none)", 3},
+	{"AttentionVersion", AttentionVersion, true, "attention", "at/v", "version:8 BE of attention's own layout (2: at/mp/ is complete, item times grow with seqs)", 3},
 	{"ReadyProbe", ReadyProbe, true, "hostapi", "readyz", "never written: the readiness probe reads it", 1},
 }
 
