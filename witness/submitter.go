@@ -282,17 +282,21 @@ func (s *Submitter) verifies(raw []byte, vkey, line string) bool {
 	return cosignsWith(s.cfg.Log.Verifier(), v, raw, line)
 }
 
+// cosignsWith reports whether line is v's cosignature of raw and raw
+// is signed by the log itself (logV: the log's current origin and key).
+// A checkpoint of another origin (the public URL changed) is not this
+// log's, however well it is cosigned.
 func cosignsWith(logV note.Verifier, v *tlogwitness.CosignatureVerifier, raw []byte, line string) bool {
 	n, err := note.Open(append(append([]byte{}, raw...), line...), note.VerifierList(logV, v))
 	if err != nil {
 		return false
 	}
+	var byLog, byWitness bool
 	for _, sig := range n.Sigs {
-		if sig.Name == v.Name() && sig.Hash == v.KeyHash() {
-			return true
-		}
+		byLog = byLog || sig.Name == logV.Name() && sig.Hash == logV.KeyHash()
+		byWitness = byWitness || sig.Name == v.Name() && sig.Hash == v.KeyHash()
 	}
-	return false
+	return byLog && byWitness
 }
 
 // poll reads the log's checkpoint and wakes the workers when it changed;
