@@ -14,6 +14,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
 // A backup file is
@@ -109,6 +110,12 @@ func RestoreDir(dir string, in io.ReadSeeker) error {
 	if err := db.Load(io.LimitReader(in, streamLen), 256); err != nil {
 		db.Close()
 		return fmt.Errorf("restore: %w", err)
+	}
+	// The host log's witnesses may have seen leaves the node logged after
+	// the backup: the log holds back until they confirm (package tlog).
+	if err := db.Update(func(txn *badger.Txn) error { return txn.Set([]byte(storelayout.TlogFence), nil) }); err != nil {
+		db.Close()
+		return err
 	}
 	if err := db.Sync(); err != nil {
 		db.Close()

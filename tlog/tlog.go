@@ -102,6 +102,7 @@ const (
 	pfxMark    = storelayout.TlogMark
 	keyNext    = storelayout.TlogNext
 	keyClean   = storelayout.TlogClean
+	keyFence   = storelayout.TlogFence
 	pfxV1Index = storelayout.TlogIndex
 	pfxV1Hash  = storelayout.TlogHash
 )
@@ -149,6 +150,13 @@ type Log struct {
 	nodes  map[compact.NodeID][]byte // complete subtrees' hashes (proof.go)
 
 	witnessed atomic.Pointer[Witnessed] // SetWitnessed
+
+	// The fence after a restore (Fenced): while set, nothing is journalled
+	// beyond fenceSize; unfenced is closed by Unfence.
+	fenced    atomic.Bool
+	fenceSize uint64
+	unfenced  chan struct{}
+	fenceOnce sync.Once
 
 	cpMu     sync.Mutex
 	cpRaw    []byte
@@ -222,6 +230,9 @@ func Open(cfg Config) (*Log, error) {
 	clean, err := l.loadJournal()
 	if err == nil {
 		err = l.convertV1()
+	}
+	if err == nil {
+		err = l.loadFence()
 	}
 	if err != nil {
 		cancel()
@@ -311,6 +322,60 @@ func (l *Log) loadJournal() (clean bool, err error) {
 	return clean, err
 }
 
+// loadFence reads the restore fence (storelayout.TlogFence, written by
+// node.RestoreDir): the database is a backup's, and the log the node
+// kept after that backup may have had more leaves, which witnesses saw
+// and cosigned. The journal rebuilds the backup's tree exactly (replayTail
+// re-adds it in journal order), a prefix of any tree the log published
+// later; any leaf beyond it could differ from what the witnesses saw, so
+// none is added until Unfence (the witness submitter calls it once every
+// witness cosigned the rebuilt tree, which proves none holds a larger
+// one).
+func (l *Log) loadFence() error {
+	err := l.cfg.DB.View(func(txn *badger.Txn) error {
+		_, err := txn.Get([]byte(keyFence))
+		return err
+	})
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	l.fenced.Store(true)
+	l.fenceSize = l.next
+	l.unfenced = make(chan struct{})
+	l.log.Warn("host log: the data dir was restored from a backup; the log publishes nothing beyond the backup's tree until its witnesses confirm they hold no larger one (records are accepted and kept meanwhile, and logged then)",
+		"size", l.next)
+	return nil
+}
+
+// Fenced reports whether the log holds back after a restore, and the
+// size of the tree it holds at.
+func (l *Log) Fenced() (size uint64, fenced bool) {
+	if !l.fenced.Load() {
+		return 0, false
+	}
+	return l.fenceSize, true
+}
+
+// Unfence lifts the restore fence for good: the log goes on from the
+// backup's tree, logging every record accepted since (a catch-up scan).
+func (l *Log) Unfence() error {
+	if !l.fenced.Load() {
+		return nil
+	}
+	if err := l.cfg.DB.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(keyFence)) }); err != nil {
+		return err
+	}
+	l.fenceOnce.Do(func() {
+		l.fenced.Store(false)
+		close(l.unfenced)
+		l.log.Info("host log: every witness holds a prefix of the restored tree; logging resumes", "size", l.fenceSize)
+	})
+	return nil
+}
+
 // replayTail hands tessera the journalled leaves it has not integrated
 // (a crash between the journal write and integration).
 func (l *Log) replayTail() error {
@@ -371,7 +436,9 @@ func (l *Log) Append(leaf Leaf) {
 		return
 	}
 	l.mu.Lock()
-	if len(l.queue) >= l.cfg.MaxQueue {
+	if len(l.queue) >= l.cfg.MaxQueue || l.fenced.Load() {
+		// Fenced: not queued (the fence may last); the catch-up scan
+		// after Unfence finds it.
 		l.overflow = true
 	} else {
 		l.queue = append(l.queue, leaf)
@@ -397,6 +464,16 @@ func (l *Log) run(scan bool) {
 		if err != nil && l.ctx.Err() == nil {
 			l.failed.Store(&err)
 			l.log.Error("host log stopped; records stay durable and are logged at the next start", "err", err)
+		}
+	}
+	if l.fenced.Load() {
+		select {
+		case <-l.unfenced:
+			scan = true // records accepted while fenced
+		case <-l.stop:
+			return
+		case <-l.ctx.Done():
+			return
 		}
 	}
 	if scan {

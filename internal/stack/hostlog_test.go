@@ -1,6 +1,7 @@
 package stack_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -8,8 +9,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -160,8 +163,8 @@ type poster struct {
 	hashes     []string
 }
 
-func newPoster(t *testing.T, s *stack.Stack, clock *adptest.Clock) *poster {
-	p := &poster{t: t, clock: clock, alice: adptest.NewAgent("alice")}
+func newPoster(t *testing.T, s *stack.Stack, clock *adptest.Clock, agent string) *poster {
+	p := &poster{t: t, clock: clock, alice: adptest.NewAgent(agent)}
 	now := clock.Ms()
 	res, err := s.Node.Submit(context.Background(), p.alice.Envelope(now, "room.create", "", 0, "",
 		map[string]any{"topic": "logged", "visibility": "private", "start_time": now, "end_time": now + 3_600_000}), "")
@@ -176,6 +179,7 @@ func newPoster(t *testing.T, s *stack.Stack, clock *adptest.Clock) *poster {
 func (p *poster) post(s *stack.Stack, k int) {
 	p.t.Helper()
 	for range k {
+		p.clock.Advance(time.Millisecond)
 		r, err := s.Node.Submit(context.Background(), p.alice.Envelope(p.clock.Ms(), "message.create", p.room, p.head, p.hash,
 			map[string]any{"content_type": "text/plain", "content": "hi"}), p.room)
 		if err != nil {
@@ -212,7 +216,7 @@ func TestHostLogOriginChangeProofsVerify(t *testing.T) {
 	wNew := newTestWitness(t, pub, newOrigin)
 
 	s, _ := openHost(t, dir, "http://old.adp.test", clock, wOld.target(t))
-	p := newPoster(t, s, clock)
+	p := newPoster(t, s, clock, "alice")
 	p.post(s, 9)
 	waitUntil(t, "the old origin's witness cosigns all 10 records", func() bool {
 		_, size, _ := s.Witness.Witnessed()
@@ -282,4 +286,155 @@ func TestHostLogOriginChangeProofsVerify(t *testing.T) {
 	s, url = openHost(t, dir, "http://new.adp.test", clock)
 	defer s.Close()
 	check(s, url, wNew.w.VerifierKey())
+}
+
+// copyKey copies the node key of dir into dir2 (a backup holds the
+// database, not the key: the operator keeps node.key).
+func copyKey(t *testing.T, dir, dir2 string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, federation.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir2, federation.KeyFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitRefused waits until the restored host's log holds back (fenced)
+// and the host learnt that the witness holds a larger tree, or the
+// witness saw a fork.
+func waitRefused(t *testing.T, s *stack.Stack, w *testWitness) {
+	t.Helper()
+	waitUntil(t, "the restored log to hold back, or a fork", func() bool {
+		if splits, refused := w.faults(); splits > 0 || len(refused) > 0 {
+			return true
+		}
+		f, ok := any(s.HostLog).(interface{ Fenced() (uint64, bool) })
+		if !ok {
+			return false
+		}
+		size, fenced := f.Fenced()
+		_, cp, err := s.HostLog.Checkpoint(context.Background())
+		st := s.Witness.Stats()
+		return fenced && err == nil && cp.Size == size && len(st) == 1 && strings.Contains(st[0].LastError, "size 21")
+	})
+}
+
+// Property: a node restored from a backup never publishes a checkpoint
+// its witnesses would call a fork of their own. The restored log is the
+// backup's tree; while a witness holds a larger tree of the log (records
+// the node accepted after the backup), the log publishes nothing beyond
+// the backup's tree, across a restart too, and the records accepted
+// meanwhile stay durable; a backup that misses nothing the witnesses saw
+// resumes at once and every record, old and new, is logged once.
+func TestHostLogRestoreNeverForks(t *testing.T) {
+	dir, clock := t.TempDir(), adptest.NewClock()
+	pub := hostKey(t, dir)
+	origin := tlogproof.Origin("adp.test")
+	w := newTestWitness(t, pub, origin)
+
+	s, _ := openHost(t, dir, "http://adp.test", clock, w.target(t))
+	p := newPoster(t, s, clock, "alice")
+	p.post(s, 10)
+	waitUntil(t, "the witness cosigns 11 records", func() bool { return w.size(origin) == 11 })
+	var early bytes.Buffer
+	if err := s.Node.Backup(&early); err != nil {
+		t.Fatal(err)
+	}
+	p.post(s, 10)
+	waitUntil(t, "the witness cosigns 21 records", func() bool { return w.size(origin) == 21 })
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var late bytes.Buffer // offline, after the node stopped: it misses nothing
+	if err := node.BackupDir(filepath.Join(dir, "db"), &late); err != nil {
+		t.Fatal(err)
+	}
+
+	// The early backup, restored: the node runs, accepts records (more
+	// than the witness saw), and its log stays at the backup's tree.
+	dir2 := t.TempDir()
+	if err := node.RestoreDir(filepath.Join(dir2, "db"), bytes.NewReader(early.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	copyKey(t, dir, dir2)
+	s, _ = openHost(t, dir2, "http://adp.test", clock, w.target(t))
+	q := newPoster(t, s, clock, "bob")
+	q.post(s, 20)
+	waitRefused(t, s, w)
+	_, cp, err := s.HostLog.Checkpoint(context.Background())
+	if err != nil || cp.Size != 11 {
+		t.Fatalf("restored log publishes size %d (%v), want the backup's 11", cp.Size, err)
+	}
+	if splits, refused := w.faults(); splits != 0 || len(refused) != 0 {
+		t.Fatalf("the witness saw a fork: %d split views, refusals %v", splits, refused)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = openHost(t, dir2, "http://adp.test", clock, w.target(t))
+	waitRefused(t, s, w)
+	if _, cp, err := s.HostLog.Checkpoint(context.Background()); err != nil || cp.Size != 11 {
+		t.Fatalf("after a restart the restored log publishes size %d (%v), want 11", cp.Size, err)
+	}
+	if hs, err := s.Node.RecordHashes(q.room, 0, 100); err != nil || len(hs) != 21 {
+		t.Fatalf("records accepted while the log waits: %d (%v)", len(hs), err)
+	}
+	if splits, refused := w.faults(); splits != 0 || len(refused) != 0 {
+		t.Fatalf("the witness saw a fork: %d split views, refusals %v", splits, refused)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The late backup, restored: the witness confirms the tree, the log
+	// resumes, and new records are logged and cosigned.
+	dir3 := t.TempDir()
+	if err := node.RestoreDir(filepath.Join(dir3, "db"), bytes.NewReader(late.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	copyKey(t, dir, dir3)
+	s, _ = openHost(t, dir3, "http://adp.test", clock, w.target(t))
+	defer s.Close()
+	p.post(s, 5)
+	waitUntil(t, "the witness cosigns the restored log's growth", func() bool { return w.size(origin) == 26 })
+	if splits, refused := w.faults(); splits != 0 || len(refused) != 0 {
+		t.Fatalf("the witness saw a fork: %d split views, refusals %v", splits, refused)
+	}
+	_, cp, _ = s.HostLog.Checkpoint(context.Background())
+	seen := map[uint64]bool{}
+	for _, h := range p.hashes {
+		leaf, _ := tlogproof.RecordLeaf(h)
+		rp, err := s.HostLog.Inclusion(context.Background(), leaf, cp.Size)
+		if err != nil || tlogproof.VerifyInclusion(rp.Inclusion, leaf, cp.Hash) != nil || seen[rp.Inclusion.LeafIndex] {
+			t.Fatalf("record %s: %v", h, err)
+		}
+		seen[rp.Inclusion.LeafIndex] = true
+	}
+
+	// A host that never had a witness has nobody to fork against: its
+	// restored log resumes at once.
+	dir4, dir5 := t.TempDir(), t.TempDir()
+	s4, _ := openHost(t, dir4, "http://lone.adp.test", clock)
+	r := newPoster(t, s4, clock, "carol")
+	r.post(s4, 3)
+	var lone bytes.Buffer
+	if err := s4.Node.Backup(&lone); err != nil {
+		t.Fatal(err)
+	}
+	if err := s4.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := node.RestoreDir(filepath.Join(dir5, "db"), bytes.NewReader(lone.Bytes())); err != nil {
+		t.Fatal(err)
+	}
+	copyKey(t, dir4, dir5)
+	s5, _ := openHost(t, dir5, "http://lone.adp.test", clock)
+	defer s5.Close()
+	r.post(s5, 2)
+	waitUntil(t, "the witness-less restored log resumes", func() bool {
+		_, cp, err := s5.HostLog.Checkpoint(context.Background())
+		return err == nil && cp.Size == 6
+	})
 }
