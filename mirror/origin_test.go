@@ -1,0 +1,100 @@
+package mirror_test
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/adp/tlogwitness"
+	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/mirror"
+	"github.com/adpnode/adpnode/witness"
+)
+
+// startLogHostIn is startLogHost on a given data dir (so a restart keeps
+// the key and the log) and a fresh port, so a fresh public URL.
+func startLogHostIn(t *testing.T, dir string, clock *adptest.Clock, witnesses ...witness.Target) *fedtest.Peer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	origin := fmt.Sprintf("http://127.0.0.1:%d", port)
+	st, err := stack.Open(stack.Config{
+		Node: stack.NodeConfig{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now, Rates: adptest.TestRates(noRates)},
+		Federation: &federation.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, AnnounceInterval: 2 * time.Second,
+			AllowPrivateOrigins: true},
+		KeyDir: dir, TokenDir: dir, ShutdownTimeout: time.Second,
+		HostLog: &stack.HostLogConfig{Witnesses: witnesses, CheckpointInterval: 100 * time.Millisecond,
+			MinBackoff: 100 * time.Millisecond, MaxBackoff: time.Second},
+	})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	st.Serve(ln)
+	p := &fedtest.Peer{Stack: st, Name: "A", Dir: dir, Port: port, URL: origin, Clock: clock}
+	t.Cleanup(p.Stop)
+	return p
+}
+
+// Property: a mirror that witnesses a host's log learns the host's new
+// log origin when the host changes its public URL: from the host's signed
+// room announcements, once the new origin's binding to the host key is
+// verified. It announces the new origin and cosigns the host's
+// checkpoints under it, consistent with the old origin's tree, with no
+// split view.
+func TestMirrorWitnessLearnsNewOrigin(t *testing.T) {
+	clock := adptest.NewClock()
+	b := fedtest.Start(t, "B", t.TempDir(), clock, 0, fedtest.Options{Rates: noRates, Mirror: true})
+	bv, err := tlogwitness.NewCosignatureVerifier(b.Mir.Witness().VerifierKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := witness.Target{URL: b.URL + mirror.WitnessPath, Verifier: bv}
+	dir := t.TempDir()
+	a := startLogHostIn(t, dir, clock, target)
+	alice := adptest.NewAgent("alice")
+	id := fedtest.CreateRoom(t, a, alice, room.Public, "moving")
+	fedtest.MustSubmit(t, a, alice, "message.create", id, msg("before"))
+	mirrorOf(t, b, a, id)
+	mirrored(t, a, b, id)
+	oldOrigin := a.HostLog.Origin()
+	fedtest.Eventually(t, 60*time.Second, "B's witness cosigns A's log", func() bool {
+		st, err := b.Mir.Witness().State(oldOrigin)
+		return err == nil && st != nil && st.Size == 2
+	})
+
+	a.Stop()
+	clock.Advance(5 * time.Second)            // the new announcements are newer
+	a = startLogHostIn(t, dir, clock, target) // a new public URL
+	newOrigin := a.HostLog.Origin()
+	if newOrigin == oldOrigin {
+		t.Fatal("the restart kept the origin")
+	}
+	fedtest.Connect(t, a, b)
+	fedtest.MustSubmit(t, a, alice, "message.create", id, msg("after"))
+	fedtest.Eventually(t, 90*time.Second, "B's witness cosigns A's log under its new origin", func() bool {
+		st, err := b.Mir.Witness().State(newOrigin)
+		return err == nil && st != nil && st.Size == 3
+	})
+	if logs := b.Mir.WitnessedLogsForTest(); !slices.Contains(logs, newOrigin) {
+		t.Fatalf("B announces %v, not A's new origin %s", logs, newOrigin)
+	}
+	if n := len(b.Mir.EvidenceList()); n != 0 {
+		t.Fatalf("%d pieces of evidence against a host that only moved", n)
+	}
+	// A serves B's cosignature of the new origin's checkpoint.
+	fedtest.Eventually(t, 30*time.Second, "A keeps B's cosignature", func() bool {
+		_, size, vkeys := a.Witness.Witnessed()
+		return size == 3 && slices.Contains(vkeys, bv.Key())
+	})
+}
