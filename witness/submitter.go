@@ -109,9 +109,10 @@ type SubmitterConfig struct {
 	Logger  *slog.Logger
 	// Fence, when set, is the log's restore fence (*tlog.Log). While the
 	// log holds back after a restore, the submitter lifts the fence once
-	// every witness — the configured and discovered ones, and those whose
-	// cosignatures of this log it had stored — cosigned the held-back
-	// checkpoint: none holds a larger tree, so going on forks nothing.
+	// every witness that may hold a tree of this log — the configured
+	// ones, and those whose cosignatures of this log it had stored —
+	// cosigned the held-back checkpoint: none holds a larger tree, so
+	// going on forks nothing.
 	Fence Fence
 }
 
@@ -436,10 +437,11 @@ func (s *Submitter) fenced() (uint64, bool) {
 	return s.cfg.Fence.Fenced()
 }
 
-// checkFence lifts the log's restore fence once every witness cosigned
-// the held-back checkpoint: the configured and discovered ones, and
-// those whose stored cosignatures of this log came with the backup (a
-// discovered one among them is waited for until it is discovered again).
+// checkFence lifts the log's restore fence once every witness that may
+// hold a tree of this log cosigned the held-back checkpoint: the
+// configured ones, and those whose stored cosignatures of this log came
+// with the backup (a discovered one among them is waited for until it is
+// discovered again).
 func (s *Submitter) checkFence() {
 	size, fenced := s.fenced()
 	if !fenced {
@@ -452,7 +454,9 @@ func (s *Submitter) checkFence() {
 	}
 	var missing []string
 	for _, t := range s.targets {
-		if _, ok := s.lines[t.Verifier.Key()]; !ok {
+		// A discovered witness that never cosigned this log cannot hold
+		// a larger tree of it, and must not hold the log back by refusing.
+		if _, ok := s.lines[t.Verifier.Key()]; !ok && !t.discovered {
 			missing = append(missing, t.Verifier.Key())
 		}
 	}
