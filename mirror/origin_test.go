@@ -1,14 +1,19 @@
 package mirror_test
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/adpnode/adpnode/adp/archive"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
@@ -96,5 +101,43 @@ func TestMirrorWitnessLearnsNewOrigin(t *testing.T) {
 	fedtest.Eventually(t, 30*time.Second, "A keeps B's cosignature", func() bool {
 		_, size, vkeys := a.Witness.Witnessed()
 		return size == 3 && slices.Contains(vkeys, bv.Key())
+	})
+
+	// The room ends: B fetches the host's proof of its last record where
+	// the host answers now, under the new origin, and its archive carries
+	// it with B's own cosignature.
+	mirrored(t, a, b, id)
+	clock.Advance(61 * time.Minute)
+	fedtest.Eventually(t, 90*time.Second, "B's archive embeds the new origin's proof", func() bool {
+		resp, err := http.Get(b.URL + "/v1/mirrors/rooms/" + id + "/archive")
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+		doc, err := archive.ParseJSON(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := archive.Verify(doc, archive.Options{})
+		if err != nil {
+			t.Fatalf("B's archive: %v", err)
+		}
+		if doc.Manifest.Extra["host_log"] == nil {
+			return false
+		}
+		j, _ := json.Marshal(doc.Manifest.Extra["host_log"])
+		var f tlogproof.File
+		if err := json.Unmarshal(j, &f); err != nil {
+			t.Fatal(err)
+		}
+		cp, _, err := tlogproof.VerifyFile(f)
+		if err != nil || cp.Origin != newOrigin {
+			t.Fatalf("the embedded proof: origin %q, %v", cp.Origin, err)
+		}
+		return slices.ContainsFunc(rep.Witnesses, func(w tlogwitness.Cosigned) bool { return w.VKey == bv.Key() })
 	})
 }

@@ -237,7 +237,8 @@ func (m *Mirror) OnWitness(fn func(assertion.Witness)) {
 // announcedOrigin is a host's log origin as its newest verified
 // announcement names it.
 type announcedOrigin struct {
-	origin string
+	origin string // the log origin
+	base   string // scheme://host[:port]: where the host answers now
 	issued int64
 }
 
@@ -268,7 +269,7 @@ func (m *Mirror) noteOrigin(e *index.Entry) {
 	if m.origins == nil || len(m.origins) >= maxOrigins && !ok {
 		m.origins = map[identity.AgentID]announcedOrigin{} // bounded: refilled from the index
 	}
-	m.origins[e.Host.Key] = announcedOrigin{origin: o, issued: e.IssuedAt}
+	m.origins[e.Host.Key] = announcedOrigin{origin: o, base: u.Scheme + "://" + u.Host, issued: e.IssuedAt}
 }
 
 // currentOrigin returns the host's log origin from its newest verified
@@ -277,4 +278,25 @@ func (m *Mirror) currentOrigin(host identity.AgentID) string {
 	m.originsMu.Lock()
 	defer m.originsMu.Unlock()
 	return m.origins[host].origin
+}
+
+// proofOrigin returns where the host of a room answers for its log
+// (scheme://host[:port]) and the log origin its proofs are signed under:
+// its current ones when its newest verified announcement names another
+// origin than the room's URL (the host changed its public URL), else the
+// room URL's.
+func (m *Mirror) proofOrigin(r *Room) (base, logOrigin string) {
+	base = m.hl.base(r)
+	u, err := url.Parse(r.url)
+	if err != nil || u.Host == "" {
+		return base, ""
+	}
+	logOrigin = tlogproof.Origin(u.Host)
+	m.originsMu.Lock()
+	cur, ok := m.origins[r.host]
+	m.originsMu.Unlock()
+	if ok && cur.origin != logOrigin {
+		return cur.base, cur.origin
+	}
+	return base, logOrigin
 }
