@@ -121,3 +121,6 @@ func HostLogKeyForTest(host identity.AgentID, roomID string) []byte {
 // WitnessedLogsForTest lists the log origins the mirror's witness
 // announces.
 func (m *Mirror) WitnessedLogsForTest() []string { return m.witnessedLogs() }
+
+// ReconcileForTest runs one reconciliation pass with the index.
+func (m *Mirror) ReconcileForTest() { m.reconcile() }

@@ -1,6 +1,7 @@
 package mirror_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/stack"
@@ -26,6 +28,12 @@ import (
 // startLogHostIn is startLogHost on a given data dir (so a restart keeps
 // the key and the log) and a fresh port, so a fresh public URL.
 func startLogHostIn(t *testing.T, dir string, clock *adptest.Clock, witnesses ...witness.Target) *fedtest.Peer {
+	return startLogHostAs(t, dir, "", clock, witnesses...)
+}
+
+// startLogHostAs is startLogHostIn under the given public URL ("": its
+// own).
+func startLogHostAs(t *testing.T, dir, publicURL string, clock *adptest.Clock, witnesses ...witness.Target) *fedtest.Peer {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -33,6 +41,9 @@ func startLogHostIn(t *testing.T, dir string, clock *adptest.Clock, witnesses ..
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	origin := fmt.Sprintf("http://127.0.0.1:%d", port)
+	if publicURL != "" {
+		origin = publicURL
+	}
 	st, err := stack.Open(stack.Config{
 		Node: stack.NodeConfig{PublicURL: origin, DataDir: filepath.Join(dir, "db"), Now: clock.Now, Rates: adptest.TestRates(noRates)},
 		Federation: &federation.Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/0"}, AnnounceInterval: 2 * time.Second,
@@ -140,4 +151,49 @@ func TestMirrorWitnessLearnsNewOrigin(t *testing.T) {
 		}
 		return slices.ContainsFunc(rep.Witnesses, func(w tlogwitness.Cosigned) bool { return w.VKey == bv.Key() })
 	})
+}
+
+// Property: a mirrored host cannot make a mirror's witness vouch for an
+// origin it does not hold: an announcement naming an origin whose
+// discovery document does not name the host's key (here, the mirror's
+// own) teaches the mirror nothing; it keeps witnessing the host under the
+// origin it had.
+func TestMirrorWitnessIgnoresUnverifiedOrigin(t *testing.T) {
+	clock := adptest.NewClock()
+	b := fedtest.Start(t, "B", t.TempDir(), clock, 0, fedtest.Options{Rates: noRates, Mirror: true})
+	dir := t.TempDir()
+	a := startLogHostIn(t, dir, clock)
+	alice := adptest.NewAgent("alice")
+	id := fedtest.CreateRoom(t, a, alice, room.Public, "lying")
+	mirrorOf(t, b, a, id)
+	mirrored(t, a, b, id)
+	oldOrigin := a.HostLog.Origin()
+	fedtest.Eventually(t, 30*time.Second, "B learns A's origin", func() bool {
+		b.Mir.ReconcileForTest()
+		return slices.Contains(b.Mir.WitnessedLogsForTest(), oldOrigin)
+	})
+
+	a.Stop()
+	clock.Advance(5 * time.Second)
+	a = startLogHostAs(t, dir, b.URL, clock) // claims B's URL
+	stolen := a.HostLog.Origin()
+	fedtest.Connect(t, a, b)
+	fedtest.MustSubmit(t, a, alice, "message.create", id, msg("moved?"))
+	var lie *index.Entry
+	fedtest.Eventually(t, 60*time.Second, "B indexes A's announcement under the claimed URL", func() bool {
+		for _, e := range b.Index.Entries(clock.Ms(), false) {
+			if e.Host.Key == a.Fed.HostKey() && e.Host.Origin == b.URL {
+				lie = e
+				return true
+			}
+		}
+		return false
+	})
+	if err := b.Fed.CheckBinding(context.Background(), lie.Host); err == nil {
+		t.Fatal("the binding of A's key to B's origin verified")
+	}
+	b.Mir.ReconcileForTest()
+	if logs := b.Mir.WitnessedLogsForTest(); slices.Contains(logs, stolen) || !slices.Contains(logs, oldOrigin) {
+		t.Fatalf("B announces %v after A claimed %s", logs, stolen)
+	}
 }
