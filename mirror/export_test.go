@@ -117,3 +117,10 @@ func (m *Mirror) ExpireHostLogBackoffForTest() {
 func HostLogKeyForTest(host identity.AgentID, roomID string) []byte {
 	return []byte(pfxProof + roomKey(host, roomID))
 }
+
+// WitnessedLogsForTest lists the log origins the mirror's witness
+// announces.
+func (m *Mirror) WitnessedLogsForTest() []string { return m.witnessedLogs() }
+
+// ReconcileForTest runs one reconciliation pass with the index.
+func (m *Mirror) ReconcileForTest() { m.reconcile() }

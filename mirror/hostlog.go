@@ -243,13 +243,12 @@ func (m *Mirror) fetchProof(ctx context.Context, j proofJob) {
 // getProof fetches one room's proof from its host and checks it with the
 // kernel. Errors wrapping errRefused are answers the mirror refused.
 func (m *Mirror) getProof(ctx context.Context, j proofJob) (*archive.HostLogCheck, *tlogproof.File, error) {
-	u, err := url.Parse(j.r.url)
-	if err != nil || u.Host == "" {
+	m.hl.mu.Lock()
+	base, origin := m.proofOrigin(j.r)
+	m.hl.mu.Unlock()
+	if origin == "" {
 		return nil, nil, fmt.Errorf("room URL %q: %w", j.r.url, errRefused)
 	}
-	m.hl.mu.Lock()
-	base := m.hl.base(j.r)
-	m.hl.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, proofFetchTimeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+InclusionPath+"?record_hash="+url.QueryEscape(j.hash), nil)
@@ -277,8 +276,8 @@ func (m *Mirror) getProof(ctx context.Context, j proofJob) (*archive.HostLogChec
 	if err := json.Unmarshal(body, &f); err != nil {
 		return nil, nil, fmt.Errorf("not a record proof (%v): %w", err, errRefused)
 	}
-	check, err := archive.CheckHostLogProof(f, archive.HostLogClaim{Host: j.r.host, Origin: tlogproof.Origin(u.Host),
-		RoomID: j.r.id, Seq: j.seq, Hash: j.hash, Known: m.knownWitnesses(tlogproof.Origin(u.Host))})
+	check, err := archive.CheckHostLogProof(f, archive.HostLogClaim{Host: j.r.host, Origin: origin,
+		RoomID: j.r.id, Seq: j.seq, Hash: j.hash, Known: m.knownWitnesses(origin)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%v: %w", err, errRefused)
 	}

@@ -175,6 +175,13 @@ type Mirror struct {
 
 	witnessMu sync.Mutex
 	onWitness func(assertion.Witness) // OnWitness
+
+	// originsMu guards origins: each mirrored host's current log origin,
+	// from its newest announcement whose binding federation verified
+	// (witness.go), so the witness follows a host whose public URL
+	// changed.
+	originsMu sync.Mutex
+	origins   map[identity.AgentID]announcedOrigin
 }
 
 // Open loads the mirror's targets and rooms (replaying each stored chain
@@ -497,6 +504,7 @@ func (m *Mirror) reconcile() {
 			m.log.Info("mirroring room", "room", e.Room.URL)
 		}
 		m.followLocked(r)
+		m.noteOrigin(e)
 		if e.Room.Seq > r.Tip() {
 			r.wantSeq(e.Room.Seq)
 			m.queueGap(r)

@@ -42,14 +42,15 @@ func (m *Mirror) openWitness() error {
 func (m *Mirror) Witness() *witness.Witness { return m.witness }
 
 // hostLog returns the log of a host this mirror mirrors, by its origin
-// (tlogproof.Origin of the host[:port] of its rooms' URLs) and key. Two
+// (tlogproof.Origin of the host[:port] of its rooms' URLs, or of the
+// origin its newest verified announcement names: see noteOrigin) and key. Two
 // mirrored hosts claiming one origin make it unknown: the witness cannot
 // tell whose log it is.
 func (m *Mirror) hostLog(origin string) (tlogwitness.Log, identity.AgentID, bool) {
 	var host identity.AgentID
 	for _, r := range m.Rooms() {
 		u, err := url.Parse(r.url)
-		if err != nil || tlogproof.Origin(u.Host) != origin {
+		if err != nil || tlogproof.Origin(u.Host) != origin && m.currentOrigin(r.host) != origin {
 			continue
 		}
 		if host != "" && host != r.host {

@@ -12,8 +12,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/adpnode/adpnode/adp/assertion"
+	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/index"
 )
 
 // Gossip topics of mirrors.
@@ -166,7 +168,7 @@ func (m *Mirror) announceWitness(ctx context.Context) {
 }
 
 // witnessedLogs lists the log origins of the hosts this mirror mirrors
-// and does not hold faulty, sorted, at most assertion.MaxWitnessLogs.
+// and does not hold faulty (their rooms' and their current ones), sorted, at most assertion.MaxWitnessLogs.
 func (m *Mirror) witnessedLogs() []string {
 	seen := map[string]bool{}
 	for _, r := range m.Rooms() {
@@ -175,6 +177,9 @@ func (m *Mirror) witnessedLogs() []string {
 			continue
 		}
 		seen[tlogproof.Origin(u.Host)] = true
+		if o := m.currentOrigin(r.host); o != "" {
+			seen[o] = true
+		}
 	}
 	out := make([]string, 0, len(seen))
 	for o := range seen {
@@ -227,4 +232,71 @@ func (m *Mirror) OnWitness(fn func(assertion.Witness)) {
 	m.witnessMu.Lock()
 	m.onWitness = fn
 	m.witnessMu.Unlock()
+}
+
+// announcedOrigin is a host's log origin as its newest verified
+// announcement names it.
+type announcedOrigin struct {
+	origin string // the log origin
+	base   string // scheme://host[:port]: where the host answers now
+	issued int64
+}
+
+// maxOrigins bounds the hosts whose current origin is kept.
+const maxOrigins = 4096
+
+// noteOrigin keeps the log origin of the host of a mirrored room's
+// announcement when federation verified its binding (the origin's
+// discovery document names the host key and peer), newest announcement
+// first. A host that changed its public URL announces its rooms under the
+// new origin: its log goes on under that origin (tlog), and the witness
+// follows it. The rooms keep the URLs they were mirrored under.
+func (m *Mirror) noteOrigin(e *index.Entry) {
+	if !m.fed.Verified(e.Host) {
+		return
+	}
+	u, err := url.Parse(e.Host.Origin)
+	if err != nil || u.Host == "" {
+		return
+	}
+	o := tlogproof.Origin(u.Host)
+	m.originsMu.Lock()
+	defer m.originsMu.Unlock()
+	cur, ok := m.origins[e.Host.Key]
+	if ok && (cur.origin == o || cur.issued > e.IssuedAt) {
+		return
+	}
+	if m.origins == nil || len(m.origins) >= maxOrigins && !ok {
+		m.origins = map[identity.AgentID]announcedOrigin{} // bounded: refilled from the index
+	}
+	m.origins[e.Host.Key] = announcedOrigin{origin: o, base: u.Scheme + "://" + u.Host, issued: e.IssuedAt}
+}
+
+// currentOrigin returns the host's log origin from its newest verified
+// announcement ("" when none was seen).
+func (m *Mirror) currentOrigin(host identity.AgentID) string {
+	m.originsMu.Lock()
+	defer m.originsMu.Unlock()
+	return m.origins[host].origin
+}
+
+// proofOrigin returns where the host of a room answers for its log
+// (scheme://host[:port]) and the log origin its proofs are signed under:
+// its current ones when its newest verified announcement names another
+// origin than the room's URL (the host changed its public URL), else the
+// room URL's.
+func (m *Mirror) proofOrigin(r *Room) (base, logOrigin string) {
+	base = m.hl.base(r)
+	u, err := url.Parse(r.url)
+	if err != nil || u.Host == "" {
+		return base, ""
+	}
+	logOrigin = tlogproof.Origin(u.Host)
+	m.originsMu.Lock()
+	cur, ok := m.origins[r.host]
+	m.originsMu.Unlock()
+	if ok && cur.origin != logOrigin {
+		return cur.base, cur.origin
+	}
+	return base, logOrigin
 }

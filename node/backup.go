@@ -115,11 +115,16 @@ func RestoreDir(dir string, in io.ReadSeeker) error {
 	}
 	// A restored dir is a new incarnation of the one backed up: what it
 	// handed out (attention's stream IDs) must not be taken for the
-	// original's, whose state went on after the backup.
+	// original's, whose state went on after the backup. And the host log's
+	// witnesses may have seen leaves the node logged after the backup: the
+	// log holds back until they confirm (package tlog).
 	var mark [16]byte
 	rand.Read(mark[:])
 	if err := db.Update(func(txn *badger.Txn) error {
-		return txn.Set([]byte(storelayout.Restored), []byte(hex.EncodeToString(mark[:])))
+		if err := txn.Set([]byte(storelayout.Restored), []byte(hex.EncodeToString(mark[:]))); err != nil {
+			return err
+		}
+		return txn.Set([]byte(storelayout.TlogFence), nil)
 	}); err != nil {
 		db.Close()
 		return fmt.Errorf("restore: %w", err)

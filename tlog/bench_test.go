@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -216,4 +217,153 @@ func BenchmarkIntegration(b *testing.B) {
 			b.ReportMetric(float64(leaves*b.N)/total.Seconds(), "leaves/s")
 		})
 	}
+}
+
+// BenchmarkBurstCoveredLatency: bursts of 1,100 records at once (50 rooms,
+// 22 durable message.create writes each, by 50 concurrent writers) on a
+// node with the host log at the daemon's defaults; the time from a
+// write's acceptance (Submit returned) until a published checkpoint
+// covers its record, p50, p99 and max over every record of every burst.
+// Bursts are spaced by a random pause so that they fall at every phase of
+// the log's round and checkpoint timers.
+//
+//	go test ./tlog -run '^$' -bench BurstCoveredLatency -benchtime 20x
+func BenchmarkBurstCoveredLatency(b *testing.B) {
+	const rooms, perRoom = 50, 22
+	dir := b.TempDir()
+	n, err := node.Open(node.Config{DataDir: dir, PublicURL: "http://127.0.0.1:1", Log: slog.New(slog.DiscardHandler), Rates: node.NoRates()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Close()
+	_, key, _ := ed25519.GenerateKey(nil)
+	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: n.DB(), Key: key, Origin: "127.0.0.1:1/adp-log",
+		Source: n, Log: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	n.Listen(func(e hostport.Event) {
+		if e.Kind == hostport.EventRecord {
+			h, _ := tlogproof.RecordLeaf(e.Record.Hash)
+			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
+		}
+	})
+	type chain struct {
+		agent      *adptest.Agent
+		id, hash   string
+		head       int64
+		accepted   []time.Time
+		recordHash []string
+	}
+	chains := make([]*chain, rooms)
+	for i := range chains {
+		c := &chain{agent: adptest.NewAgent(fmt.Sprint("a", i))}
+		now := time.Now().UnixMilli()
+		res, err := n.Submit(context.Background(), c.agent.Envelope(now, "room.create", "", 0, "", map[string]any{"topic": "burst", "visibility": "public",
+			"start_time": now, "end_time": now + 3_600_000}), "")
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.id, c.head, c.hash = res.Record.RoomID, res.Record.Seq, res.Record.Hash
+		chains[i] = c
+	}
+	var lat []time.Duration
+	rnd := rand.New(rand.NewPCG(1, 2))
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		time.Sleep(time.Duration(rnd.Int64N(int64(1500 * time.Millisecond)))) // a random phase
+		b.StartTimer()
+		type seen struct {
+			at   time.Time
+			size uint64
+		}
+		var (
+			sizes  []seen
+			stop   = make(chan struct{})
+			polled = make(chan struct{})
+		)
+		go func() { // the poller: every growth of the published checkpoint, stamped
+			defer close(polled)
+			for done := false; !done; {
+				select {
+				case <-stop:
+					done = true // one more look: the waiter saw the last growth first
+				case <-time.After(time.Millisecond):
+				}
+				if _, cp, err := l.Checkpoint(context.Background()); err == nil && (len(sizes) == 0 || cp.Size > sizes[len(sizes)-1].size) {
+					sizes = append(sizes, seen{time.Now(), cp.Size})
+				}
+			}
+		}()
+		var wg sync.WaitGroup
+		for _, c := range chains {
+			c.accepted, c.recordHash = c.accepted[:0], c.recordHash[:0]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range perRoom {
+					ev := c.agent.Event(time.Now().UnixMilli(), "message.create", c.id, c.head, c.hash, map[string]any{"content_type": "text/plain", "content": "hi"})
+					r, err := n.Submit(context.Background(), c.agent.Sign(ev), c.id)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					c.accepted = append(c.accepted, time.Now())
+					c.recordHash = append(c.recordHash, r.Record.Hash)
+					c.head, c.hash = r.Record.Seq, r.Record.Hash
+				}
+			}()
+		}
+		wg.Wait()
+		// Wait until every record of the burst is covered.
+		var maxIdx uint64
+		for _, c := range chains {
+			for _, h := range c.recordHash {
+				leaf, _ := tlogproof.RecordLeaf(h)
+				for {
+					idx, ok, err := l.IndexOf(leaf)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if ok {
+						maxIdx = max(maxIdx, idx)
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if _, cp, err := l.Checkpoint(context.Background()); err == nil && cp.Size > maxIdx {
+				break
+			}
+			if time.Now().After(deadline) {
+				b.Fatal("no checkpoint covers the burst")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		close(stop)
+		<-polled
+		b.StopTimer()
+		for _, c := range chains {
+			for i, h := range c.recordHash {
+				leaf, _ := tlogproof.RecordLeaf(h)
+				idx, _, _ := l.IndexOf(leaf)
+				j := sort.Search(len(sizes), func(j int) bool { return sizes[j].size > idx })
+				if j == len(sizes) {
+					b.Fatalf("record at %d never seen covered", idx)
+				}
+				lat = append(lat, sizes[j].at.Sub(c.accepted[i]))
+			}
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)/2].Milliseconds()), "p50_ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Milliseconds()), "p99_ms")
+	b.ReportMetric(float64(lat[len(lat)-1].Milliseconds()), "max_ms")
 }

@@ -102,6 +102,7 @@ const (
 	pfxMark    = storelayout.TlogMark
 	keyNext    = storelayout.TlogNext
 	keyClean   = storelayout.TlogClean
+	keyFence   = storelayout.TlogFence
 	pfxV1Index = storelayout.TlogIndex
 	pfxV1Hash  = storelayout.TlogHash
 )
@@ -149,6 +150,13 @@ type Log struct {
 	nodes  map[compact.NodeID][]byte // complete subtrees' hashes (proof.go)
 
 	witnessed atomic.Pointer[Witnessed] // SetWitnessed
+
+	// The fence after a restore (Fenced): while set, nothing is journalled
+	// beyond fenceSize; unfenced is closed by Unfence.
+	fenced    atomic.Bool
+	fenceSize uint64
+	unfenced  chan struct{}
+	fenceOnce sync.Once
 
 	cpMu     sync.Mutex
 	cpRaw    []byte
@@ -210,7 +218,7 @@ func Open(cfg Config) (*Log, error) {
 		// match the log.
 		WithBatching(uint(2*chunk), cfg.BatchMaxAge).
 		WithPushback(uint(4 * chunk)).
-		WithCheckpointInterval(cfg.CheckpointInterval).
+		WithCheckpointInterval(publishInterval(cfg.CheckpointInterval)).
 		WithShutdownTimeout(10 * time.Second)
 	app, shutdown, reader, err := tessera.NewAppender(ctx, drv, opts)
 	if err != nil {
@@ -223,6 +231,9 @@ func Open(cfg Config) (*Log, error) {
 	if err == nil {
 		err = l.convertV1()
 	}
+	if err == nil {
+		err = l.loadFence()
+	}
 	if err != nil {
 		cancel()
 		return nil, err
@@ -234,6 +245,25 @@ func Open(cfg Config) (*Log, error) {
 	go l.run(!clean)
 	return l, nil
 }
+
+// publishInterval is tessera's checkpoint interval for the log's
+// CheckpointInterval. Tessera publishes when an integration completes,
+// unless the published checkpoint is younger than its interval; then it
+// tries again only a whole interval later. The writer's rounds, which
+// begin at most once per RoundInterval (by default the checkpoint
+// interval), already space the integrations; with tessera's interval
+// equal to theirs, a round whose integration ends a little less than an
+// interval after the last publication was published an interval late
+// (BenchmarkBurstCoveredLatency: p99 2.2–2.9 s at 1 s). At half the
+// interval each round's checkpoint is published when its integration
+// ends, and two are still never less than half an interval apart.
+func publishInterval(cpInt time.Duration) time.Duration {
+	return max(minPublishInterval, cpInt/2)
+}
+
+// minPublishInterval is the least checkpoint interval tessera's POSIX
+// driver accepts.
+const minPublishInterval = 100 * time.Millisecond
 
 // checkOrigin compares the origin of the published checkpoint with the
 // configured one. The origin is the public host's, so an operator who
@@ -290,6 +320,60 @@ func (l *Log) loadJournal() (clean bool, err error) {
 		return nil
 	})
 	return clean, err
+}
+
+// loadFence reads the restore fence (storelayout.TlogFence, written by
+// node.RestoreDir): the database is a backup's, and the log the node
+// kept after that backup may have had more leaves, which witnesses saw
+// and cosigned. The journal rebuilds the backup's tree exactly (replayTail
+// re-adds it in journal order), a prefix of any tree the log published
+// later; any leaf beyond it could differ from what the witnesses saw, so
+// none is added until Unfence (the witness submitter calls it once every
+// witness cosigned the rebuilt tree, which proves none holds a larger
+// one).
+func (l *Log) loadFence() error {
+	err := l.cfg.DB.View(func(txn *badger.Txn) error {
+		_, err := txn.Get([]byte(keyFence))
+		return err
+	})
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	l.fenced.Store(true)
+	l.fenceSize = l.next
+	l.unfenced = make(chan struct{})
+	l.log.Warn("host log: the data dir was restored from a backup; the log publishes nothing beyond the backup's tree until its witnesses confirm they hold no larger one (records are accepted and kept meanwhile, and logged then)",
+		"size", l.next)
+	return nil
+}
+
+// Fenced reports whether the log holds back after a restore, and the
+// size of the tree it holds at.
+func (l *Log) Fenced() (size uint64, fenced bool) {
+	if !l.fenced.Load() {
+		return 0, false
+	}
+	return l.fenceSize, true
+}
+
+// Unfence lifts the restore fence for good: the log goes on from the
+// backup's tree, logging every record accepted since (a catch-up scan).
+func (l *Log) Unfence() error {
+	if !l.fenced.Load() {
+		return nil
+	}
+	if err := l.cfg.DB.Update(func(txn *badger.Txn) error { return txn.Delete([]byte(keyFence)) }); err != nil {
+		return err
+	}
+	l.fenceOnce.Do(func() {
+		l.fenced.Store(false)
+		close(l.unfenced)
+		l.log.Info("host log: every witness holds a prefix of the restored tree; logging resumes", "size", l.fenceSize)
+	})
+	return nil
 }
 
 // replayTail hands tessera the journalled leaves it has not integrated
@@ -352,7 +436,9 @@ func (l *Log) Append(leaf Leaf) {
 		return
 	}
 	l.mu.Lock()
-	if len(l.queue) >= l.cfg.MaxQueue {
+	if len(l.queue) >= l.cfg.MaxQueue || l.fenced.Load() {
+		// Fenced: not queued (the fence may last); the catch-up scan
+		// after Unfence finds it.
 		l.overflow = true
 	} else {
 		l.queue = append(l.queue, leaf)
@@ -378,6 +464,16 @@ func (l *Log) run(scan bool) {
 		if err != nil && l.ctx.Err() == nil {
 			l.failed.Store(&err)
 			l.log.Error("host log stopped; records stay durable and are logged at the next start", "err", err)
+		}
+	}
+	if l.fenced.Load() {
+		select {
+		case <-l.unfenced:
+			scan = true // records accepted while fenced
+		case <-l.stop:
+			return
+		case <-l.ctx.Done():
+			return
 		}
 	}
 	if scan {

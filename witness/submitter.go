@@ -107,6 +107,19 @@ type SubmitterConfig struct {
 	Timeout time.Duration
 	Client  *http.Client
 	Logger  *slog.Logger
+	// Fence, when set, is the log's restore fence (*tlog.Log). While the
+	// log holds back after a restore, the submitter lifts the fence once
+	// every witness that may hold a tree of this log — the configured
+	// ones, and those whose cosignatures of this log it had stored —
+	// cosigned the held-back checkpoint: none holds a larger tree, so
+	// going on forks nothing.
+	Fence Fence
+}
+
+// Fence is a log that holds back after a restore (tlog.Log.Fenced).
+type Fence interface {
+	Fenced() (size uint64, fenced bool)
+	Unfence() error
 }
 
 // Submitter sends each new host checkpoint, with its consistency proof
@@ -126,6 +139,8 @@ type Submitter struct {
 	best    cosigned             // newest checkpoint with at least one cosignature
 	checked map[string]time.Time // vkey -> last origin check (discovery)
 	checkQ  chan offer
+	prior   []string // witnesses whose cosignatures were stored at start
+	waitLog bool     // the fence's wait for prior witnesses was logged
 	closed  bool
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
@@ -267,6 +282,7 @@ func (s *Submitter) load() error {
 			}
 			if len(c.Lines) > 0 {
 				s.best = c
+				s.prior = slices.Sorted(maps.Keys(c.Lines))
 			}
 			return nil
 		})
@@ -282,17 +298,21 @@ func (s *Submitter) verifies(raw []byte, vkey, line string) bool {
 	return cosignsWith(s.cfg.Log.Verifier(), v, raw, line)
 }
 
+// cosignsWith reports whether line is v's cosignature of raw and raw
+// is signed by the log itself (logV: the log's current origin and key).
+// A checkpoint of another origin (the public URL changed) is not this
+// log's, however well it is cosigned.
 func cosignsWith(logV note.Verifier, v *tlogwitness.CosignatureVerifier, raw []byte, line string) bool {
 	n, err := note.Open(append(append([]byte{}, raw...), line...), note.VerifierList(logV, v))
 	if err != nil {
 		return false
 	}
+	var byLog, byWitness bool
 	for _, sig := range n.Sigs {
-		if sig.Name == v.Name() && sig.Hash == v.KeyHash() {
-			return true
-		}
+		byLog = byLog || sig.Name == logV.Name() && sig.Hash == logV.KeyHash()
+		byWitness = byWitness || sig.Name == v.Name() && sig.Hash == v.KeyHash()
 	}
-	return false
+	return byLog && byWitness
 }
 
 // poll reads the log's checkpoint and wakes the workers when it changed;
@@ -316,6 +336,7 @@ func (s *Submitter) poll(ctx context.Context) {
 			}
 			s.expireLocked(time.Now())
 			s.mu.Unlock()
+			s.checkFence()
 		}
 		select {
 		case <-ctx.Done():
@@ -394,9 +415,71 @@ func (s *Submitter) worker(ctx context.Context, t *target) {
 			} else if backoff *= 2; backoff > s.cfg.MaxBackoff {
 				backoff = s.cfg.MaxBackoff
 			}
-			s.cfg.Logger.Warn("witness submission failed", "witness", t.URL, "size", size, "failures", st.Failures, "retry_in", backoff.String(), "err", err)
+			if fs, fenced := s.fenced(); fenced && newSize > fs {
+				s.cfg.Logger.Error("host log restored from a backup: a witness cosigned a larger tree of this log than the backup holds, so the log stays at the backup's tree (going on would fork it); restore a backup that holds every leaf the witnesses saw (an offline backup of the stopped node), or start a new log by changing public_url (docs/operations.md)",
+					"witness", t.URL, "witness_size", newSize, "backup_size", fs, "retry_in", backoff.String())
+			} else {
+				s.cfg.Logger.Warn("witness submission failed", "witness", t.URL, "size", size, "failures", st.Failures, "retry_in", backoff.String(), "err", err)
+			}
 		}
 		s.mu.Unlock()
+		if err == nil {
+			s.checkFence()
+		}
+	}
+}
+
+// fenced reports the log's restore fence.
+func (s *Submitter) fenced() (uint64, bool) {
+	if s.cfg.Fence == nil {
+		return 0, false
+	}
+	return s.cfg.Fence.Fenced()
+}
+
+// checkFence lifts the log's restore fence once every witness that may
+// hold a tree of this log cosigned the held-back checkpoint: the
+// configured ones, and those whose stored cosignatures of this log came
+// with the backup (a discovered one among them is waited for until it is
+// discovered again).
+func (s *Submitter) checkFence() {
+	size, fenced := s.fenced()
+	if !fenced {
+		return
+	}
+	s.mu.Lock()
+	if s.note == nil || s.size != size {
+		s.mu.Unlock()
+		return
+	}
+	var missing []string
+	for _, t := range s.targets {
+		// A discovered witness that never cosigned this log cannot hold
+		// a larger tree of it, and must not hold the log back by refusing.
+		if _, ok := s.lines[t.Verifier.Key()]; !ok && !t.discovered {
+			missing = append(missing, t.Verifier.Key())
+		}
+	}
+	var absent []string // prior witnesses the submitter does not reach yet
+	for _, k := range s.prior {
+		if _, ok := s.lines[k]; !ok {
+			missing = append(missing, k)
+			if !slices.ContainsFunc(s.targets, func(t *target) bool { return t.Verifier.Key() == k }) {
+				absent = append(absent, k)
+			}
+		}
+	}
+	logWait := len(absent) > 0 && !s.waitLog
+	s.waitLog = s.waitLog || logWait
+	s.mu.Unlock()
+	if logWait {
+		s.cfg.Logger.Warn("host log restored from a backup: waiting for witnesses that cosigned it before the backup (configure them with --witness, or wait for their announcement)", "witnesses", absent)
+	}
+	if len(missing) > 0 {
+		return
+	}
+	if err := s.cfg.Fence.Unfence(); err != nil {
+		s.cfg.Logger.Warn("host log: lift the restore fence", "err", err)
 	}
 }
 

@@ -181,7 +181,10 @@ func restoreCmd() *cobra.Command {
 		Short: "Load a backup file into a new (empty) data dir",
 		Long: `restore verifies a backup file (format, size of every frame, SHA-256 trailer)
 and loads it into the data dir, which must not exist or be empty. Start the
-node on the dir afterwards: recovery replays every room's chain.`,
+node on the dir afterwards: recovery replays every room's chain. The host log
+is rebuilt to the backup's tree and publishes nothing beyond it until every
+witness of the log has cosigned that tree (a witness that saw more of the log
+would call anything else a fork; docs/operations.md, "Backup and restore").`,
 		Example: `  adpnode restore --data ./data-restored -i adpnode.backup`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -196,7 +199,7 @@ node on the dir afterwards: recovery replays every room's chain.`,
 			if err := node.RestoreDir(data, f); err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "restored %s into %s\n", in, data)
+			fmt.Fprintf(os.Stderr, "restored %s into %s; the host log waits for its witnesses to confirm the backup's tree before it grows\n", in, data)
 			return nil
 		},
 	}

@@ -79,7 +79,7 @@ func (s *Stack) openHostLog(hc HostLogConfig, opts *hostapi.Options) error {
 		return nil // a typed nil would embed null
 	})
 	wc := witness.SubmitterConfig{Log: l, Targets: hc.Witnesses, DB: n.DB(), Logger: s.log,
-		MinBackoff: hc.MinBackoff, MaxBackoff: hc.MaxBackoff}
+		MinBackoff: hc.MinBackoff, MaxBackoff: hc.MaxBackoff, Fence: l}
 	if hc.Discover && s.Mir != nil {
 		wc.Discover = safehttp.Client(safehttp.Options{Timeout: 10 * time.Second, AllowPrivate: s.cfg.Federation.AllowPrivateOrigins})
 	}
