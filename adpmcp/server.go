@@ -272,10 +272,14 @@ func asToolError(err error) error {
 	var ce *client.Error
 	if errors.As(err, &ce) {
 		msg := ce.Message
+		hint := hints[ce.Code]
 		if r, ok := ce.Data["reason"].(string); ok && r != "" {
 			msg += " (reason: " + r + ")"
+			if r == "not_member" {
+				hint = hints[adp.CodeMembershipRequired]
+			}
 		}
-		return &toolError{Code: string(ce.Code), Message: msg, Hint: hints[ce.Code]}
+		return &toolError{Code: string(ce.Code), Message: msg, Hint: hint}
 	}
 	var ae *adp.Error
 	if errors.As(err, &ae) {
