@@ -60,6 +60,8 @@ type agent struct {
 type agentOpts struct {
 	http       *http.Client
 	maxFollows int
+	keyPath    string
+	maxWaits   int
 }
 
 // startAgent runs a server for key against node in process (the SDK's
@@ -69,7 +71,7 @@ func startAgent(t testing.TB, node string, clock *adptest.Clock, key *client.Key
 	if out == nil {
 		out = &transcript{}
 	}
-	cfg := adpmcp.Config{Key: key, Node: node, StateDir: state, Now: clock.Now, HTTP: o.http, MaxFollows: o.maxFollows,
+	cfg := adpmcp.Config{Key: key, Node: node, StateDir: state, Now: clock.Now, HTTP: o.http, MaxFollows: o.maxFollows, KeyPath: o.keyPath, MaxWaitsPerSession: o.maxWaits,
 		Log:           slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		FollowOptions: client.FollowOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}}
 	srv, err := adpmcp.New(cfg)
