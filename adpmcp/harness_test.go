@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -53,7 +54,7 @@ type agent struct {
 	key     *client.Key
 	out     *transcript
 	updates chan string
-	prog    chan float64
+	prog    chan string
 	cfg     adpmcp.Config
 }
 
@@ -71,14 +72,14 @@ func startAgent(t testing.TB, node string, clock *adptest.Clock, key *client.Key
 	if out == nil {
 		out = &transcript{}
 	}
-	cfg := adpmcp.Config{Key: key, Node: node, StateDir: state, Now: clock.Now, HTTP: o.http, MaxFollows: o.maxFollows, KeyPath: o.keyPath, MaxWaitsPerSession: o.maxWaits,
+	cfg := adpmcp.Config{Key: key, Node: node, StateDir: state, Now: clock.Now, HTTP: o.http, MaxFollows: o.maxFollows, KeyPath: o.keyPath, MaxWaitsPerSession: o.maxWaits, ProgressInterval: 50 * time.Millisecond,
 		Log:           slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		FollowOptions: client.FollowOptions{MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}}
 	srv, err := adpmcp.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &agent{t: t, srv: srv, key: key, out: out, updates: make(chan string, 64), prog: make(chan float64, 64), cfg: cfg}
+	a := &agent{t: t, srv: srv, key: key, out: out, updates: make(chan string, 64), prog: make(chan string, 64), cfg: cfg}
 	st, ct := mcp.NewInMemoryTransports()
 	ctx := context.Background()
 	ss, err := srv.MCP().Connect(ctx, st, nil)
@@ -103,7 +104,7 @@ func (a *agent) connect(ctx context.Context, ct mcp.Transport) *mcp.ClientSessio
 		ProgressNotificationHandler: func(_ context.Context, r *mcp.ProgressNotificationClientRequest) {
 			a.out.add(r.Params)
 			select {
-			case a.prog <- r.Params.Progress:
+			case a.prog <- fmt.Sprint(r.Params.ProgressToken):
 			default:
 			}
 		},
@@ -160,7 +161,8 @@ func (a *agent) must(name string, args any, out any) *mcp.CallToolResult {
 	a.t.Helper()
 	res := a.call(name, args, out)
 	if res.IsError {
-		a.t.Fatalf("%s(%v): %s", name, args, text(res))
+		as, _ := json.Marshal(args)
+		a.t.Fatalf("%s(%.300s): %s", name, as, text(res))
 	}
 	return res
 }

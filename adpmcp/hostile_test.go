@@ -60,7 +60,9 @@ func TestLyingHostReportedUnverified(t *testing.T) {
 	h := adptest.StartHost(t, stack.NodeConfig{})
 	alice := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
 	lie := &lyingTransport{
-		match:   func(r *http.Request) bool { return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events") },
+		match: func(r *http.Request) bool {
+			return r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/events")
+		},
 		rewrite: func(b []byte) []byte { return bytes.ReplaceAll(b, []byte("the truth"), []byte("a lie!!!!")) },
 	}
 	bob := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{http: &http.Client{Transport: lie}})
@@ -96,7 +98,9 @@ func TestLyingHostReportedUnverified(t *testing.T) {
 	}
 
 	// The host alters its answer to bob's post.
-	lie.match = func(r *http.Request) bool { return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/"+room.RoomID) }
+	lie.match = func(r *http.Request) bool {
+		return r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/"+room.RoomID)
+	}
 	lie.rewrite = func(b []byte) []byte { return bytes.Replace(b, []byte(`"received_at":`), []byte(`"received_at":1`), 1) }
 	res := bob.must("post", map[string]any{"room": room.RoomID, "text": "my answer", "idempotency_key": "k1"}, &p)
 	if p.Verified || !strings.Contains(text(res), "accepted as seq") || !strings.Contains(text(res), "answer unverifiable") {
@@ -127,7 +131,9 @@ func TestRestartResumesWithNothingLostOrRepeated(t *testing.T) {
 	h := adptest.StartHost(t, stack.NodeConfig{})
 	alice := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
 	bobKey, bobState := newKey(t), t.TempDir()
-	lie := &lyingTransport{match: func(r *http.Request) bool { return r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/v1/rooms/") }}
+	lie := &lyingTransport{match: func(r *http.Request) bool {
+		return r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/v1/rooms/")
+	}}
 	bob := startAgent(t, h.URL, h.Clock, bobKey, bobState, nil, agentOpts{http: &http.Client{Transport: lie}})
 
 	var room createOut

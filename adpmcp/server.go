@@ -59,6 +59,9 @@ type Config struct {
 	MaxFollows int
 	// FollowOptions tune the live room connections (tests shorten them).
 	FollowOptions client.FollowOptions
+	// ProgressInterval is how often a wait with a progress token reports
+	// progress (0: 5 s).
+	ProgressInterval time.Duration
 }
 
 // Server is one agent's MCP server.
@@ -101,6 +104,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxFollows <= 0 {
 		cfg.MaxFollows = defaultMaxFollow
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = progressEvery
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
