@@ -492,17 +492,15 @@ func (s *Server) readRoom(ctx context.Context, _ *mcp.CallToolRequest, in ReadIn
 		lim = defaultReadLimit
 	}
 	lim = min(lim, maxReadLimit)
-	var after int64
+	r, err := rr.c.Room(ctx, rr.id)
+	if err != nil {
+		return ReadOut{}, "", err
+	}
+	after := max(r.Head.Seq-int64(lim), 0)
 	if in.AfterSeq != nil {
 		after = max(*in.AfterSeq, 0)
-	} else {
-		r, err := rr.c.Room(ctx, rr.id)
-		if err != nil {
-			return ReadOut{}, "", err
-		}
-		after = max(r.Head.Seq-int64(lim), 0)
 	}
-	items, more, head, err := s.readVerified(ctx, rr, after, lim)
+	items, more, head, err := s.readVerifiedAt(ctx, rr, r, after, lim)
 	if err != nil {
 		return ReadOut{}, "", err
 	}
