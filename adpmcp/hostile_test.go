@@ -311,7 +311,9 @@ func TestHostileInputDoesNotEndTheSession(t *testing.T) {
 
 	garbage := []func([]byte) []byte{
 		func([]byte) []byte { return []byte("not json at all") },
-		func([]byte) []byte { return []byte(`{"result":[{"seq":"x"},null,17,{"envelope":{"event":{"payload":{"content":{"deep":[[[[]]]]}}}}}]}`) },
+		func([]byte) []byte {
+			return []byte(`{"result":[{"seq":"x"},null,17,{"envelope":{"event":{"payload":{"content":{"deep":[[[[]]]]}}}}}]}`)
+		},
 		func([]byte) []byte { return []byte(`{"result":[` + strings.Repeat(`{"seq":1},`, 5000) + `{}]}`) },
 		func(b []byte) []byte { return b[:len(b)/2] },
 	}
