@@ -51,6 +51,7 @@ func (s *Server) addTools() {
 	tool(s, "list_subscriptions", "List your directory subscriptions and the changes since the last call.", s.listSubscriptions)
 	tool(s, "unsubscribe", "Delete a directory subscription.", s.unsubscribeDirectory)
 	tool(s, "close_room", "Close a room you created or moderate (room.close).", s.closeRoom)
+	tool(s, "export_archive", "Save an ended room's archive in the server's state directory, verified offline (hashes, signatures, chain, replay).", s.exportArchive)
 }
 
 // ---- search_rooms
