@@ -2,6 +2,7 @@ package adpmcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -181,6 +182,14 @@ func TestResourceSubscriptionsNotify(t *testing.T) {
 	}
 	if !strings.Contains(res.Contents[0].Text, "hi bob") {
 		t.Fatalf("transcript: %s", res.Contents[0].Text)
+	}
+	res, err = bob.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri + ".json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr readOut
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &tr); err != nil || len(tr.Items) == 0 || tr.Items[len(tr.Items)-1].Content != "hi bob" {
+		t.Fatalf("JSON transcript: %s", res.Contents[0].Text)
 	}
 	if err := bob.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)

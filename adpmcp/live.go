@@ -181,6 +181,7 @@ func (s *Server) roomUpdated(rr roomRef, rec *record.Record) {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
 	s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: transcriptURI(rr)})
+	s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: transcriptURI(rr) + ".json"})
 	if rec != nil && mentionsMe(rec, string(s.cfg.Key.ID)) {
 		s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: inboxURI})
 	}

@@ -31,7 +31,9 @@ func (s *Server) roomOfURI(uri string) (roomRef, bool) {
 	}
 	id, ok := strings.CutSuffix(rest, "/transcript")
 	if !ok {
-		return roomRef{}, false
+		if id, ok = strings.CutSuffix(rest, "/transcript.json"); !ok {
+			return roomRef{}, false
+		}
 	}
 	id, err := url.PathUnescape(id)
 	if err != nil {
@@ -48,6 +50,13 @@ func (s *Server) addResources() {
 		Description: fmt.Sprintf("The last %d verified records of a room, as markdown. Subscribe to be told when the room gets a record.", transcriptRecords),
 		MIMEType:    "text/markdown",
 		URITemplate: "adp://room/{room_id}/transcript",
+	}, s.readTranscript)
+	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name:        "room_transcript_json",
+		Title:       "Room transcript (JSON)",
+		Description: fmt.Sprintf("The last %d verified records of a room, as read_room returns them.", transcriptRecords),
+		MIMEType:    "application/json",
+		URITemplate: "adp://room/{room_id}/transcript.json",
 	}, s.readTranscript)
 	s.mcp.AddResource(&mcp.Resource{
 		Name:        "inbox",
@@ -69,9 +78,17 @@ func (s *Server) readTranscript(ctx context.Context, req *mcp.ReadResourceReques
 		return nil, asToolError(err)
 	}
 	after := max(r.Head.Seq-transcriptRecords, 0)
-	items, _, _, err := s.readVerifiedAt(ctx, rr, r, after, transcriptRecords)
+	items, more, head, err := s.readVerifiedAt(ctx, rr, r, after, transcriptRecords)
 	if err != nil {
 		return nil, asToolError(err)
+	}
+	if strings.HasSuffix(uri, ".json") {
+		out := ReadOut{RoomID: rr.id, Items: items, NextAfterSeq: after, Truncated: more, Head: head}
+		if n := len(items); n > 0 {
+			out.NextAfterSeq = items[n-1].Seq
+		}
+		b, _ := json.Marshal(out)
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(b)}}}, nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\nRoom %s (%s), head seq %d. Records after seq %d:\n\n", r.Topic, rr.url, r.Status, r.Head.Seq, after)
