@@ -142,6 +142,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.mcp.AddReceivingMiddleware(s.recoverMiddleware)
 	s.addTools()
+	s.addRoundTools()
 	s.addResources()
 	s.addPrompts()
 	return s, nil
