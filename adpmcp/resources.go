@@ -120,7 +120,12 @@ func (s *Server) readInbox(ctx context.Context, req *mcp.ReadResourceRequest) (*
 
 // subscribe starts what drives notifications/resources/updated for a
 // URI: the room's live connection, or the inbox poller.
-func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) (err error) {
+	defer func() {
+		if err != nil {
+			s.refused.Add(1)
+		}
+	}()
 	uri := req.Params.URI
 	var release func()
 	switch {
@@ -209,7 +214,8 @@ func (s *Server) pollInbox(ctx context.Context) {
 		page, err := s.home.Mentions(cctx, cur, 50)
 		cancel()
 		if err == nil && !page.ResetRequired {
-			if last >= 0 && len(page.Items) > 0 {
+			// The first poll reports mentions the agent has not read yet.
+			if len(page.Items) > 0 {
 				s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: inboxURI})
 			}
 			last = page.NextAfter
