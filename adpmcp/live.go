@@ -43,9 +43,6 @@ type liveRoom struct {
 	notify chan struct{} // cap 1: coalesces notifications
 }
 
-// ErrTooManyRooms is the live-connection bound.
-var errTooManyRooms = errors.New("too many live rooms")
-
 func newLiveRooms(s *Server, max int) *liveRooms {
 	return &liveRooms{s: s, max: max, rooms: map[string]*liveRoom{}}
 }

@@ -428,8 +428,6 @@ func (s *Server) reviewRequests(ctx context.Context, _ *mcp.CallToolRequest, in 
 				if role == "" {
 					role = requestField(jr, "role")
 				}
-				var rec interface{ GetSeq() int64 }
-				_ = rec
 				r, rerr := rr.c.Review(ctx, rr.id, jr, approve, role, in.Reason)
 				if err = rerr; err == nil {
 					d.Seq = r.Seq
