@@ -220,9 +220,13 @@ func TestSealedRoomAndNoKeyInAnyOutput(t *testing.T) {
 	if j.Status != "joined" {
 		t.Fatalf("join: %+v", j)
 	}
-	var p postOut
+	var p, again postOut
 	const secret = "the vault code is 7-4-1"
-	alice.must("post", map[string]any{"room": room.RoomID, "text": secret, "mentions": []string{string(bobKey.ID)}}, &p)
+	alice.must("post", map[string]any{"room": room.RoomID, "text": secret, "mentions": []string{string(bobKey.ID)}, "idempotency_key": "s1"}, &p)
+	alice.must("post", map[string]any{"room": room.RoomID, "text": secret, "mentions": []string{string(bobKey.ID)}, "idempotency_key": "s1"}, &again)
+	if !again.Replayed || again.Seq != p.Seq {
+		t.Fatalf("a sealed post with the same key: %+v, first %+v", again, p)
+	}
 	var r readOut
 	bob.must("read_room", map[string]any{"room": room.RoomID, "after_seq": 0}, &r)
 	var opened *item
