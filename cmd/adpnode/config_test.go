@@ -72,7 +72,7 @@ func TestPartialRatesKeepDefaults(t *testing.T) {
 		if err != nil {
 			return node.Rates{}, err
 		}
-		return ratesOf(v)
+		return ratesOf(v), nil
 	}
 	rates, err := parse("rates: {message: 10}\n")
 	if err != nil {

@@ -125,12 +125,11 @@ func settingsFrom(v *settings.Values) (*serveSettings, error) {
 		return nil, err
 	}
 	publicURL := derivePublicURL(v, ss.tls)
-	rates, err := ratesOf(v)
-	if err != nil {
-		return nil, err
+	if err := validOrigin(publicURL); err != nil {
+		return nil, fmt.Errorf("public_url: %w", err)
 	}
 	ss.cfg = node.Config{PublicURL: publicURL, DataDir: v.String("data"), MaxBodyBytes: v.Size("max_body_bytes"),
-		Rates: rates, JoinRequestTTL: v.Duration("join_request_ttl"), DiskReserveBytes: v.Size("disk_reserve")}
+		Rates: ratesOf(v), JoinRequestTTL: v.Duration("join_request_ttl"), DiskReserveBytes: v.Size("disk_reserve")}
 	ss.cfg.Packs.AllowPrivate = v.Bool("allow_private_packs")
 	ss.allowPrivatePeers = v.Bool("allow_private_peers")
 	if !v.Given("allow_private_peers") && ss.cfg.Packs.AllowPrivate {
@@ -175,7 +174,7 @@ func derivePublicURL(v *settings.Values, ts tlsSettings) string {
 
 // ratesOf reads the rates: block (every limit spelled out as 0: no
 // quotas at all).
-func ratesOf(v *settings.Values) (node.Rates, error) {
+func ratesOf(v *settings.Values) node.Rates {
 	r := node.Rates{Message: v.Int("rates.message"), Signal: v.Int("rates.signal"), Control: v.Int("rates.control"),
 		MessageCeiling: v.Int("rates.message_ceiling"), SignalCeiling: v.Int("rates.signal_ceiling"),
 		ControlCeiling: v.Int("rates.control_ceiling"), AgentStatus: v.Int("rates.agent_status"),
@@ -184,7 +183,7 @@ func ratesOf(v *settings.Values) (node.Rates, error) {
 		// Config.Defaults reads an all-zero Rates as unset.
 		r = node.NoRates()
 	}
-	return r, nil
+	return r
 }
 
 // fedFrom maps the federation: settings and the witnesses.
