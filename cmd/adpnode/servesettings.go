@@ -84,7 +84,7 @@ var serveTable = settings.Table{
 			"(a mirror's are in its discovery \"witness\"); at most %d. Mirrors announcing a witness on federation are found without this.", witness.MaxTargets)},
 	{Key: "federation", Kind: settings.Group, Help: "The libp2p federation peer: index gossip, mirrors, discovery (docs/operations.md)."},
 	{Key: "federation.enabled", Flag: "no-federation", Invert: true, Kind: settings.Bool, Default: "true",
-		Help: "Run the libp2p federation peer."},
+		Help: "Run the libp2p federation peer (false: the node runs alone)."},
 	{Key: "federation.listen", Flag: "p2p-listen", Kind: settings.List, Default: "/ip4/127.0.0.1/tcp/4001,/ip4/127.0.0.1/udp/4001/quic-v1",
 		Help: "libp2p listen multiaddrs. Left unset while public_url is not loopback, libp2p listens on every interface, TCP and QUIC, IPv4 and IPv6."},
 	{Key: "federation.peers", Flag: "peer", Kind: settings.List, Validate: validPeers,

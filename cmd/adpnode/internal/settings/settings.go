@@ -117,6 +117,9 @@ func (t Table) Register(fs *pflag.FlagSet) {
 			continue
 		}
 		usage := s.Help + " (" + s.Key + ", " + s.Env() + ")"
+		if s.Invert {
+			usage = "set " + s.Key + " to false: " + usage
+		}
 		switch s.Kind {
 		case Bool:
 			def, _ := strconv.ParseBool(s.Default)
