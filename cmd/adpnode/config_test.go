@@ -9,8 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/adpnode/adpnode/cmd/adpnode/internal/settings"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/node"
 )
@@ -26,13 +28,12 @@ func TestExampleConfigs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var fc fileConfig
-		dec := yaml.NewDecoder(strings.NewReader(string(b)))
-		dec.KnownFields(true)
-		if err := dec.Decode(&fc); err != nil {
+		v, err := serveTable.Resolve(pflag.NewFlagSet("x", pflag.ContinueOnError), nil, b)
+		if err != nil {
 			t.Errorf("%s: %v", f, err)
+			continue
 		}
-		if fc.Listen == "" || fc.Data == "" {
+		if v.Get("listen").Source != settings.FromFile || v.Get("data").Source != settings.FromFile {
 			t.Errorf("%s: listen and data must be set", f)
 		}
 	}
@@ -65,18 +66,15 @@ func TestEnvOverrides(t *testing.T) {
 // name, a written 0 disables, and discovery on the running node shows what
 // is in force.
 func TestPartialRatesKeepDefaults(t *testing.T) {
-	parse := func(doc string) fileConfig {
+	parse := func(doc string) (node.Rates, error) {
 		t.Helper()
-		var fc fileConfig
-		dec := yaml.NewDecoder(strings.NewReader(doc))
-		dec.KnownFields(true)
-		if err := dec.Decode(&fc); err != nil {
-			t.Fatal(err)
+		v, err := serveTable.Resolve(pflag.NewFlagSet("x", pflag.ContinueOnError), nil, []byte(doc))
+		if err != nil {
+			return node.Rates{}, err
 		}
-		return fc
+		return ratesOf(v), nil
 	}
-	fc := parse("rates: {message: 10}\n")
-	rates, err := fc.Rates.rates()
+	rates, err := parse("rates: {message: 10}\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,20 +114,17 @@ func TestPartialRatesKeepDefaults(t *testing.T) {
 	}
 
 	// 0 spelled out disables that limit only; everything 0 disables all.
-	fc = parse("rates: {signal: 0}\n")
-	if r, _ := fc.Rates.rates(); r.Signal != 0 || r.Message != def.Message || r.Control != def.Control {
+	if r, _ := parse("rates: {signal: 0}\n"); r.Signal != 0 || r.Message != def.Message || r.Control != def.Control {
 		t.Fatalf("rates: {signal: 0} gave %+v", r)
 	}
-	fc = parse("rates: {message: 0, signal: 0, control: 0, message_ceiling: 0, signal_ceiling: 0, control_ceiling: 0, agent_status: 0, room_create: 0, join_requests_per_hour: 0}\n")
-	r, _ := fc.Rates.rates()
+	r, _ := parse("rates: {message: 0, signal: 0, control: 0, message_ceiling: 0, signal_ceiling: 0, control_ceiling: 0, agent_status: 0, room_create: 0, join_requests_per_hour: 0}\n")
 	cfg := node.Config{Rates: r}
 	cfg.Defaults()
 	if cfg.Rates.Message != 0 || cfg.Rates.Create != 0 {
 		t.Fatalf("all-zero rates were replaced by defaults: %+v", cfg.Rates)
 	}
 	// Hostile values are refused with a clear error.
-	fc = parse("rates: {message: -1}\n")
-	if _, err := fc.Rates.rates(); err == nil || !strings.Contains(err.Error(), "rates.message") {
+	if _, err := parse("rates: {message: -1}\n"); err == nil || !strings.Contains(err.Error(), "rates.message") {
 		t.Fatalf("negative rate: %v", err)
 	}
 }
@@ -258,8 +253,8 @@ func TestConfigConnectionCaps(t *testing.T) {
 	if eff.PerAddr != 32 {
 		t.Fatalf("the flag must win: %+v", eff)
 	}
-	wantExit(t, exitUsage, "must be positive", "config", "check", "--max-connections-per-address", "0")
-	wantExit(t, exitUsage, "must be positive", "config", "check", "--config", writeFile(t, "neg.yaml", "max_connections_per_address: -1\n"))
+	wantExit(t, exitUsage, "max_connections_per_address: must be ≥ 1, got 0", "config", "check", "--max-connections-per-address", "0")
+	wantExit(t, exitUsage, "max_connections_per_address: must be ≥ 1, got -1", "config", "check", "--config", writeFile(t, "neg.yaml", "max_connections_per_address: -1\n"))
 }
 
 // Property: serve refuses at start, before opening anything, a disk

@@ -9,13 +9,20 @@ import (
 
 type discoveryEff struct {
 	Federation struct {
-		Listen    []string        `yaml:"listen"`
-		ListenAll bool            `yaml:"listen_all_interfaces"`
-		Bootstrap []string        `yaml:"bootstrap"`
-		DHT       string          `yaml:"dht"`
-		ConnLow   int             `yaml:"conn_low"`
-		ConnHigh  int             `yaml:"conn_high"`
-		NAT       map[string]bool `yaml:"nat"`
+		Listen    []string `yaml:"listen"`
+		ListenAll bool     `yaml:"listen_all_interfaces"`
+		Bootstrap []string `yaml:"bootstrap"`
+		DHT       string   `yaml:"dht"`
+		ConnLow   int      `yaml:"conn_low"`
+		ConnHigh  int      `yaml:"conn_high"`
+		NAT       struct {
+			HolePunching bool   `yaml:"hole_punching"`
+			RelayClient  bool   `yaml:"relay_client"`
+			RelayService bool   `yaml:"relay_service"`
+			PortMap      bool   `yaml:"port_map"`
+			AutoNAT      bool   `yaml:"autonat"`
+			Reachability string `yaml:"reachability"`
+		} `yaml:"nat"`
 	} `yaml:"federation"`
 }
 
@@ -53,7 +60,7 @@ federation:
 	if len(f.Bootstrap) != 1 || f.Bootstrap[0] != fileBoot || f.DHT != "client" || f.ConnLow != 16 || f.ConnHigh != 32 {
 		t.Errorf("file's discovery settings lost: %+v", f)
 	}
-	if f.NAT["hole_punching"] || !f.NAT["relay_client"] || !f.NAT["relay_service"] || f.NAT["port_map"] || !f.NAT["autonat"] {
+	if f.NAT.HolePunching || !f.NAT.RelayClient || !f.NAT.RelayService || f.NAT.PortMap || !f.NAT.AutoNAT || f.NAT.Reachability != "" {
 		t.Errorf("nat %v", f.NAT)
 	}
 	if !f.ListenAll || len(f.Listen) == 0 || !strings.HasPrefix(f.Listen[0], "/ip4/0.0.0.0/") {

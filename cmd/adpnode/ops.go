@@ -8,12 +8,12 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/adpnode/adpnode/cmd/adpnode/internal/settings"
 	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/node"
 )
@@ -210,22 +210,4 @@ would call anything else a fork; docs/operations.md, "Backup and restore").`,
 
 // parseSize reads a byte count: a plain number of bytes, or a number with
 // a unit (KiB, MiB, GiB, KB, MB, GB; case-insensitive). "0" disables.
-func parseSize(s string) (int64, error) {
-	t := strings.TrimSpace(strings.ToLower(s))
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"b", 1}}
-	mult := int64(1)
-	for _, u := range units {
-		if strings.HasSuffix(t, u.suffix) {
-			t, mult = strings.TrimSpace(strings.TrimSuffix(t, u.suffix)), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v < 0 || v > (1<<62)/mult {
-		return 0, fmt.Errorf("size %q: want bytes or a number with KiB, MiB or GiB", s)
-	}
-	return v * mult, nil
-}
+func parseSize(s string) (int64, error) { return settings.ParseSize(s) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -12,16 +11,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"go.yaml.in/yaml/v3"
 
+	"github.com/adpnode/adpnode/cmd/adpnode/internal/settings"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/index"
@@ -31,109 +28,6 @@ import (
 	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
 )
-
-// fileConfig is the YAML configuration file; flags override it.
-type fileConfig struct {
-	Listen    string `yaml:"listen"`
-	PublicURL string `yaml:"public_url"`
-	Data      string `yaml:"data"`
-	LogLevel  string `yaml:"log_level"`
-	// Rates: a name left out keeps its default; 0 must be written to
-	// disable that limit.
-	Rates             *fileRates `yaml:"rates"`
-	MaxConnections    int        `yaml:"max_connections"`
-	MaxBodyBytes      string     `yaml:"max_body_bytes"` // bytes, or a size such as 4MiB
-	DiskReserve       string     `yaml:"disk_reserve"`
-	AllowPrivatePacks bool       `yaml:"allow_private_packs"`
-	// AllowPrivatePeers lets federation's binding cross-checks reach
-	// loopback and private origins (nil: unset; an old file's
-	// allow_private_packs then stands in for it, with a deprecation note).
-	AllowPrivatePeers *bool `yaml:"allow_private_peers"`
-	// MaxConnectionsPerAddress caps one client address (IPv6: one /64).
-	MaxConnectionsPerAddress int `yaml:"max_connections_per_address"`
-	// Mirror caps (0: the defaults, 1000 rooms and 10GiB).
-	MirrorMaxRooms int    `yaml:"mirror_max_rooms"`
-	MirrorMaxBytes string `yaml:"mirror_max_bytes"`
-	// TLS: a static certificate, or ACME (exclusive).
-	TLSCert       string   `yaml:"tls_cert"`
-	TLSKey        string   `yaml:"tls_key"`
-	ACMEDomains   []string `yaml:"acme_domains"`
-	ACMEEmail     string   `yaml:"acme_email"`
-	ACMEDirectory string   `yaml:"acme_directory"`
-	ACMECARoot    string   `yaml:"acme_ca_root"`
-	ACMEHTTP      string   `yaml:"acme_http"`
-	// JoinRequestTTL is how long a join request stays valid (Go duration;
-	// default 1h, and never past the room's end_time).
-	JoinRequestTTL string `yaml:"join_request_ttl"`
-	Federation     *struct {
-		Enabled  *bool    `yaml:"enabled"`
-		Listen   []string `yaml:"listen"`
-		Peers    []string `yaml:"peers"`
-		MDNS     bool     `yaml:"mdns"`
-		Announce string   `yaml:"announce_interval"`
-		// Limits against hostile peers (0: the defaults).
-		MaxEntriesPerHost int `yaml:"max_entries_per_host"`
-		MaxConns          int `yaml:"max_conns"`
-		MaxConnsPerPeer   int `yaml:"max_conns_per_peer"`
-		// Discovery (README "Finding peers").
-		Bootstrap []string `yaml:"bootstrap"`
-		DHT       string   `yaml:"dht"`
-		ConnLow   int      `yaml:"conn_low"`
-		ConnHigh  int      `yaml:"conn_high"`
-		NAT       *struct {
-			HolePunching   *bool  `yaml:"hole_punching"`
-			RelayClient    *bool  `yaml:"relay_client"`
-			RelayService   bool   `yaml:"relay_service"`
-			AutoNATService bool   `yaml:"autonat_service"`
-			PortMap        bool   `yaml:"port_map"`
-			Reachability   string `yaml:"reachability"`
-		} `yaml:"nat"`
-	} `yaml:"federation"`
-}
-
-// fileRates is the rates: block. Every field is a pointer so that a name
-// left out keeps its default and only a written 0 disables a limit.
-type fileRates struct {
-	Message        *int `yaml:"message"`
-	Signal         *int `yaml:"signal"`
-	Control        *int `yaml:"control"`
-	MessageCeiling *int `yaml:"message_ceiling"`
-	SignalCeiling  *int `yaml:"signal_ceiling"`
-	ControlCeiling *int `yaml:"control_ceiling"`
-	AgentStatus    *int `yaml:"agent_status"`
-	Create         *int `yaml:"room_create"`
-	JoinRequests   *int `yaml:"join_requests_per_hour"`
-}
-
-// rates returns the defaults overridden by what the block names.
-func (fr *fileRates) rates() (node.Rates, error) {
-	r := node.DefaultRates()
-	if fr == nil {
-		return r, nil
-	}
-	for _, f := range []struct {
-		name string
-		from *int
-		to   *int
-	}{{"message", fr.Message, &r.Message}, {"signal", fr.Signal, &r.Signal}, {"control", fr.Control, &r.Control},
-		{"message_ceiling", fr.MessageCeiling, &r.MessageCeiling}, {"signal_ceiling", fr.SignalCeiling, &r.SignalCeiling},
-		{"control_ceiling", fr.ControlCeiling, &r.ControlCeiling}, {"agent_status", fr.AgentStatus, &r.AgentStatus},
-		{"room_create", fr.Create, &r.Create}, {"join_requests_per_hour", fr.JoinRequests, &r.JoinRequests}} {
-		if f.from == nil {
-			continue
-		}
-		if *f.from < 0 {
-			return r, fmt.Errorf("rates.%s: %d is not a limit (0 disables it)", f.name, *f.from)
-		}
-		*f.to = *f.from
-	}
-	if r == (node.Rates{}) {
-		// Config.Defaults reads an all-zero Rates as unset; every limit
-		// spelled out as 0 means no limit at all.
-		r = node.NoRates()
-	}
-	return r, nil
-}
 
 func serveCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -163,35 +57,8 @@ func serveCmd() *cobra.Command {
 
 // addServeFlags adds the node settings flags (serve, config check).
 func addServeFlags(cmd *cobra.Command) {
-	f := cmd.Flags()
-	f.String("config", "", "YAML configuration file (flags override it)")
-	f.String("listen", "127.0.0.1:8080", "HTTP listen address")
-	f.String("public-url", "", "service origin: JWT audience and Room URL host (default http://<listen>)")
-	f.String("data", "./data", "data directory (Badger)")
-	f.String("log-level", "info", "debug, info, warn or error (debug adds an HTTP access log)")
-	f.Bool("allow-private-packs", false, "allow external packs from loopback/private addresses and plain HTTP")
-	f.Bool("allow-private-peers", false, "let federation's host binding checks reach loopback/private origins (devnets, closed networks)")
-	f.String("max-body-bytes", "1MiB", "cap on a request body (bytes, or a size such as 4MiB)")
-	f.Int("mirror-max-rooms", 1000, "cap on the rooms this node mirrors")
-	f.String("mirror-max-bytes", "10GiB", "cap on the records this node stores as mirrors")
-	f.String("tls-cert", "", "serve HTTPS on --listen with this certificate chain (PEM; needs --tls-key)")
-	f.String("tls-key", "", "private key (PEM) of --tls-cert")
-	f.StringArray("acme-domain", nil, "serve HTTPS with certificates from ACME for this domain (repeatable or comma list; cache in DATA/acme)")
-	f.String("acme-email", "", "contact e-mail of the ACME account")
-	f.String("acme-directory", defaultACMEDirectory, "ACME directory URL")
-	f.String("acme-ca-root", "", "PEM root certificate to trust for the ACME directory (private ACME CA)")
-	f.String("acme-http", "", "also answer ACME http-01 challenges on this address (e.g. :80); tls-alpn-01 on --listen always works")
-	f.Bool("no-federation", false, "run without libp2p federation")
-	f.StringArray("p2p-listen", []string{"/ip4/127.0.0.1/tcp/4001", "/ip4/127.0.0.1/udp/4001/quic-v1"},
-		"libp2p listen multiaddr (repeatable)")
-	f.StringArray("peer", nil, "static peer multiaddr ending in /p2p/<peer id> (repeatable; replaces the file's peers)")
-	f.StringArray("bootstrap", nil, "bootstrap peer multiaddr ending in /p2p/<peer id>: dialled to join the federation and its DHT, not kept connected (repeatable; replaces the file's bootstrap)")
-	f.String("dht", "auto", "ADP DHT mode: auto (server once AutoNAT finds this node public), server, client or off")
-	f.Bool("mdns", false, "discover peers on the local network with mDNS (--mdns=false turns the file's setting off)")
-	f.String("disk-reserve", "256MiB", fmt.Sprintf("refuse writes (503, reason disk_full) while the data dir's file system has less free space than this; at least %dMiB (what the store may grow by at once), or 0 to disable", node.MinDiskReserve(node.BadgerOptions(""))>>20))
-	f.Int("max-connections", hostapi.DefaultMaxConnections, "cap on concurrently open HTTP client connections; at the cap a new one closes the longest-idle keep-alive connection")
-	f.Int("max-connections-per-address", hostapi.DefaultMaxConnectionsPerAddress, "cap on open HTTP connections from one client address (IPv6: one /64); at the cap a new one closes that address's longest-idle connection")
-	f.StringArray("witness", nil, "submit each host log checkpoint to this C2SP tlog-witness, URL=vkey (its submission URL and cosignature/v1 key; a mirror's are in its discovery \"witness\"); repeatable")
+	cmd.Flags().String("config", "", "YAML configuration file (flags override it; ADPNODE_CONFIG)")
+	serveTable.Register(cmd.Flags())
 }
 
 // serveSettings are the effective settings of serve: flags, then
@@ -204,244 +71,140 @@ type serveSettings struct {
 	fed      fedSettings
 	tls      tlsSettings
 
+	// vals are the effective values with their sources (config check).
+	vals *settings.Values
+
 	allowPrivatePeers    bool
 	deprecatedPeersAllow bool // allowPrivatePeers comes from allow_private_packs
 	mirrorMaxRooms       int
 	mirrorMaxBytes       int64
 }
 
-// pickSize resolves a size setting: the flag when given, else the file's
-// value, else the flag's default. Sizes are bytes or a number with KiB,
-// MiB or GiB; a negative or malformed size is a usage error.
-func pickSize(fl *pflag.FlagSet, flag, file string) (int64, error) {
-	v, _ := fl.GetString(flag)
-	if !fl.Changed(flag) && file != "" {
-		v = file
-	}
-	n, err := parseSize(v)
-	if err != nil {
-		return 0, withCode(exitUsage, fmt.Errorf("%s: %w", strings.ReplaceAll(flag, "-", "_"), err))
-	}
-	return n, nil
-}
-
-// resolveServe computes the effective settings from the flags,
-// environment and config file. Rules: a flag (or its ADPNODE_ variable)
-// wins over the file; repeatable flags replace the file's lists; public_url
-// is derived from the effective listen address unless given by flag or
+// resolveServe computes the effective settings from the flags, the
+// ADPNODE_ environment variables, the config file and the defaults
+// (serveTable), then what depends on several of them: public_url is
+// derived from the effective listen address unless given by flag or
 // written in the file as something other than http://<file's listen>.
 func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
-	if err := applyEnv(cmd); err != nil {
-		return nil, withCode(exitUsage, err)
-	}
 	fl := cmd.Flags()
-	var fc fileConfig
-	if cfgPath, _ := fl.GetString("config"); cfgPath != "" {
+	cfgPath, _ := fl.GetString("config")
+	if env, ok := os.LookupEnv("ADPNODE_CONFIG"); ok && !fl.Changed("config") {
+		cfgPath = env
+	}
+	var file []byte
+	if cfgPath != "" {
 		b, err := os.ReadFile(cfgPath)
 		if err != nil {
 			return nil, err
 		}
-		dec := yaml.NewDecoder(strings.NewReader(string(b)))
-		dec.KnownFields(true)
-		if err := dec.Decode(&fc); err != nil && !errors.Is(err, io.EOF) {
-			return nil, withCode(exitUsage, fmt.Errorf("%s: %w", cfgPath, err))
+		file = b
+	}
+	v, err := serveTable.Resolve(fl, os.LookupEnv, file)
+	if err != nil {
+		if cfgPath != "" {
+			err = fmt.Errorf("%s: %w", cfgPath, err)
 		}
-	}
-	pick := func(flag, file string) string {
-		v, _ := fl.GetString(flag)
-		if fl.Changed(flag) || file == "" {
-			return v
-		}
-		return file
-	}
-	ss := &serveSettings{}
-	ss.listen = pick("listen", fc.Listen)
-	if _, port, err := net.SplitHostPort(ss.listen); err != nil {
-		return nil, withCode(exitUsage, fmt.Errorf("listen %q: %w", ss.listen, err))
-	} else if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
-		return nil, withCode(exitUsage, fmt.Errorf("listen %q: the port must be a number from 0 to 65535, as in 127.0.0.1:8080", ss.listen))
-	}
-	ts := tlsSettings{certFile: pick("tls-cert", fc.TLSCert), keyFile: pick("tls-key", fc.TLSKey),
-		acmeDomains: fc.ACMEDomains, acmeEmail: pick("acme-email", fc.ACMEEmail),
-		acmeDirectory: pick("acme-directory", fc.ACMEDirectory), acmeCARoot: pick("acme-ca-root", fc.ACMECARoot),
-		acmeHTTP: pick("acme-http", fc.ACMEHTTP)}
-	if fl.Changed("acme-domain") {
-		ts.acmeDomains, _ = fl.GetStringArray("acme-domain")
-	}
-	var err error
-	if ss.tls, err = resolveTLS(ts); err != nil {
 		return nil, withCode(exitUsage, err)
 	}
-	publicURL, _ := fl.GetString("public-url")
-	fileDerived := strings.TrimSuffix(fc.PublicURL, "/") == "http://"+fc.Listen || strings.TrimSuffix(fc.PublicURL, "/") == "https://"+fc.Listen
-	switch {
-	case fl.Changed("public-url"):
-	case fc.PublicURL != "" && !(fl.Changed("listen") && fileDerived):
-		publicURL = fc.PublicURL
-	default:
-		publicURL = ss.tls.defaultPublicURL(ss.listen)
-	}
-	if u, err := url.Parse(publicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, withCode(exitUsage, fmt.Errorf("public_url %q must be an origin like https://adp.example.org", publicURL))
-	}
-	ss.logLevel = pick("log-level", fc.LogLevel)
-	if err := ss.level.UnmarshalText([]byte(ss.logLevel)); err != nil {
-		return nil, withCode(exitUsage, fmt.Errorf("log_level: %w", err))
-	}
-	maxBody, err := pickSize(fl, "max-body-bytes", fc.MaxBodyBytes)
+	ss, err := settingsFrom(v)
 	if err != nil {
+		return nil, withCode(exitUsage, err)
+	}
+	return ss, nil
+}
+
+// settingsFrom maps the effective values into the structs the node and
+// the stack take, with the checks that span several settings.
+func settingsFrom(v *settings.Values) (*serveSettings, error) {
+	ss := &serveSettings{vals: v, listen: v.String("listen"), logLevel: v.String("log_level")}
+	ss.level.UnmarshalText([]byte(ss.logLevel))
+	var err error
+	if ss.tls, err = resolveTLS(tlsSettings{certFile: v.String("tls_cert"), keyFile: v.String("tls_key"),
+		acmeDomains: v.List("acme_domains"), acmeEmail: v.String("acme_email"), acmeDirectory: v.String("acme_directory"),
+		acmeCARoot: v.String("acme_ca_root"), acmeHTTP: v.String("acme_http")}); err != nil {
 		return nil, err
 	}
-	ss.cfg = node.Config{PublicURL: publicURL, DataDir: pick("data", fc.Data), MaxBodyBytes: maxBody}
-	allow, _ := fl.GetBool("allow-private-packs")
-	if fl.Changed("allow-private-packs") {
-		ss.cfg.Packs.AllowPrivate = allow
-	} else {
-		ss.cfg.Packs.AllowPrivate = allow || fc.AllowPrivatePacks
+	publicURL := derivePublicURL(v, ss.tls)
+	if err := validOrigin(publicURL); err != nil {
+		return nil, fmt.Errorf("public_url: %w", err)
 	}
-	peersAllow, _ := fl.GetBool("allow-private-peers")
-	switch {
-	case fl.Changed("allow-private-peers"):
-		ss.allowPrivatePeers = peersAllow
-	case fc.AllowPrivatePeers != nil:
-		ss.allowPrivatePeers = *fc.AllowPrivatePeers
-	case ss.cfg.Packs.AllowPrivate:
+	ss.cfg = node.Config{PublicURL: publicURL, DataDir: v.String("data"), MaxBodyBytes: v.Size("max_body_bytes"),
+		Rates: ratesOf(v), JoinRequestTTL: v.Duration("join_request_ttl"), DiskReserveBytes: v.Size("disk_reserve")}
+	ss.cfg.Packs.AllowPrivate = v.Bool("allow_private_packs")
+	ss.allowPrivatePeers = v.Bool("allow_private_peers")
+	if !v.Given("allow_private_peers") && ss.cfg.Packs.AllowPrivate {
 		// Before allow_private_peers existed, allow_private_packs also
 		// opened federation's binding checks; an old config keeps working.
-		ss.allowPrivatePeers = true
-		ss.deprecatedPeersAllow = true
+		ss.allowPrivatePeers, ss.deprecatedPeersAllow = true, true
+		v.Set("allow_private_peers", true, settings.FromDerived)
 	}
-	if ss.mirrorMaxRooms, _ = fl.GetInt("mirror-max-rooms"); !fl.Changed("mirror-max-rooms") && fc.MirrorMaxRooms != 0 {
-		ss.mirrorMaxRooms = fc.MirrorMaxRooms
-	}
-	if ss.mirrorMaxRooms < 0 {
-		return nil, withCode(exitUsage, fmt.Errorf("mirror_max_rooms %d: must not be negative", ss.mirrorMaxRooms))
-	}
-	if ss.mirrorMaxBytes, err = pickSize(fl, "mirror-max-bytes", fc.MirrorMaxBytes); err != nil {
+	ss.mirrorMaxRooms, ss.mirrorMaxBytes = v.Int("mirror_max_rooms"), v.Size("mirror_max_bytes")
+	if ss.fed, err = fedFrom(v); err != nil {
 		return nil, err
 	}
-	rates, err := fc.Rates.rates()
-	if err != nil {
-		return nil, withCode(exitUsage, err)
-	}
-	ss.cfg.Rates = rates
-	if fc.JoinRequestTTL != "" {
-		d, err := time.ParseDuration(fc.JoinRequestTTL)
-		if err != nil || d <= 0 {
-			return nil, withCode(exitUsage, fmt.Errorf("join_request_ttl %q: need a positive duration such as 30m", fc.JoinRequestTTL))
-		}
-		ss.cfg.JoinRequestTTL = d
-	}
-	if ss.cfg.DiskReserveBytes, err = parseSize(pick("disk-reserve", fc.DiskReserve)); err != nil {
-		return nil, withCode(exitUsage, fmt.Errorf("disk reserve: %w", err))
-	}
-	if err := node.CheckDiskReserve(ss.cfg.DiskReserveBytes); err != nil {
-		return nil, withCode(exitUsage, err)
-	}
-	if fc.MaxConnections < 0 {
-		return nil, withCode(exitUsage, fmt.Errorf("max_connections must be positive (0 keeps the default %d)", hostapi.DefaultMaxConnections))
-	}
-	httpOpts := hostapi.HTTPOptions{MaxConnections: fc.MaxConnections}
-	if v, _ := fl.GetInt("max-connections"); fl.Changed("max-connections") || fc.MaxConnections == 0 {
-		httpOpts.MaxConnections = v
-	}
-	if fc.MaxConnectionsPerAddress < 0 {
-		return nil, withCode(exitUsage, fmt.Errorf("max_connections_per_address must be positive (0 keeps the default %d)", hostapi.DefaultMaxConnectionsPerAddress))
-	}
-	httpOpts.MaxConnectionsPerAddress = fc.MaxConnectionsPerAddress
-	if v, _ := fl.GetInt("max-connections-per-address"); fl.Changed("max-connections-per-address") || fc.MaxConnectionsPerAddress == 0 {
-		httpOpts.MaxConnectionsPerAddress = v
-	}
-	if httpOpts.MaxConnections <= 0 || httpOpts.MaxConnectionsPerAddress <= 0 {
-		return nil, withCode(exitUsage, fmt.Errorf("--max-connections %d / --max-connections-per-address %d: must be positive",
-			httpOpts.MaxConnections, httpOpts.MaxConnectionsPerAddress))
-	}
-	noFed, _ := fl.GetBool("no-federation")
-	p2pListen, _ := fl.GetStringArray("p2p-listen")
-	peers, _ := fl.GetStringArray("peer")
-	mdnsOn, _ := fl.GetBool("mdns")
-	boot, _ := fl.GetStringArray("bootstrap")
-	dhtMode, _ := fl.GetString("dht")
-	ss.fed = fedSettings{enabled: !noFed, listen: p2pListen, peers: peers, mdns: mdnsOn, interval: 30 * time.Second, bootstrap: boot}
-	listenGiven := fl.Changed("p2p-listen")
-	wflags, _ := fl.GetStringArray("witness")
-	if len(wflags) > witness.MaxTargets {
-		return nil, withCode(exitUsage, fmt.Errorf("at most %d --witness", witness.MaxTargets))
-	}
-	for _, w := range wflags {
-		tg, err := witness.ParseTarget(w)
-		if err != nil {
-			return nil, withCode(exitUsage, fmt.Errorf("--witness %q: %w", w, err))
-		}
-		ss.fed.witnesses = append(ss.fed.witnesses, tg)
-	}
-	if ff := fc.Federation; ff != nil {
-		if ff.Enabled != nil && !fl.Changed("no-federation") {
-			ss.fed.enabled = *ff.Enabled
-		}
-		if !fl.Changed("p2p-listen") && len(ff.Listen) > 0 {
-			ss.fed.listen, listenGiven = ff.Listen, true
-		}
-		if !fl.Changed("bootstrap") && len(ff.Bootstrap) > 0 {
-			ss.fed.bootstrap = ff.Bootstrap
-		}
-		if !fl.Changed("dht") && ff.DHT != "" {
-			dhtMode = ff.DHT
-		}
-		if ff.ConnLow < 0 || ff.ConnHigh < 0 || ff.ConnHigh > 0 && ff.ConnLow > ff.ConnHigh {
-			return nil, withCode(exitUsage, fmt.Errorf("federation.conn_low %d / conn_high %d: want 0 ≤ low ≤ high (0: the defaults 64 and 128)", ff.ConnLow, ff.ConnHigh))
-		}
-		ss.fed.limits.ConnLow, ss.fed.limits.ConnHigh = ff.ConnLow, ff.ConnHigh
-		if nat := ff.NAT; nat != nil {
-			ss.fed.nat = federation.NATOptions{RelayService: nat.RelayService, AutoNATService: nat.AutoNATService, PortMap: nat.PortMap}
-			ss.fed.nat.NoHolePunching = nat.HolePunching != nil && !*nat.HolePunching
-			ss.fed.nat.NoRelayClient = nat.RelayClient != nil && !*nat.RelayClient
-			switch nat.Reachability {
-			case "", "public", "private":
-				ss.fed.nat.Reachability = nat.Reachability
-			default:
-				return nil, withCode(exitUsage, fmt.Errorf("federation.nat.reachability %q: want public or private (absent: AutoNAT decides)", nat.Reachability))
-			}
-		}
-		if !fl.Changed("peer") {
-			ss.fed.peers = ff.Peers
-		}
-		if !fl.Changed("mdns") {
-			ss.fed.mdns = ff.MDNS
-		}
-		ss.fed.index.MaxPerHost = ff.MaxEntriesPerHost
-		ss.fed.limits.Conns, ss.fed.limits.PeerConns = ff.MaxConns, ff.MaxConnsPerPeer
-		if ff.Announce != "" {
-			d, err := time.ParseDuration(ff.Announce)
-			if err != nil || d <= 0 {
-				return nil, withCode(exitUsage, fmt.Errorf("federation.announce_interval %q: want a positive duration like 30s", ff.Announce))
-			}
-			ss.fed.interval = d
-		}
-	}
-	ss.fed.http = httpOpts
+	ss.fed.http = hostapi.HTTPOptions{MaxConnections: v.Int("max_connections"), MaxConnectionsPerAddress: v.Int("max_connections_per_address")}
 	ss.fed.tls = ss.tls
 	ss.fed.allowPrivatePeers, ss.fed.deprecatedPeersAllow = ss.allowPrivatePeers, ss.deprecatedPeersAllow
 	ss.fed.mirrorMaxRooms, ss.fed.mirrorMaxBytes = ss.mirrorMaxRooms, ss.mirrorMaxBytes
-	for _, p := range ss.fed.peers {
-		if strings.ContainsAny(p, "<>") || !strings.Contains(p, "/p2p/") {
-			return nil, withCode(exitUsage, fmt.Errorf("peer %q: want a multiaddr ending in /p2p/<peer id>", p))
-		}
-	}
-	for _, p := range ss.fed.bootstrap {
-		if _, err := peer.AddrInfoFromString(p); err != nil || strings.ContainsAny(p, "<>") {
-			return nil, withCode(exitUsage, fmt.Errorf("bootstrap %q: want a multiaddr ending in /p2p/<peer id>", p))
-		}
-	}
-	if ss.fed.dht, err = federation.ParseDHTMode(dhtMode); err != nil {
-		return nil, withCode(exitUsage, err)
-	}
 	// A node with a public URL listens on every interface unless told
 	// where to listen (startStack says so).
-	if !listenGiven && !loopbackURL(publicURL) {
+	if !v.Given("federation.listen") && !loopbackURL(publicURL) {
 		ss.fed.listen, ss.fed.listenAll = publicListen, true
+		v.Set("federation.listen", publicListen, settings.FromDerived)
 	}
 	return ss, nil
+}
+
+// derivePublicURL is public_url's effective value: the flag or
+// environment; else the file's, unless the file only restates
+// http(s)://<its listen> and listen was given elsewhere; else derived from
+// listen and TLS.
+func derivePublicURL(v *settings.Values, ts tlsSettings) string {
+	pv := v.Get("public_url")
+	fileURL, fileListen := strings.TrimSuffix(v.FileText("public_url"), "/"), v.FileText("listen")
+	restated := fileURL == "http://"+fileListen || fileURL == "https://"+fileListen
+	listenElsewhere := v.Get("listen").Source == settings.FromFlag || v.Get("listen").Source == settings.FromEnv
+	if pv.Source == settings.FromFlag || pv.Source == settings.FromEnv || pv.Source == settings.FromFile && !(restated && listenElsewhere) {
+		return pv.V.(string)
+	}
+	u := ts.defaultPublicURL(v.String("listen"))
+	v.Set("public_url", u, settings.FromDerived)
+	return u
+}
+
+// ratesOf reads the rates: block (every limit spelled out as 0: no
+// quotas at all).
+func ratesOf(v *settings.Values) node.Rates {
+	r := node.Rates{Message: v.Int("rates.message"), Signal: v.Int("rates.signal"), Control: v.Int("rates.control"),
+		MessageCeiling: v.Int("rates.message_ceiling"), SignalCeiling: v.Int("rates.signal_ceiling"),
+		ControlCeiling: v.Int("rates.control_ceiling"), AgentStatus: v.Int("rates.agent_status"),
+		Create: v.Int("rates.room_create"), JoinRequests: v.Int("rates.join_requests_per_hour")}
+	if r == (node.Rates{}) {
+		// Config.Defaults reads an all-zero Rates as unset.
+		r = node.NoRates()
+	}
+	return r
+}
+
+// fedFrom maps the federation: settings and the witnesses.
+func fedFrom(v *settings.Values) (fedSettings, error) {
+	fs := fedSettings{enabled: v.Bool("federation.enabled"), listen: v.List("federation.listen"), peers: v.List("federation.peers"),
+		mdns: v.Bool("federation.mdns"), interval: v.Duration("federation.announce_interval"), bootstrap: v.List("federation.bootstrap")}
+	fs.dht, _ = federation.ParseDHTMode(v.String("federation.dht"))
+	fs.limits = federation.Limits{ConnLow: v.Int("federation.conn_low"), ConnHigh: v.Int("federation.conn_high"),
+		Conns: v.Int("federation.max_conns"), PeerConns: v.Int("federation.max_conns_per_peer")}
+	if fs.limits.ConnLow > fs.limits.ConnHigh {
+		return fs, fmt.Errorf("federation.conn_low %d / federation.conn_high %d: want conn_low ≤ conn_high", fs.limits.ConnLow, fs.limits.ConnHigh)
+	}
+	fs.index.MaxPerHost = v.Int("federation.max_entries_per_host")
+	fs.nat = federation.NATOptions{NoHolePunching: !v.Bool("federation.nat.hole_punching"), NoRelayClient: !v.Bool("federation.nat.relay_client"),
+		RelayService: v.Bool("federation.nat.relay_service"), AutoNATService: v.Bool("federation.nat.autonat_service"),
+		PortMap: v.Bool("federation.nat.port_map"), Reachability: v.String("federation.nat.reachability")}
+	for _, w := range v.List("witnesses") {
+		tg, _ := witness.ParseTarget(w) // validated by the table
+		fs.witnesses = append(fs.witnesses, tg)
+	}
+	return fs, nil
 }
 
 // applyEnv sets every flag not given on the command line from its
