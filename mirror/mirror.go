@@ -24,6 +24,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/fedport"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/periodic"
@@ -42,12 +43,7 @@ const (
 )
 
 // Target is one mirroring rule.
-type Target struct {
-	ID      string `json:"id"`
-	Kind    string `json:"kind"`
-	Value   string `json:"value,omitempty"`
-	AddedAt int64  `json:"added_at"`
-}
+type Target = fedport.MirrorTarget
 
 // ParseTarget validates a rule and gives it its stable ID.
 func ParseTarget(kind, value string) (Target, error) {
@@ -79,7 +75,7 @@ func ParseTarget(kind, value string) (Target, error) {
 }
 
 // matches reports whether e falls under t.
-func (t Target) matches(e *index.Entry) bool {
+func matches(t Target, e *index.Entry) bool {
 	switch t.Kind {
 	case TargetRoom:
 		return e.Room.URL == t.Value
@@ -125,17 +121,7 @@ type Config struct {
 }
 
 // Stats are the mirror's counters.
-type Stats struct {
-	Verified, Refused, Backfilled, Evidence atomic.Int64
-	// Stalls counts catch-ups that found records past the tip that no
-	// peer could serve (see Info.Stalled).
-	Stalls atomic.Int64
-	// ProofsFetched counts requests for host log proofs of ended rooms,
-	// ProofsRefused the answers refused (not 200, too large, not a proof,
-	// or failing the kernel's check), ProofsStored the proofs stored
-	// (hostlog.go).
-	ProofsFetched, ProofsRefused, ProofsStored atomic.Int64
-}
+type Stats = fedport.MirrorStats
 
 // Mirror replicates remote public rooms.
 type Mirror struct {
@@ -450,7 +436,7 @@ func (m *Mirror) wantedLocked(e *index.Entry) bool {
 	}
 	verified := -1
 	for _, t := range m.targets {
-		if !t.matches(e) {
+		if !matches(t, e) {
 			continue
 		}
 		if t.Kind == TargetRoom || t.Kind == TargetHost {
@@ -558,6 +544,13 @@ func (m *Mirror) Rooms() []*Room {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].url < out[j].url })
 	return out
+}
+
+// RoomCount is how many rooms the mirror holds.
+func (m *Mirror) RoomCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.rooms)
 }
 
 // Room finds a mirrored room by ID (and host key when several hosts use
