@@ -123,12 +123,27 @@ type Config struct {
 // Stats are the mirror's counters.
 type Stats = fedport.MirrorStats
 
+// Federation is what the mirror needs of the federation peer: its topics
+// (evidence and witness announcements), record streams and backfill, its
+// host key and signer, its peers and which host bindings it verified.
+// The composition root passes the running peer.
+type Federation interface {
+	JoinTopic(name string, validate func(author peer.ID, data []byte) (any, federation.Verdict), deliver func(v any, author peer.ID)) (*federation.TopicHandle, error)
+	SetBackfillSource(src federation.BackfillSource)
+	Backfill(ctx context.Context, id peer.ID, roomID string, afterSeq int64, limit int) (*federation.BackfillBatch, error)
+	FollowRecords(host peer.ID, fn func(*federation.StreamedRecord)) error
+	HostKey() identity.AgentID
+	Signer() *assertion.Signer
+	Peers() []fedport.PeerInfo
+	Verified(b index.Binding) bool
+}
+
 // Mirror replicates remote public rooms.
 type Mirror struct {
 	cfg Config
 	n   Host
 	db  *badger.DB
-	fed *federation.Federation
+	fed Federation
 	idx *index.Index
 	log *slog.Logger
 	// probe reads the Room URLs of rooms an operator asks to mirror.
@@ -172,7 +187,7 @@ type Mirror struct {
 
 // Open loads the mirror's targets and rooms (replaying each stored chain
 // through the kernel), then starts following, backfilling and witnessing.
-func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mirror, error) {
+func Open(cfg Config, n Host, fed Federation, idx *index.Index) (*Mirror, error) {
 	if cfg.MaxRooms == 0 {
 		cfg.MaxRooms = 1000
 	}

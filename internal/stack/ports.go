@@ -3,8 +3,26 @@ package stack
 import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/attention"
+	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
+	"github.com/adpnode/adpnode/tlog"
+	"github.com/adpnode/adpnode/witness"
+)
+
+// The ports the root wires, each declared where it is used, and what
+// fills it.
+var (
+	_ hostapi.Federation   = (*federation.Federation)(nil)
+	_ hostapi.Mirror       = mirrorPort{}
+	_ hostapi.MirroredRoom = (*mirror.Room)(nil)
+	_ hostapi.TlogWitness  = (*witness.Witness)(nil)
+	_ hostapi.HostLog      = (*tlog.Log)(nil)
+	_ hostapi.Cosigned     = (*witness.Submitter)(nil)
+	_ metrics.Federation   = (*federation.Federation)(nil)
+	_ metrics.Mirror       = (*mirror.Mirror)(nil)
+	_ mirror.Federation    = (*federation.Federation)(nil)
 )
 
 // mirrorPort is the mirror as the HTTP API sees it (hostapi.Mirror): its
