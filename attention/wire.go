@@ -10,7 +10,6 @@ import (
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/groupcommit"
-	"github.com/adpnode/adpnode/mirror"
 )
 
 // Host is what attention needs of the host in its process: its database
@@ -73,33 +72,5 @@ func (a *Attention) Attach(n Host, idx *index.Index) {
 	n.Listen(a.NodeEvent)
 	if idx != nil {
 		idx.OnChange(a.IndexChanged)
-	}
-}
-
-// ForMirror is the catch-up source of m's rooms: pass it to CatchUp once
-// the mirror is open.
-func ForMirror(m *mirror.Mirror) *Chain {
-	return &Chain{Mirror: true,
-		Heads: func(int64) []Head {
-			rs := m.Rooms()
-			out := make([]Head, len(rs))
-			for i, r := range rs {
-				out[i] = Head{r.ID(), r.Info().VerifiedSeq}
-			}
-			return out
-		},
-		Records: func(roomID string, after int64, limit int) ([][]byte, error) {
-			for _, r := range m.Rooms() {
-				if r.ID() == roomID {
-					raws, _, err := r.Events(after, limit)
-					out := make([][]byte, len(raws))
-					for i, raw := range raws {
-						out[i] = raw
-					}
-					return out, err
-				}
-			}
-			return nil, nil
-		},
 	}
 }

@@ -12,22 +12,15 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/fedport"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/periodic"
 	"github.com/adpnode/adpnode/internal/safehttp"
 	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
-// HostInfo is a remote host as this node knows it: the binding learned from
-// its signed announcements and the outcome of cross-checking that binding
-// against the host's own discovery document.
-type HostInfo struct {
-	index.Binding
-	Rooms     int    `json:"rooms"`
-	Verified  bool   `json:"verified"`
-	CheckedAt int64  `json:"checked_at,omitempty"`
-	CheckErr  string `json:"check_error,omitempty"`
-}
+// HostInfo is a remote host as this node knows it.
+type HostInfo = fedport.HostInfo
 
 type bindingCheck struct {
 	verified       bool

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
@@ -81,12 +80,6 @@ type discoveryState struct {
 
 	mu    sync.Mutex
 	known map[peer.ID]bool // peers discovery connected to
-}
-
-// DiscoveryStats counts what discovery did: rounds run, provider records
-// read, dials, dials that connected, advertisements that went through.
-type DiscoveryStats struct {
-	Rounds, Found, Dialled, Connected, Advertised atomic.Int64
 }
 
 // parseAddrInfos reads multiaddrs ending in /p2p/<id>; what names the

@@ -32,6 +32,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/fedport"
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/periodic"
@@ -383,13 +384,7 @@ func (f *Federation) Bandwidth() (in, out int64) {
 }
 
 // PeerInfo describes one connected or configured peer.
-type PeerInfo struct {
-	PeerID    string           `json:"peer_id"`
-	HostKey   identity.AgentID `json:"host_key,omitempty"`
-	Addrs     []string         `json:"addrs"`
-	Connected bool             `json:"connected"`
-	Static    bool             `json:"static"`
-}
+type PeerInfo = fedport.PeerInfo
 
 // Peers lists connected peers and configured static peers.
 func (f *Federation) Peers() []PeerInfo {
@@ -588,29 +583,11 @@ const bindingCheckers = 2
 
 // Stats counts gossip validation outcomes (for metrics and tests), and
 // why announcements were refused.
-type Stats struct {
-	Accepted, Rejected, Ignored atomic.Int64
-	Published                   atomic.Int64
-	// Announcements: issued in the future, claiming a room ID another
-	// host holds, over a host's rate, over a host's share of the index.
-	Future, Conflicts, RateLimited, OverCap atomic.Int64
-	// SyncRefused counts index-sync and reconciliation streams refused
-	// (per-peer limit on concurrent streams).
-	SyncRefused atomic.Int64
-	// What reconciliation and index sync served peers: bytes read and
-	// written (frames), announcements answered, and requests refused
-	// beyond a peer's pull budget (Limits.Pull).
-	PullRead, PullServed, PullIDs, PullRefused atomic.Int64
-	// Penalised counts announcements relayed by reconciliation or index
-	// sync that gossip would reject (the relaying peer's score drops).
-	Penalised atomic.Int64
-	// AnnounceDropped and RecordDropped count host events the host
-	// listener could not queue (the announce or record-stream queue was
-	// full): the refresh sweep announces such changes later, and mirrors
-	// backfill such records.
-	AnnounceDropped, RecordDropped atomic.Int64
-	Discovery                      DiscoveryStats
-}
+type Stats = fedport.GossipStats
+
+// DiscoveryStats counts what discovery did: rounds run, provider records
+// read, dials, dials that connected, advertisements that went through.
+type DiscoveryStats = fedport.DiscoveryStats
 
 // Stats returns the federation's counters.
 func (f *Federation) Stats() *Stats { return &f.stats }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/tlogproof"
-	"github.com/adpnode/adpnode/tlog"
 )
 
 // LogPrefix is where the host log's tlog-tiles resources are served: its
@@ -35,7 +34,7 @@ func (s *Server) logRoutes(e *gin.Engine, v1 *gin.RouterGroup) {
 	v1.GET("/log/consistency", s.logConsistency)
 }
 
-func (s *Server) hostLog(c *gin.Context) *tlog.Log {
+func (s *Server) hostLog(c *gin.Context) HostLog {
 	if s.opts.HostLog == nil {
 		s.fail(c, adp.Errorf(adp.CodeNotFound, "this host keeps no host log"))
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/internal/optoken"
-	"github.com/adpnode/adpnode/mirror"
 )
 
 func (s *Server) mirrorRoutes() {
@@ -41,7 +40,7 @@ func (s *Server) witnessAddCheckpoint(c *gin.Context) {
 	s.opts.Mirror.Witness().ServeHTTP(c.Writer, c.Request)
 }
 
-func (s *Server) mirrorOrFail(c *gin.Context) *mirror.Mirror {
+func (s *Server) mirrorOrFail(c *gin.Context) Mirror {
 	if s.opts.Mirror == nil {
 		s.fail(c, adp.Errorf(adp.CodeNotFound, "mirroring is not enabled on this node"))
 		return nil
@@ -64,7 +63,7 @@ func (s *Server) operator(c *gin.Context) bool {
 	return false
 }
 
-func (s *Server) mirroredRoom(c *gin.Context) (*mirror.Room, bool) {
+func (s *Server) mirroredRoom(c *gin.Context) (MirroredRoom, bool) {
 	m := s.mirrorOrFail(c)
 	if m == nil {
 		return nil, false

@@ -19,36 +19,12 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/types"
 	"github.com/adpnode/adpnode/attention"
-	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/httpwire"
-	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/buildinfo"
 	"github.com/adpnode/adpnode/internal/storelayout"
 	"github.com/adpnode/adpnode/metrics"
-	"github.com/adpnode/adpnode/mirror"
-	"github.com/adpnode/adpnode/tlog"
-	"github.com/adpnode/adpnode/witness"
 )
-
-// Federation is what the HTTP API needs from the federation peer.
-type Federation interface {
-	// Directory returns local and remote directory entries.
-	Directory() []directory.Entry
-	// Relay forwards a write for a remote room; ok is false when the room
-	// is unknown.
-	Relay(ctx context.Context, roomID string, body []byte) (httpwire.Answer, bool)
-	// Binding is this node's host key, peer ID and addresses.
-	Binding() index.Binding
-	Addrs() []string
-	Peers() []federation.PeerInfo
-	// KnownHosts lists the remote hosts learned from announcements.
-	KnownHosts() []federation.HostInfo
-	// Conflicts returns the signed announcements refused for claiming a
-	// room ID another host holds.
-	Conflicts() []json.RawMessage
-}
 
 // DefaultSSEFlushInterval bounds the flushes of a busy SSE stream: at
 // most one per 20 ms. The trade-off: a busy stream's records may wait up
@@ -76,9 +52,9 @@ type Options struct {
 	Federation Federation
 	// Witnessed, when set, adds the witnesses' cosignatures to the host
 	// log's checkpoint (--witness).
-	Witnessed *witness.Submitter
+	Witnessed Cosigned
 	// Mirror, when set, serves mirrored rooms and mirror management.
-	Mirror *mirror.Mirror
+	Mirror Mirror
 	// Metrics, when set, is served at /metrics and fed by every request.
 	Metrics *metrics.Metrics
 	// HTTP are the edge's timeouts and caps (NewHTTPServer takes the
@@ -95,7 +71,7 @@ type Options struct {
 	Attention *attention.Attention
 	// HostLog, when set, serves the host log's tiles, checkpoint and
 	// proofs and names them in discovery (issue 15).
-	HostLog *tlog.Log
+	HostLog HostLog
 }
 
 // Server serves one node over HTTP.

@@ -4,7 +4,6 @@
 package metrics
 
 import (
-	"github.com/adpnode/adpnode/internal/buildinfo"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -14,9 +13,25 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/federation"
-	"github.com/adpnode/adpnode/mirror"
+	"github.com/adpnode/adpnode/fedport"
+	"github.com/adpnode/adpnode/internal/buildinfo"
 )
+
+// Federation is what the metrics read of the federation peer: its peers,
+// its gossip counters and its bandwidth.
+type Federation interface {
+	Peers() []fedport.PeerInfo
+	Stats() *fedport.GossipStats
+	Bandwidth() (in, out int64)
+}
+
+// Mirror is what the metrics read of the mirror: its counters, how many
+// rooms it holds and how many of them are stalled.
+type Mirror interface {
+	Stats() *fedport.MirrorStats
+	RoomCount() int
+	StalledRooms() int
+}
 
 // Metrics owns one registry per node (so tests may run several nodes).
 type Metrics struct {
@@ -71,7 +86,7 @@ func New(n Source) *Metrics {
 }
 
 // AttachFederation adds peer and gossip series.
-func (m *Metrics) AttachFederation(f *federation.Federation) {
+func (m *Metrics) AttachFederation(f Federation) {
 	st := f.Stats()
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "adp_p2p_peers", Help: "Connected libp2p peers."}, func() float64 {
@@ -109,11 +124,11 @@ func (m *Metrics) AttachFederation(f *federation.Federation) {
 }
 
 // AttachMirror adds mirror series.
-func (m *Metrics) AttachMirror(mir *mirror.Mirror) {
+func (m *Metrics) AttachMirror(mir Mirror) {
 	st := mir.Stats()
 	m.reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "adp_mirror_rooms", Help: "Mirrored rooms."},
-			func() float64 { return float64(len(mir.Rooms())) }),
+			func() float64 { return float64(mir.RoomCount()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_mirror_verified_total", Help: "Records verified and stored by the mirror."},
 			func() float64 { return float64(st.Verified.Load()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_mirror_refused_total", Help: "Records or backfill batches refused."},

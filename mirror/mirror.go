@@ -24,6 +24,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/fedport"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/periodic"
@@ -42,12 +43,7 @@ const (
 )
 
 // Target is one mirroring rule.
-type Target struct {
-	ID      string `json:"id"`
-	Kind    string `json:"kind"`
-	Value   string `json:"value,omitempty"`
-	AddedAt int64  `json:"added_at"`
-}
+type Target = fedport.MirrorTarget
 
 // ParseTarget validates a rule and gives it its stable ID.
 func ParseTarget(kind, value string) (Target, error) {
@@ -79,7 +75,7 @@ func ParseTarget(kind, value string) (Target, error) {
 }
 
 // matches reports whether e falls under t.
-func (t Target) matches(e *index.Entry) bool {
+func matches(t Target, e *index.Entry) bool {
 	switch t.Kind {
 	case TargetRoom:
 		return e.Room.URL == t.Value
@@ -125,16 +121,21 @@ type Config struct {
 }
 
 // Stats are the mirror's counters.
-type Stats struct {
-	Verified, Refused, Backfilled, Evidence atomic.Int64
-	// Stalls counts catch-ups that found records past the tip that no
-	// peer could serve (see Info.Stalled).
-	Stalls atomic.Int64
-	// ProofsFetched counts requests for host log proofs of ended rooms,
-	// ProofsRefused the answers refused (not 200, too large, not a proof,
-	// or failing the kernel's check), ProofsStored the proofs stored
-	// (hostlog.go).
-	ProofsFetched, ProofsRefused, ProofsStored atomic.Int64
+type Stats = fedport.MirrorStats
+
+// Federation is what the mirror needs of the federation peer: its topics
+// (evidence and witness announcements), record streams and backfill, its
+// host key and signer, its peers and which host bindings it verified.
+// The composition root passes the running peer.
+type Federation interface {
+	JoinTopic(name string, validate func(author peer.ID, data []byte) (any, federation.Verdict), deliver func(v any, author peer.ID)) (*federation.TopicHandle, error)
+	SetBackfillSource(src federation.BackfillSource)
+	Backfill(ctx context.Context, id peer.ID, roomID string, afterSeq int64, limit int) (*federation.BackfillBatch, error)
+	FollowRecords(host peer.ID, fn func(*federation.StreamedRecord)) error
+	HostKey() identity.AgentID
+	Signer() *assertion.Signer
+	Peers() []fedport.PeerInfo
+	Verified(b index.Binding) bool
 }
 
 // Mirror replicates remote public rooms.
@@ -142,7 +143,7 @@ type Mirror struct {
 	cfg Config
 	n   Host
 	db  *badger.DB
-	fed *federation.Federation
+	fed Federation
 	idx *index.Index
 	log *slog.Logger
 	// probe reads the Room URLs of rooms an operator asks to mirror.
@@ -186,7 +187,7 @@ type Mirror struct {
 
 // Open loads the mirror's targets and rooms (replaying each stored chain
 // through the kernel), then starts following, backfilling and witnessing.
-func Open(cfg Config, n Host, fed *federation.Federation, idx *index.Index) (*Mirror, error) {
+func Open(cfg Config, n Host, fed Federation, idx *index.Index) (*Mirror, error) {
 	if cfg.MaxRooms == 0 {
 		cfg.MaxRooms = 1000
 	}
@@ -450,7 +451,7 @@ func (m *Mirror) wantedLocked(e *index.Entry) bool {
 	}
 	verified := -1
 	for _, t := range m.targets {
-		if !t.matches(e) {
+		if !matches(t, e) {
 			continue
 		}
 		if t.Kind == TargetRoom || t.Kind == TargetHost {
@@ -558,6 +559,13 @@ func (m *Mirror) Rooms() []*Room {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].url < out[j].url })
 	return out
+}
+
+// RoomCount is how many rooms the mirror holds.
+func (m *Mirror) RoomCount() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.rooms)
 }
 
 // Room finds a mirrored room by ID (and host key when several hosts use

@@ -10,36 +10,15 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/archive"
-	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/fedport"
 	"github.com/adpnode/adpnode/internal/transcript"
 	"github.com/adpnode/adpnode/live"
 )
 
 // Info describes a mirrored room: whose it is and how far it is verified.
-type Info struct {
-	Host         identity.AgentID `json:"host"`
-	HostPeer     string           `json:"host_peer"`
-	RoomURL      string           `json:"room_url"`
-	VerifiedSeq  int64            `json:"verified_seq"`
-	VerifiedHash string           `json:"verified_hash,omitempty"`
-	// KnownSeq is the highest seq known to exist (announced by the host
-	// or seen on its stream); the mirror has caught up when VerifiedSeq
-	// reaches it.
-	KnownSeq int64 `json:"known_seq"`
-	// Checkpoint is the latest host-signed checkpoint the mirror holds for
-	// its verified chain (a record.checkpoint assertion, as signed).
-	Checkpoint json.RawMessage `json:"checkpoint,omitempty"`
-	Faulty     bool            `json:"faulty"`
-	FrozenAt   int64           `json:"frozen_at,omitempty"`
-	Bytes      int64           `json:"bytes"`
-	Pending    int             `json:"pending"`
-	// Stalled is set while records are known to exist past the verified
-	// tip and no peer could serve them; Error says why.
-	Stalled bool   `json:"stalled"`
-	Error   string `json:"error,omitempty"`
-}
+type Info = fedport.MirrorInfo
 
 // Info returns the room's mirror status.
 func (r *Room) Info() Info {
@@ -61,10 +40,7 @@ func (r *Room) Info() Info {
 func (r *Room) ID() string { return r.id }
 
 // MirroredResource is the room resource as a mirror serves it.
-type MirroredResource struct {
-	*room.Resource
-	Mirror Info `json:"mirror"`
-}
+type MirroredResource = fedport.MirroredResource
 
 // Resource returns the room resource replayed from the verified chain,
 // marked as a mirror.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // Inclusion returns the proof that the record with this hash is in the log
@@ -161,13 +162,7 @@ func subtreeRoot(row []byte) []byte {
 }
 
 // Resource is one file of the log's tlog-tiles layout.
-type Resource struct {
-	Body []byte
-	// Immutable: a full tile or bundle (cache for ever); otherwise a
-	// partial one or the checkpoint.
-	Immutable  bool
-	Checkpoint bool
-}
+type Resource = hostport.LogResource
 
 // entryBytes is the size of one serialised entry of a bundle: a 2-byte
 // length and the 32-byte record hash.

@@ -6,7 +6,8 @@
 // devnet command and every multi-node test run it, so tests exercise the
 // wiring production runs. It is the only package besides the commands that
 // knows the concrete types; the layers it wires take interfaces
-// (federation.Host, mirror.Host, attention.Host, metrics.Source).
+// (federation.Host, mirror.Host, attention.Host, metrics.Source,
+// hostapi.Mirror, hostapi.HostLog, metrics.Federation, ...), wired here.
 package stack
 
 import (
@@ -200,7 +201,7 @@ func Open(cfg Config) (_ *Stack, err error) {
 			return nil, err
 		}
 		s.Met.AttachMirror(s.Mir)
-		s.Att.CatchUp(attention.ForMirror(s.Mir))
+		s.Att.CatchUp(mirrorChain(s.Mir))
 	}
 	s.Att.Attach(n, s.Index)
 	opts := cfg.API
@@ -210,7 +211,7 @@ func Open(cfg Config) (_ *Stack, err error) {
 		opts.Federation = s.Fed
 	}
 	if s.Mir != nil {
-		opts.Mirror = s.Mir
+		opts.Mirror = mirrorPort{s.Mir}
 	}
 	opts.Attention, opts.Metrics = s.Att, s.Met
 	opts.OperatorToken, opts.HTTP = s.OperatorToken, cfg.HTTP

@@ -1,0 +1,82 @@
+package stack
+
+import (
+	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/attention"
+	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/metrics"
+	"github.com/adpnode/adpnode/mirror"
+	"github.com/adpnode/adpnode/tlog"
+	"github.com/adpnode/adpnode/witness"
+)
+
+// The ports the root wires, each declared where it is used, and what
+// fills it.
+var (
+	_ hostapi.Federation   = (*federation.Federation)(nil)
+	_ hostapi.Mirror       = mirrorPort{}
+	_ hostapi.MirroredRoom = (*mirror.Room)(nil)
+	_ hostapi.TlogWitness  = (*witness.Witness)(nil)
+	_ hostapi.HostLog      = (*tlog.Log)(nil)
+	_ hostapi.Cosigned     = (*witness.Submitter)(nil)
+	_ metrics.Federation   = (*federation.Federation)(nil)
+	_ metrics.Mirror       = (*mirror.Mirror)(nil)
+	_ mirror.Federation    = (*federation.Federation)(nil)
+)
+
+// mirrorPort is the mirror as the HTTP API sees it (hostapi.Mirror): its
+// rooms and its witness as the API's interfaces.
+type mirrorPort struct{ *mirror.Mirror }
+
+func (p mirrorPort) Room(roomID string, host identity.AgentID) (hostapi.MirroredRoom, bool) {
+	r, ok := p.Mirror.Room(roomID, host)
+	if !ok {
+		return nil, false
+	}
+	return r, true
+}
+
+func (p mirrorPort) Rooms() []hostapi.MirroredRoom {
+	rs := p.Mirror.Rooms()
+	out := make([]hostapi.MirroredRoom, len(rs))
+	for i, r := range rs {
+		out[i] = r
+	}
+	return out
+}
+
+func (p mirrorPort) Witness() hostapi.TlogWitness {
+	if w := p.Mirror.Witness(); w != nil {
+		return w
+	}
+	return nil // a typed nil is not nil
+}
+
+// mirrorChain is attention's catch-up source of m's rooms: their verified
+// heads and records.
+func mirrorChain(m *mirror.Mirror) *attention.Chain {
+	return &attention.Chain{Mirror: true,
+		Heads: func(int64) []attention.Head {
+			rs := m.Rooms()
+			out := make([]attention.Head, len(rs))
+			for i, r := range rs {
+				out[i] = attention.Head{ID: r.ID(), Seq: r.Info().VerifiedSeq}
+			}
+			return out
+		},
+		Records: func(roomID string, after int64, limit int) ([][]byte, error) {
+			for _, r := range m.Rooms() {
+				if r.ID() == roomID {
+					raws, _, err := r.Events(after, limit)
+					out := make([][]byte, len(raws))
+					for i, raw := range raws {
+						out[i] = raw
+					}
+					return out, err
+				}
+			}
+			return nil, nil
+		},
+	}
+}
