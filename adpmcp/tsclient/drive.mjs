@@ -11,6 +11,12 @@
 //   --tools a,b,c       the tool names the server must list (default: all)
 //   --create-args JSON  arguments merged into the create_room call
 //   --timeout-ms N      bound on each wait (default 30000)
+//   --peer JSON         a second agent's server, as a JSON array of its command
+//                       line, started over stdio by a second SDK client: it
+//                       joins the room and answers, mentioning the first agent,
+//                       whose wait tool must return the answer and whose
+//                       transcript subscription must be notified of it
+//   --wait-first        with --peer: call wait before awaiting that notification
 //
 // It prints one JSON summary on stdout and exits 0 when every step passed,
 // 1 (with {"ok":false,"step":...,"error":...}) otherwise. Like an agent host,
@@ -46,6 +52,8 @@ function parseArgs(argv) {
       case "--tools": o.tools = val().split(",").filter(Boolean); break;
       case "--create-args": o.createArgs = JSON.parse(val()); break;
       case "--timeout-ms": o.timeoutMs = Number(val()); break;
+      case "--peer": o.peer = JSON.parse(val()); break;
+      case "--wait-first": o.waitFirst = true; break;
       case "--":
         o.command = argv[i + 1];
         o.args = argv.slice(i + 2);
@@ -227,6 +235,63 @@ async function main() {
     summary.notification = { uri, after_seq: posted2.seq };
     const again = (await client.readResource({ uri })).contents;
     check(again.some((c) => (c.text || "").includes(text2)), "resources/read after the update: the transcript lacks the second post");
+
+    if (opt.peer) {
+      step = "peer";
+      const me = (await call(client, "get_room", { room })).me;
+      check(typeof me === "string" && me.startsWith("did:"), `get_room: me ${me}`);
+      summary.me = me;
+      const peer = new Client({ name: "adp-tsclient-peer", version: "1.0.0" }, { capabilities: {} });
+      try {
+        await withTimeout(
+          peer.connect(new StdioClientTransport({ command: opt.peer[0], args: opt.peer.slice(1), stderr: "inherit" })),
+          opt.timeoutMs, "peer initialize");
+        step = "join_room";
+        const joined = await call(peer, "join_room", { room });
+        check(joined.status === "joined", `join_room by the peer: status ${joined.status}`);
+        const from = updates.length;
+        const text3 = `an answer from the peer to the ${label}`;
+        const answered = await call(peer, "post", { room, text: text3, mentions: [me] });
+        // The subscription reports the other agent's post. An update names
+        // the resource, not the record: read it on each until the
+        // transcript has the answer.
+        const notified = async () => {
+          step = "resources/subscribe (peer's post)";
+          for (let i = from; ; i++) {
+            i = await updateFor(uri, i);
+            const c = (await client.readResource({ uri })).contents;
+            if (c.some((x) => (x.text || "").includes(text3))) return;
+          }
+        };
+        // wait returns the answer. By default the notification is awaited
+        // first; --wait-first calls wait first (an agent that waits while
+        // its host is subscribed), then expects the notification too.
+        const waited = async () => {
+          step = "wait";
+          const woke = await call(client, "wait", { rooms: [room], timeout_seconds: Math.ceil(opt.timeoutMs / 1000) });
+          check(woke.timed_out === false, "wait: timed out before the peer's answer");
+          const ev = (woke.events || []).find((e) => e.seq === answered.seq);
+          check(ev, `wait: no event for the peer's answer (seq ${answered.seq}) in ${JSON.stringify(woke.events)}`);
+          check(ev.room_id === room && JSON.stringify(ev.content).includes(text3), "wait: the event does not carry the answer");
+          check(ev.verified === true, `wait: the answer is verified ${ev.verified}`);
+          check(ev.author !== me && (ev.mentions || []).includes(me), "wait: the answer's author or mentions are wrong");
+          check(!(woke.events || []).some((e) => e.author === me), "wait: returned one of the agent's own records");
+          summary.wait = { kind: ev.kind, seq: ev.seq, events: woke.events.length };
+        };
+        const notifiedInTime = () =>
+          withTimeout(notified(), opt.timeoutMs, "notifications/resources/updated for the peer's post");
+        if (opt.waitFirst) {
+          await waited();
+          await notifiedInTime();
+        } else {
+          await notifiedInTime();
+          await waited();
+        }
+        summary.peer_notification = { uri, after_seq: answered.seq };
+      } finally {
+        await peer.close().catch(() => {});
+      }
+    }
 
     step = "prompts/get";
     const prompts = (await client.listPrompts()).prompts.map((p) => p.name);

@@ -1,0 +1,337 @@
+package adpmcp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/stack"
+)
+
+// The MCP server as clients we did not write see it: tsclient/drive.mjs
+// drives `adpnode mcp` with the official TypeScript SDK client
+// (@modelcontextprotocol/sdk, pinned by tsclient/package-lock.json and
+// installed by ./test.sh) over stdio and over streamable HTTP. Without
+// Node.js or the SDK the test fails, unless ADP_SKIP_NODE=1.
+
+// tools are the tool names the server must list.
+var tools = []string{
+	"search_rooms", "get_room", "create_room", "join_room", "review_requests",
+	"read_room", "post", "react", "wait", "inbox", "subscribe_directory",
+	"list_subscriptions", "unsubscribe", "close_room",
+}
+
+// driveSummary is what drive.mjs prints.
+type driveSummary struct {
+	OK           bool     `json:"ok"`
+	Step         string   `json:"step"`
+	Error        string   `json:"error"`
+	Transport    string   `json:"transport"`
+	Capabilities []string `json:"capabilities"`
+	Tools        []string `json:"tools"`
+	RoomID       string   `json:"room_id"`
+	Post         struct {
+		Seq      int64  `json:"seq"`
+		Hash     string `json:"hash"`
+		Verified bool   `json:"verified"`
+	} `json:"post"`
+	Read struct {
+		Items int `json:"items"`
+	} `json:"read"`
+	ResourceURI  string `json:"resource_uri"`
+	Notification struct {
+		URI      string `json:"uri"`
+		AfterSeq int64  `json:"after_seq"`
+	} `json:"notification"`
+	Me   string `json:"me"`
+	Wait struct {
+		Kind string `json:"kind"`
+		Seq  int64  `json:"seq"`
+	} `json:"wait"`
+	PeerNotification struct {
+		URI string `json:"uri"`
+	} `json:"peer_notification"`
+	Prompts []string `json:"prompts"`
+	Session bool     `json:"session"`
+}
+
+// nodeJS returns the node binary, failing (or skipping under
+// ADP_SKIP_NODE=1) when it or the SDK is missing.
+func nodeJS(t *testing.T) string {
+	t.Helper()
+	skip := os.Getenv("ADP_SKIP_NODE") == "1"
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join("tsclient", "node_modules", "@modelcontextprotocol", "sdk", "package.json"))
+	}
+	if err != nil {
+		if skip {
+			t.Skipf("ADP_SKIP_NODE=1: the MCP TypeScript SDK client test is skipped (%v)", err)
+		}
+		t.Fatalf("this test needs Node.js and the MCP TypeScript SDK in adpmcp/tsclient/node_modules: ./test.sh installs "+
+			"both (or: apt-get install nodejs npm; cd adpmcp/tsclient && npm ci); ADP_SKIP_NODE=1 skips it: %v", err)
+	}
+	return node
+}
+
+var build struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+	out  []byte
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if build.dir != "" {
+		os.RemoveAll(build.dir)
+	}
+	os.Exit(code)
+}
+
+// buildAdpnode builds the adpnode binary once for the package's tests.
+func buildAdpnode(ctx context.Context, t *testing.T) string {
+	t.Helper()
+	build.once.Do(func() {
+		if build.dir, build.err = os.MkdirTemp("", "adpmcp-test"); build.err != nil {
+			return
+		}
+		build.bin = filepath.Join(build.dir, "adpnode")
+		build.out, build.err = exec.CommandContext(ctx, "go", "build", "-o", build.bin, "../cmd/adpnode").CombinedOutput()
+	})
+	if build.err != nil {
+		t.Fatalf("go build: %v\n%s", build.err, build.out)
+	}
+	return build.bin
+}
+
+// syncBuffer is a buffer a child process writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// drive runs drive.mjs with args and returns its summary; a failed run
+// fails the test with the summary and the server's stderr.
+func drive(ctx context.Context, t *testing.T, node string, args ...string) driveSummary {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, node, append([]string{"drive.mjs", "--tools", strings.Join(tools, ",")}, args...)...)
+	cmd.Dir = "tsclient"
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var s driveSummary
+	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &s); err != nil {
+		t.Fatalf("drive.mjs: %v; no JSON summary (%v)\nstdout:\n%s\nstderr:\n%s", runErr, err, stdout.Bytes(), stderr.Bytes())
+	}
+	if runErr != nil || !s.OK {
+		t.Fatalf("drive.mjs failed at %s: %s (exit: %v)\nsummary: %s\nstderr:\n%s", s.Step, s.Error, runErr, stdout.Bytes(), stderr.Bytes())
+	}
+	t.Logf("drive.mjs: %s", bytes.TrimSpace(stdout.Bytes()))
+	return s
+}
+
+// checkSummary asserts what every transport's run must show.
+func checkSummary(t *testing.T, s driveSummary, transport string) {
+	t.Helper()
+	if s.Transport != transport {
+		t.Errorf("transport %q, want %q", s.Transport, transport)
+	}
+	have := map[string]bool{}
+	for _, n := range s.Tools {
+		have[n] = true
+	}
+	for _, n := range tools {
+		if !have[n] {
+			t.Errorf("tools/list lacks %s", n)
+		}
+	}
+	if s.RoomID == "" {
+		t.Errorf("no room created")
+	}
+	if s.Post.Seq <= 0 || s.Post.Hash == "" || !s.Post.Verified {
+		t.Errorf("post result %+v: want a positive seq, a hash and verified", s.Post)
+	}
+	want := "adp://room/" + s.RoomID + "/transcript"
+	if s.ResourceURI != want || s.Notification.URI != want {
+		t.Errorf("resource %q, notification %q: want both %q", s.ResourceURI, s.Notification.URI, want)
+	}
+	// The other agent's answer, which mentions this one, woke wait and
+	// updated the subscribed transcript.
+	if s.Wait.Kind != "mention" || s.Wait.Seq <= s.Notification.AfterSeq {
+		t.Errorf("wait returned %+v: want the peer's answer as a mention, after seq %d", s.Wait, s.Notification.AfterSeq)
+	}
+	if s.PeerNotification.URI != want {
+		t.Errorf("no update notification for the peer's answer")
+	}
+	if s.Notification.AfterSeq <= s.Post.Seq {
+		t.Errorf("the update followed seq %d, want a post after %d", s.Notification.AfterSeq, s.Post.Seq)
+	}
+}
+
+// peerArgs is the --peer argument of drive.mjs: a second agent's server.
+func peerArgs(ctx context.Context, t *testing.T, bin, node string) []string {
+	t.Helper()
+	dir := t.TempDir()
+	key := writeKey(ctx, t, bin, dir)
+	argv, _ := json.Marshal([]string{bin, "mcp", "--key", key, "--node", node, "--state", filepath.Join(dir, "state")})
+	return []string{"--peer", string(argv)}
+}
+
+// writeKey makes an agent key with adpnode keygen, as the README says.
+func writeKey(ctx context.Context, t *testing.T, bin, dir string) string {
+	t.Helper()
+	key := filepath.Join(dir, "agent.key")
+	if out, err := exec.CommandContext(ctx, bin, "keygen", "--out", key).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	return key
+}
+
+// Property: an agent host using the official MCP TypeScript SDK client can
+// drive adpnode mcp over stdio: initialize, list every tool, create a room,
+// post and read it back verified, subscribe to the room's transcript
+// resource and receive notifications/resources/updated for a later post.
+// The server is started as hosts start it, with almost no environment.
+func TestOfficialTypeScriptClientOverStdio(t *testing.T) {
+	node := nodeJS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := buildAdpnode(ctx, t)
+	h := adptest.StartHost(t, stack.NodeConfig{Now: time.Now})
+	dir := t.TempDir()
+	key := writeKey(ctx, t, bin, dir)
+	state := filepath.Join(dir, "state")
+
+	peer := peerArgs(ctx, t, bin, h.URL)
+	s := drive(ctx, t, node, append(peer, "--stdio", "--", bin, "mcp", "--key", key, "--node", h.URL, "--state", state)...)
+	checkSummary(t, s, "stdio")
+
+	// A second host session on the same state directories (both agents'),
+	// as after the host restarts the servers, works the same way.
+	s2 := drive(ctx, t, node, append(peer, "--stdio", "--", bin, "mcp", "--key", key, "--node", h.URL, "--state", state)...)
+	checkSummary(t, s2, "stdio")
+	if s2.RoomID == s.RoomID {
+		t.Errorf("the second session created room %s again", s2.RoomID)
+	}
+}
+
+// Property: the same holds over streamable HTTP at /mcp on a loopback
+// address, with the client's session and the server's push stream; a
+// request from a foreign web origin, or without the bearer token, is refused.
+func TestOfficialTypeScriptClientOverStreamableHTTP(t *testing.T) {
+	node := nodeJS(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	bin := buildAdpnode(ctx, t)
+	h := adptest.StartHost(t, stack.NodeConfig{Now: time.Now})
+	dir := t.TempDir()
+	key := writeKey(ctx, t, bin, dir)
+
+	// A bearer token, as off-loopback use needs; the SDK client sends it.
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("test-token-"+filepath.Base(dir)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := exec.CommandContext(ctx, bin, "mcp", "--key", key, "--node", h.URL, "--state", filepath.Join(dir, "state"),
+		"--http", "127.0.0.1:0", "--token-file", tokenFile)
+	var srvLog syncBuffer
+	srv.Stdout, srv.Stderr = &srvLog, &srvLog
+	srv.WaitDelay = 5 * time.Second
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			srv.Process.Signal(os.Interrupt)
+			srv.Wait()
+		}
+	}
+	defer stop()
+	url := servingURL(ctx, t, &srvLog)
+
+	s := drive(ctx, t, node, append(peerArgs(ctx, t, bin, h.URL), "--http", url, "--token-file", tokenFile)...)
+	checkSummary(t, s, "http")
+	if !s.Session {
+		t.Errorf("the server gave the HTTP client no session")
+	}
+
+	// Hostile input: a page on another origin must not reach the server
+	// through the user's browser (DNS rebinding, cross-site requests), and
+	// a client without the token is refused.
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"evil","version":"1"}}}`
+	token, _ := os.ReadFile(tokenFile)
+	for _, c := range []struct {
+		name, origin, token string
+		want                int
+	}{
+		{"foreign origin", "http://evil.example", strings.TrimSpace(string(token)), http.StatusForbidden},
+		{"no token", "", "", http.StatusUnauthorized},
+		{"wrong token", "", "not-the-token", http.StatusUnauthorized},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if c.origin != "" {
+			req.Header.Set("Origin", c.origin)
+		}
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("initialize with %s: %d, want %d", c.name, resp.StatusCode, c.want)
+		}
+	}
+
+	stop()
+	if t.Failed() {
+		t.Logf("adpnode mcp --http log:\n%s", srvLog.String())
+	}
+}
+
+// servingURL waits for adpnode mcp --http to say where it serves.
+func servingURL(ctx context.Context, t *testing.T, log *syncBuffer) string {
+	t.Helper()
+	re := regexp.MustCompile(`serving MCP at (http://\S+/mcp)`)
+	for {
+		if m := re.FindStringSubmatch(log.String()); m != nil {
+			return m[1]
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("adpnode mcp --http never said where it serves:\n%s", log.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
