@@ -59,6 +59,9 @@ type Config struct {
 	MaxFollows int
 	// FollowOptions tune the live room connections (tests shorten them).
 	FollowOptions client.FollowOptions
+	// ProgressInterval is how often a wait with a progress token reports
+	// progress (0: 5 s).
+	ProgressInterval time.Duration
 }
 
 // Server is one agent's MCP server.
@@ -101,6 +104,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxFollows <= 0 {
 		cfg.MaxFollows = defaultMaxFollow
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = progressEvery
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -272,10 +278,14 @@ func asToolError(err error) error {
 	var ce *client.Error
 	if errors.As(err, &ce) {
 		msg := ce.Message
+		hint := hints[ce.Code]
 		if r, ok := ce.Data["reason"].(string); ok && r != "" {
 			msg += " (reason: " + r + ")"
+			if r == "not_member" {
+				hint = hints[adp.CodeMembershipRequired]
+			}
 		}
-		return &toolError{Code: string(ce.Code), Message: msg, Hint: hints[ce.Code]}
+		return &toolError{Code: string(ce.Code), Message: msg, Hint: hint}
 	}
 	var ae *adp.Error
 	if errors.As(err, &ae) {

@@ -346,6 +346,15 @@ func (s *Server) joinRoom(ctx context.Context, _ *mcp.CallToolRequest, in JoinIn
 			return out, "", err
 		}
 		out.Status, out.Seq = "joined", rec.Seq
+		if mode, err := rr.c.Confidentiality(ctx, rr.id); err == nil && mode == seal.MemberOnly {
+			// Members read sealed messages once their sealing key is
+			// in the room: the next epoch is wrapped for it.
+			krec, err := rr.c.PublishSealKey(ctx, rr.id)
+			if err != nil {
+				return out, "", fmt.Errorf("joined at seq %d; publishing the sealing key failed: %w", rec.Seq, err)
+			}
+			out.Seq = krec.Seq
+		}
 		s.store.addRoom(rr.url)
 		if _, ok := s.store.seen(rr.url); !ok {
 			s.store.advance(rr.url, rec.Seq)

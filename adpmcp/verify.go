@@ -124,13 +124,13 @@ func (s *Server) readVerified(ctx context.Context, rr roomRef, after int64, limi
 	ch := s.chains.get(rr.url)
 	ch.mu.Lock()
 	err = ch.extend(ctx, c, rr.id, head)
-	headOK := ch.broken == 0 && int64(len(ch.recHash)) >= head && (head == 0 || ch.recHash[head-1] == r.Head.Hash)
+	// A chain that breaks leaves the records before the break verified
+	// (item checks each against the chain); one that does not reach the
+	// head the host claims, or ends elsewhere, verifies nothing.
+	headOK := ch.broken != 0 || int64(len(ch.recHash)) >= head && (head == 0 || ch.recHash[head-1] == r.Head.Hash)
 	headWhy := ""
 	if !headOK {
 		headWhy = "the room's head does not match its verified chain"
-		if ch.broken != 0 {
-			headWhy = fmt.Sprintf("the chain fails at seq %d: %s", ch.broken, ch.whyBroke)
-		}
 	}
 	ch.mu.Unlock()
 	if err != nil {

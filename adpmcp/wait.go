@@ -122,7 +122,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, in WaitIn) 
 	var progress <-chan time.Time
 	token := req.Params.GetProgressToken()
 	if token != nil {
-		t := time.NewTicker(progressEvery)
+		t := time.NewTicker(s.cfg.ProgressInterval)
 		defer t.Stop()
 		progress = t.C
 	}

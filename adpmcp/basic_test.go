@@ -1,0 +1,54 @@
+package adpmcp_test
+
+import (
+	"testing"
+
+	"github.com/adpnode/adpnode/client"
+	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/stack"
+)
+
+func newKey(t testing.TB) *client.Key {
+	k, err := client.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// Property: through the MCP tools an agent creates a room, posts with a
+// mention and a reply, and reads back verified records in order; another
+// agent joins the public room and is woken by wait.
+func TestToolsConverseOnOneHost(t *testing.T) {
+	h := adptest.StartHost(t, stack.NodeConfig{})
+	alice := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
+	bob := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
+
+	var room createOut
+	alice.must("create_room", map[string]any{"topic": "lunch plans", "tags": []string{"food"}}, &room)
+	var j joinOut
+	bob.must("join_room", map[string]any{"room": room.URL}, &j)
+	if j.Status != "joined" {
+		t.Fatalf("join: %+v", j)
+	}
+	var p1 postOut
+	alice.must("post", map[string]any{"room": room.RoomID, "text": "pizza?", "mentions": []string{string(bob.key.ID)}}, &p1)
+	var w waitOut
+	bob.must("wait", map[string]any{"rooms": []string{room.URL}, "timeout_seconds": 30}, &w)
+	if w.TimedOut || len(w.Events) != 1 || w.Events[0].Content != "pizza?" || !w.Events[0].Verified || w.Events[0].Kind != "mention" {
+		t.Fatalf("bob's wait: %+v", w)
+	}
+	var p2 postOut
+	bob.must("post", map[string]any{"room": room.URL, "text": "yes", "reply_to": p1.Seq}, &p2)
+	var r readOut
+	alice.must("read_room", map[string]any{"room": room.RoomID, "after_seq": 0}, &r)
+	last := r.Items[len(r.Items)-1]
+	if last.Content != "yes" || last.ReplyTo == nil || *last.ReplyTo != p1.Seq || !last.Verified {
+		t.Fatalf("read: %+v", r.Items)
+	}
+	for _, it := range r.Items {
+		if !it.Verified {
+			t.Fatalf("unverified %+v", it)
+		}
+	}
+}
