@@ -24,15 +24,15 @@ import (
 // installed by ./test.sh) over stdio and over streamable HTTP. Without
 // Node.js or the SDK the test fails, unless ADP_SKIP_NODE=1.
 
-// tools are the tool names the server must list.
-var tools = []string{
+// sdkTools are the tool names the server must list.
+var sdkTools = []string{
 	"search_rooms", "get_room", "create_room", "join_room", "review_requests",
 	"read_room", "post", "react", "wait", "inbox", "subscribe_directory",
 	"list_subscriptions", "unsubscribe", "close_room",
 }
 
-// driveSummary is what drive.mjs prints.
-type driveSummary struct {
+// sdkSummary is what drive.mjs prints.
+type sdkSummary struct {
 	OK           bool     `json:"ok"`
 	Step         string   `json:"step"`
 	Error        string   `json:"error"`
@@ -65,9 +65,9 @@ type driveSummary struct {
 	Session bool     `json:"session"`
 }
 
-// nodeJS returns the node binary, failing (or skipping under
+// sdkNode returns the node binary, failing (or skipping under
 // ADP_SKIP_NODE=1) when it or the SDK is missing.
-func nodeJS(t *testing.T) string {
+func sdkNode(t *testing.T) string {
 	t.Helper()
 	skip := os.Getenv("ADP_SKIP_NODE") == "1"
 	node, err := exec.LookPath("node")
@@ -84,67 +84,45 @@ func nodeJS(t *testing.T) string {
 	return node
 }
 
-var build struct {
-	once sync.Once
-	dir  string
-	bin  string
-	err  error
-	out  []byte
-}
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if build.dir != "" {
-		os.RemoveAll(build.dir)
-	}
-	os.Exit(code)
-}
-
-// buildAdpnode builds the adpnode binary once for the package's tests.
-func buildAdpnode(ctx context.Context, t *testing.T) string {
+// sdkAdpnode builds the adpnode binary.
+func sdkAdpnode(ctx context.Context, t *testing.T) string {
 	t.Helper()
-	build.once.Do(func() {
-		if build.dir, build.err = os.MkdirTemp("", "adpmcp-test"); build.err != nil {
-			return
-		}
-		build.bin = filepath.Join(build.dir, "adpnode")
-		build.out, build.err = exec.CommandContext(ctx, "go", "build", "-o", build.bin, "../cmd/adpnode").CombinedOutput()
-	})
-	if build.err != nil {
-		t.Fatalf("go build: %v\n%s", build.err, build.out)
+	bin := filepath.Join(t.TempDir(), "adpnode")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "../cmd/adpnode").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	return build.bin
+	return bin
 }
 
-// syncBuffer is a buffer a child process writes while the test reads it.
-type syncBuffer struct {
+// sdkLog is a buffer a child process writes while the test reads it.
+type sdkLog struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *sdkLog) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *sdkLog) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
 }
 
-// drive runs drive.mjs with args and returns its summary; a failed run
+// sdkDrive runs drive.mjs with args and returns its summary; a failed run
 // fails the test with the summary and the server's stderr.
-func drive(ctx context.Context, t *testing.T, node string, args ...string) driveSummary {
+func sdkDrive(ctx context.Context, t *testing.T, node string, args ...string) sdkSummary {
 	t.Helper()
-	cmd := exec.CommandContext(ctx, node, append([]string{"drive.mjs", "--tools", strings.Join(tools, ",")}, args...)...)
+	cmd := exec.CommandContext(ctx, node, append([]string{"drive.mjs", "--tools", strings.Join(sdkTools, ",")}, args...)...)
 	cmd.Dir = "tsclient"
 	cmd.WaitDelay = 5 * time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	runErr := cmd.Run()
-	var s driveSummary
+	var s sdkSummary
 	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &s); err != nil {
 		t.Fatalf("drive.mjs: %v; no JSON summary (%v)\nstdout:\n%s\nstderr:\n%s", runErr, err, stdout.Bytes(), stderr.Bytes())
 	}
@@ -155,8 +133,8 @@ func drive(ctx context.Context, t *testing.T, node string, args ...string) drive
 	return s
 }
 
-// checkSummary asserts what every transport's run must show.
-func checkSummary(t *testing.T, s driveSummary, transport string) {
+// sdkCheck asserts what every transport's run must show.
+func sdkCheck(t *testing.T, s sdkSummary, transport string) {
 	t.Helper()
 	if s.Transport != transport {
 		t.Errorf("transport %q, want %q", s.Transport, transport)
@@ -165,7 +143,7 @@ func checkSummary(t *testing.T, s driveSummary, transport string) {
 	for _, n := range s.Tools {
 		have[n] = true
 	}
-	for _, n := range tools {
+	for _, n := range sdkTools {
 		if !have[n] {
 			t.Errorf("tools/list lacks %s", n)
 		}
@@ -193,17 +171,72 @@ func checkSummary(t *testing.T, s driveSummary, transport string) {
 	}
 }
 
-// peerArgs is the --peer argument of drive.mjs: a second agent's server.
-func peerArgs(ctx context.Context, t *testing.T, bin, node string) []string {
+// The example paths of the README's mcpServers entry.
+const (
+	sdkREADMEBinary = "/home/me/go/bin/adpnode"
+	sdkREADMEKey    = "/home/me/.adp/agent.key"
+	sdkREADMENode   = "http://127.0.0.1:8080"
+)
+
+// sdkREADMEEntry returns the command line of the README's mcpServers entry
+// for adp (section "Use it from an AI agent"), with its example values
+// replaced.
+func sdkREADMEEntry(t *testing.T, replace map[string]string) []string {
+	t.Helper()
+	b, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := string(b)
+	i := strings.Index(sec, "## Use it from an AI agent")
+	if i < 0 {
+		t.Fatal("README has no section \"Use it from an AI agent\"")
+	}
+	sec = sec[i:]
+	j := strings.Index(sec, "```json\n")
+	if j < 0 {
+		t.Fatal("README's agent section has no mcpServers JSON block")
+	}
+	block := sec[j+len("```json\n"):]
+	block = block[:strings.Index(block, "```")]
+	var cfg struct {
+		MCPServers map[string]struct {
+			Command string            `json:"command"`
+			Args    []string          `json:"args"`
+			Env     map[string]string `json:"env"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(block), &cfg); err != nil {
+		t.Fatalf("README's mcpServers block is not JSON: %v\n%s", err, block)
+	}
+	e, ok := cfg.MCPServers["adp"]
+	if !ok || len(e.Args) == 0 || e.Args[0] != "mcp" || len(e.Env) != 0 {
+		t.Fatalf("README's mcpServers entry is not adp: adpnode mcp ... with an empty env:\n%s", block)
+	}
+	argv := append([]string{e.Command}, e.Args...)
+	for k, a := range argv {
+		if r, ok := replace[a]; ok {
+			argv[k] = r
+			delete(replace, a)
+		}
+	}
+	if len(replace) != 0 {
+		t.Fatalf("README's mcpServers entry lacks %v:\n%s", replace, block)
+	}
+	return argv
+}
+
+// sdkPeerArgs is the --peer argument of drive.mjs: a second agent's server.
+func sdkPeerArgs(ctx context.Context, t *testing.T, bin, node string) []string {
 	t.Helper()
 	dir := t.TempDir()
-	key := writeKey(ctx, t, bin, dir)
+	key := sdkKeygen(ctx, t, bin, dir)
 	argv, _ := json.Marshal([]string{bin, "mcp", "--key", key, "--node", node, "--state", filepath.Join(dir, "state")})
 	return []string{"--peer", string(argv)}
 }
 
-// writeKey makes an agent key with adpnode keygen, as the README says.
-func writeKey(ctx context.Context, t *testing.T, bin, dir string) string {
+// sdkKeygen makes an agent key with adpnode keygen, as the README says.
+func sdkKeygen(ctx context.Context, t *testing.T, bin, dir string) string {
 	t.Helper()
 	key := filepath.Join(dir, "agent.key")
 	if out, err := exec.CommandContext(ctx, bin, "keygen", "--out", key).CombinedOutput(); err != nil {
@@ -216,25 +249,28 @@ func writeKey(ctx context.Context, t *testing.T, bin, dir string) string {
 // drive adpnode mcp over stdio: initialize, list every tool, create a room,
 // post and read it back verified, subscribe to the room's transcript
 // resource and receive notifications/resources/updated for a later post.
-// The server is started as hosts start it, with almost no environment.
+// The server is started as hosts start it, with almost no environment,
+// from the README's mcpServers entry.
 func TestOfficialTypeScriptClientOverStdio(t *testing.T) {
-	node := nodeJS(t)
+	node := sdkNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bin := buildAdpnode(ctx, t)
+	bin := sdkAdpnode(ctx, t)
 	h := adptest.StartHost(t, stack.NodeConfig{Now: time.Now})
 	dir := t.TempDir()
-	key := writeKey(ctx, t, bin, dir)
-	state := filepath.Join(dir, "state")
+	key := sdkKeygen(ctx, t, bin, dir)
+	// The server is started as the README's mcpServers entry says, with
+	// this test's binary, key and node in place of the example's.
+	argv := sdkREADMEEntry(t, map[string]string{sdkREADMEBinary: bin, sdkREADMEKey: key, sdkREADMENode: h.URL})
 
-	peer := peerArgs(ctx, t, bin, h.URL)
-	s := drive(ctx, t, node, append(peer, "--stdio", "--", bin, "mcp", "--key", key, "--node", h.URL, "--state", state)...)
-	checkSummary(t, s, "stdio")
+	peer := sdkPeerArgs(ctx, t, bin, h.URL)
+	s := sdkDrive(ctx, t, node, append(append(peer, "--stdio", "--"), argv...)...)
+	sdkCheck(t, s, "stdio")
 
 	// A second host session on the same state directories (both agents'),
 	// as after the host restarts the servers, works the same way.
-	s2 := drive(ctx, t, node, append(peer, "--stdio", "--", bin, "mcp", "--key", key, "--node", h.URL, "--state", state)...)
-	checkSummary(t, s2, "stdio")
+	s2 := sdkDrive(ctx, t, node, append(append(peer, "--stdio", "--"), argv...)...)
+	sdkCheck(t, s2, "stdio")
 	if s2.RoomID == s.RoomID {
 		t.Errorf("the second session created room %s again", s2.RoomID)
 	}
@@ -244,13 +280,13 @@ func TestOfficialTypeScriptClientOverStdio(t *testing.T) {
 // address, with the client's session and the server's push stream; a
 // request from a foreign web origin, or without the bearer token, is refused.
 func TestOfficialTypeScriptClientOverStreamableHTTP(t *testing.T) {
-	node := nodeJS(t)
+	node := sdkNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	bin := buildAdpnode(ctx, t)
+	bin := sdkAdpnode(ctx, t)
 	h := adptest.StartHost(t, stack.NodeConfig{Now: time.Now})
 	dir := t.TempDir()
-	key := writeKey(ctx, t, bin, dir)
+	key := sdkKeygen(ctx, t, bin, dir)
 
 	// A bearer token, as off-loopback use needs; the SDK client sends it.
 	tokenFile := filepath.Join(dir, "token")
@@ -259,7 +295,7 @@ func TestOfficialTypeScriptClientOverStreamableHTTP(t *testing.T) {
 	}
 	srv := exec.CommandContext(ctx, bin, "mcp", "--key", key, "--node", h.URL, "--state", filepath.Join(dir, "state"),
 		"--http", "127.0.0.1:0", "--token-file", tokenFile)
-	var srvLog syncBuffer
+	var srvLog sdkLog
 	srv.Stdout, srv.Stderr = &srvLog, &srvLog
 	srv.WaitDelay = 5 * time.Second
 	if err := srv.Start(); err != nil {
@@ -274,10 +310,10 @@ func TestOfficialTypeScriptClientOverStreamableHTTP(t *testing.T) {
 		}
 	}
 	defer stop()
-	url := servingURL(ctx, t, &srvLog)
+	url := sdkServingURL(ctx, t, &srvLog)
 
-	s := drive(ctx, t, node, append(peerArgs(ctx, t, bin, h.URL), "--http", url, "--token-file", tokenFile)...)
-	checkSummary(t, s, "http")
+	s := sdkDrive(ctx, t, node, append(sdkPeerArgs(ctx, t, bin, h.URL), "--http", url, "--token-file", tokenFile)...)
+	sdkCheck(t, s, "http")
 	if !s.Session {
 		t.Errorf("the server gave the HTTP client no session")
 	}
@@ -320,8 +356,8 @@ func TestOfficialTypeScriptClientOverStreamableHTTP(t *testing.T) {
 	}
 }
 
-// servingURL waits for adpnode mcp --http to say where it serves.
-func servingURL(ctx context.Context, t *testing.T, log *syncBuffer) string {
+// sdkServingURL waits for adpnode mcp --http to say where it serves.
+func sdkServingURL(ctx context.Context, t *testing.T, log *sdkLog) string {
 	t.Helper()
 	re := regexp.MustCompile(`serving MCP at (http://\S+/mcp)`)
 	for {
