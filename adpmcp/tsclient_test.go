@@ -61,6 +61,10 @@ type sdkSummary struct {
 	PeerNotification struct {
 		URI string `json:"uri"`
 	} `json:"peer_notification"`
+	Closed struct {
+		Seq    int64  `json:"seq"`
+		Status string `json:"status"`
+	} `json:"closed"`
 	Prompts []string `json:"prompts"`
 	Session bool     `json:"session"`
 }
@@ -134,7 +138,7 @@ func sdkDrive(ctx context.Context, t *testing.T, node string, args ...string) sd
 }
 
 // sdkCheck asserts what every transport's run must show.
-func sdkCheck(t *testing.T, s sdkSummary, transport string) {
+func sdkCheck(t *testing.T, h *adptest.Host, s sdkSummary, transport string) {
 	t.Helper()
 	if s.Transport != transport {
 		t.Errorf("transport %q, want %q", s.Transport, transport)
@@ -165,6 +169,23 @@ func sdkCheck(t *testing.T, s sdkSummary, transport string) {
 	}
 	if s.PeerNotification.URI != want {
 		t.Errorf("no update notification for the peer's answer")
+	}
+	// What the client saw is what the node holds: the room the client
+	// closed is ended there, its head the close record.
+	if s.Closed.Status != "ended" {
+		t.Errorf("close_room then get_room: status %q, want ended", s.Closed.Status)
+	}
+	if s.RoomID != "" {
+		r := adptest.Do(t, http.MethodGet, h.URL+"/v1/rooms/"+s.RoomID, adptest.NewAgent("sdk-observer").Token(h.URL, time.Now().UnixMilli()), nil)
+		var room struct {
+			Status string       `json:"status"`
+			Head   adptest.Head `json:"head"`
+		}
+		if r.Status != http.StatusOK || r.JSON(&room) != nil {
+			t.Errorf("the node's room %s: %s", s.RoomID, r)
+		} else if room.Status != "ended" || room.Head.Seq != s.Closed.Seq {
+			t.Errorf("the node's room %s: status %q head %d, want ended at the close record %d", s.RoomID, room.Status, room.Head.Seq, s.Closed.Seq)
+		}
 	}
 	if s.Notification.AfterSeq <= s.Post.Seq {
 		t.Errorf("the update followed seq %d, want a post after %d", s.Notification.AfterSeq, s.Post.Seq)
@@ -265,12 +286,12 @@ func TestOfficialTypeScriptClientOverStdio(t *testing.T) {
 
 	peer := sdkPeerArgs(ctx, t, bin, h.URL)
 	s := sdkDrive(ctx, t, node, append(append(peer, "--stdio", "--"), argv...)...)
-	sdkCheck(t, s, "stdio")
+	sdkCheck(t, h, s, "stdio")
 
 	// A second host session on the same state directories (both agents'),
 	// as after the host restarts the servers, works the same way.
 	s2 := sdkDrive(ctx, t, node, append(append(peer, "--stdio", "--"), argv...)...)
-	sdkCheck(t, s2, "stdio")
+	sdkCheck(t, h, s2, "stdio")
 	if s2.RoomID == s.RoomID {
 		t.Errorf("the second session created room %s again", s2.RoomID)
 	}
@@ -313,7 +334,7 @@ func TestOfficialTypeScriptClientOverStreamableHTTP(t *testing.T) {
 	url := sdkServingURL(ctx, t, &srvLog)
 
 	s := sdkDrive(ctx, t, node, append(sdkPeerArgs(ctx, t, bin, h.URL), "--http", url, "--token-file", tokenFile)...)
-	sdkCheck(t, s, "http")
+	sdkCheck(t, h, s, "http")
 	if !s.Session {
 		t.Errorf("the server gave the HTTP client no session")
 	}

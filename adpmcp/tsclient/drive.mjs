@@ -293,12 +293,39 @@ async function main() {
       }
     }
 
+    step = "react";
+    const reacted = await call(client, "react", { room, seq: posted.seq, reaction: "+1" });
+    check(reacted.room_id === room && reacted.seq > posted.seq && reacted.verified === true, `react: ${JSON.stringify(reacted)}`);
+
+    // Hostile input, as a model may send it: an unknown room is a tool
+    // error the model can read (isError), and arguments that break the
+    // input schema are refused; the session goes on.
+    step = "tool errors";
+    const bad = await client.callTool({ name: "post", arguments: { room: "no-such-room-0000", text: "x" } });
+    check(bad.isError === true, `post to an unknown room: not a tool error: ${JSON.stringify(bad)}`);
+    check((bad.content || []).some((c) => c.type === "text" && c.text.length > 0), "post to an unknown room: the error has no text");
+    let refused = false;
+    try {
+      const r = await client.callTool({ name: "read_room", arguments: { limit: "many" } });
+      refused = r.isError === true;
+    } catch (e) {
+      refused = true; // a JSON-RPC error (invalid params) is a refusal too
+    }
+    check(refused, "read_room without a room and with a string limit was accepted");
+
     step = "prompts/get";
     const prompts = (await client.listPrompts()).prompts.map((p) => p.name);
     check(prompts.includes(PROMPT), `prompts/list: no ${PROMPT} in ${prompts.join(", ")}`);
     const prompt = await client.getPrompt({ name: PROMPT, arguments: {} });
     check(prompt.messages && prompt.messages.length > 0, `prompts/get ${PROMPT}: no messages`);
     summary.prompts = prompts;
+
+    step = "close_room";
+    const closed = await call(client, "close_room", { room, reason: "done" });
+    check(closed.room_id === room && closed.verified === true, `close_room: ${JSON.stringify(closed)}`);
+    const after2 = await call(client, "get_room", { room });
+    check(after2.status !== "active", `get_room after close_room: status ${after2.status}`);
+    summary.closed = { seq: closed.seq, status: after2.status };
 
     step = "close";
     summary.ok = true;
