@@ -69,7 +69,7 @@ func (s *Server) readTranscript(ctx context.Context, req *mcp.ReadResourceReques
 		return nil, asToolError(err)
 	}
 	after := max(r.Head.Seq-transcriptRecords, 0)
-	items, _, _, err := s.readVerified(ctx, rr, after, transcriptRecords)
+	items, _, _, err := s.readVerifiedAt(ctx, rr, r, after, transcriptRecords)
 	if err != nil {
 		return nil, asToolError(err)
 	}

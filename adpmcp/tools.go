@@ -262,7 +262,8 @@ func (s *Server) createRoom(ctx context.Context, _ *mcp.CallToolRequest, in Crea
 	if in.Packs == nil {
 		in.Packs = []string{"adp:reactions/1.0"}
 	}
-	start := s.now().UnixMilli()
+	// Active at once on a host whose clock is a little behind ours.
+	start := s.now().Add(-startSkew).UnixMilli()
 	p := map[string]any{"topic": in.Topic, "visibility": in.Visibility, "start_time": start, "end_time": start + int64(in.DurationMinutes)*60_000}
 	if in.Agenda != "" {
 		p["agenda"] = in.Agenda
@@ -302,6 +303,9 @@ func (s *Server) createRoom(ctx context.Context, _ *mcp.CallToolRequest, in Crea
 	s.store.advance(rr.url, out.Seq)
 	return CreateOut{RoomID: out.ID, URL: out.URL, Seq: out.Seq}, "created room " + out.ID + " " + out.URL, nil
 }
+
+// startSkew is how far before now a new room starts.
+const startSkew = 30 * time.Second
 
 // ---- join_room
 
@@ -488,17 +492,15 @@ func (s *Server) readRoom(ctx context.Context, _ *mcp.CallToolRequest, in ReadIn
 		lim = defaultReadLimit
 	}
 	lim = min(lim, maxReadLimit)
-	var after int64
+	r, err := rr.c.Room(ctx, rr.id)
+	if err != nil {
+		return ReadOut{}, "", err
+	}
+	after := max(r.Head.Seq-int64(lim), 0)
 	if in.AfterSeq != nil {
 		after = max(*in.AfterSeq, 0)
-	} else {
-		r, err := rr.c.Room(ctx, rr.id)
-		if err != nil {
-			return ReadOut{}, "", err
-		}
-		after = max(r.Head.Seq-int64(lim), 0)
 	}
-	items, more, head, err := s.readVerified(ctx, rr, after, lim)
+	items, more, head, err := s.readVerifiedAt(ctx, rr, r, after, lim)
 	if err != nil {
 		return ReadOut{}, "", err
 	}

@@ -115,10 +115,17 @@ type Item struct {
 // readVerified reads up to limit records after `after` and verifies each
 // against the chain up to the room's head.
 func (s *Server) readVerified(ctx context.Context, rr roomRef, after int64, limit int) (items []Item, more bool, head int64, err error) {
+	return s.readVerifiedAt(ctx, rr, nil, after, limit)
+}
+
+// readVerifiedAt is readVerified with the room resource already read (nil:
+// read it).
+func (s *Server) readVerifiedAt(ctx context.Context, rr roomRef, r *client.Room, after int64, limit int) (items []Item, more bool, head int64, err error) {
 	c := rr.c
-	r, err := c.Room(ctx, rr.id)
-	if err != nil {
-		return nil, false, 0, err
+	if r == nil {
+		if r, err = c.Room(ctx, rr.id); err != nil {
+			return nil, false, 0, err
+		}
 	}
 	head = r.Head.Seq
 	ch := s.chains.get(rr.url)
