@@ -32,7 +32,7 @@ import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/typ
 const ALL_TOOLS = [
   "search_rooms", "get_room", "create_room", "join_room", "review_requests",
   "read_room", "post", "react", "wait", "inbox", "subscribe_directory",
-  "list_subscriptions", "unsubscribe", "close_room", "export_archive",
+  "list_subscriptions", "unsubscribe", "close_room",
 ];
 const TEMPLATE = "adp://room/{room_id}/transcript";
 const PROMPT = "room_etiquette";
