@@ -322,16 +322,17 @@ func TestOfficialTypeScriptClientOverStreamableHTTP(t *testing.T) {
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	stopped := false
+	exited := make(chan struct{})
+	go func() {
+		srv.Wait()
+		close(exited)
+	}()
 	stop := func() {
-		if !stopped {
-			stopped = true
-			srv.Process.Signal(os.Interrupt)
-			srv.Wait()
-		}
+		srv.Process.Signal(os.Interrupt)
+		<-exited
 	}
 	defer stop()
-	url := sdkServingURL(ctx, t, &srvLog)
+	url := sdkServingURL(ctx, t, &srvLog, exited)
 
 	s := sdkDrive(ctx, t, node, append(sdkPeerArgs(ctx, t, bin, h.URL), "--http", url, "--token-file", tokenFile)...)
 	sdkCheck(t, h, s, "http")
@@ -378,7 +379,7 @@ func TestOfficialTypeScriptClientOverStreamableHTTP(t *testing.T) {
 }
 
 // sdkServingURL waits for adpnode mcp --http to say where it serves.
-func sdkServingURL(ctx context.Context, t *testing.T, log *sdkLog) string {
+func sdkServingURL(ctx context.Context, t *testing.T, log *sdkLog, exited <-chan struct{}) string {
 	t.Helper()
 	re := regexp.MustCompile(`serving MCP at (http://\S+/mcp)`)
 	for {
@@ -386,6 +387,8 @@ func sdkServingURL(ctx context.Context, t *testing.T, log *sdkLog) string {
 			return m[1]
 		}
 		select {
+		case <-exited:
+			t.Fatalf("adpnode mcp --http exited before serving:\n%s", log.String())
 		case <-ctx.Done():
 			t.Fatalf("adpnode mcp --http never said where it serves:\n%s", log.String())
 		case <-time.After(50 * time.Millisecond):
