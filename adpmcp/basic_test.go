@@ -1,6 +1,8 @@
 package adpmcp_test
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/adpnode/adpnode/client"
@@ -49,6 +51,36 @@ func TestToolsConverseOnOneHost(t *testing.T) {
 	for _, it := range r.Items {
 		if !it.Verified {
 			t.Fatalf("unverified %+v", it)
+		}
+	}
+}
+
+// Property: close_room ends a room and export_archive saves its archive,
+// verified offline, in the state directory; before the end it says how
+// to get one.
+func TestCloseAndExportArchive(t *testing.T) {
+	h := adptest.StartHost(t, stack.NodeConfig{})
+	alice := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
+	var room createOut
+	alice.must("create_room", map[string]any{"topic": "to archive"}, &room)
+	var p postOut
+	alice.must("post", map[string]any{"room": room.RoomID, "text": "the only message"}, &p)
+	res := alice.call("export_archive", map[string]any{"room": room.RoomID}, nil)
+	if !res.IsError || !strings.Contains(text(res), "close_room") {
+		t.Fatalf("archive of an active room: %s", text(res))
+	}
+	alice.must("close_room", map[string]any{"room": room.RoomID}, &p)
+	for _, f := range []string{"", "jsonl", "md"} {
+		var out struct {
+			Path     string `json:"path"`
+			Records  int64  `json:"records"`
+			LastSeq  int64  `json:"last_seq"`
+			Verified bool   `json:"verified"`
+		}
+		alice.must("export_archive", map[string]any{"room": room.URL, "format": f}, &out)
+		b, err := os.ReadFile(out.Path)
+		if err != nil || !out.Verified || out.LastSeq != p.Seq || !strings.Contains(string(b), "the only message") {
+			t.Fatalf("archive %q: %+v %v", f, out, err)
 		}
 	}
 }

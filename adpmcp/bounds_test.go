@@ -2,6 +2,7 @@ package adpmcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/stack"
 )
 
@@ -148,9 +150,15 @@ func TestReadRoomAnswerBounded(t *testing.T) {
 // notifications/resources/updated when the room gets a record, and on
 // adp://me/inbox when the agent is mentioned.
 func TestResourceSubscriptionsNotify(t *testing.T) {
+	for _, proto := range protocols {
+		t.Run("protocol="+proto, func(t *testing.T) { testResourceSubscriptionsNotify(t, proto) })
+	}
+}
+
+func testResourceSubscriptionsNotify(t *testing.T, proto string) {
 	h := adptest.StartHost(t, stack.NodeConfig{})
 	alice := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
-	bob := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
+	bob := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{protocol: proto})
 	var room createOut
 	alice.must("create_room", map[string]any{"topic": "subs"}, &room)
 	var j joinOut
@@ -163,6 +171,9 @@ func TestResourceSubscriptionsNotify(t *testing.T) {
 	if err := bob.cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "adp://me/inbox"}); err != nil {
 		t.Fatal(err)
 	}
+	// Under subscriptions/listen the subscription is taken in the
+	// background: wait until the room is live.
+	fedtest.Eventually(t, 30*time.Second, "the subscription is live", func() bool { return bob.srv.LiveRooms() == 1 })
 	var p postOut
 	alice.must("post", map[string]any{"room": room.RoomID, "text": "hi bob", "mentions": []string{string(bob.key.ID)}}, &p)
 	got := map[string]bool{}
@@ -182,7 +193,80 @@ func TestResourceSubscriptionsNotify(t *testing.T) {
 	if !strings.Contains(res.Contents[0].Text, "hi bob") {
 		t.Fatalf("transcript: %s", res.Contents[0].Text)
 	}
+	res, err = bob.cs.ReadResource(ctx, &mcp.ReadResourceParams{URI: uri + ".json"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr readOut
+	if err := json.Unmarshal([]byte(res.Contents[0].Text), &tr); err != nil || len(tr.Items) == 0 || tr.Items[len(tr.Items)-1].Content != "hi bob" {
+		t.Fatalf("JSON transcript: %s", res.Contents[0].Text)
+	}
 	if err := bob.cs.Unsubscribe(ctx, &mcp.UnsubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Property: resource subscriptions cost one live connection per room,
+// however many sessions subscribe; rooms beyond the server's bound are
+// refused; a session that ends gives its subscriptions back.
+func TestSubscriptionsShareBoundedLiveRooms(t *testing.T) {
+	for _, proto := range protocols {
+		t.Run("protocol="+proto, func(t *testing.T) { testSubscriptionsShareBoundedLiveRooms(t, proto) })
+	}
+}
+
+func testSubscriptionsShareBoundedLiveRooms(t *testing.T, proto string) {
+	h := adptest.StartHost(t, stack.NodeConfig{})
+	alice := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{maxFollows: 2, protocol: proto})
+	var ids []string
+	for i := 0; i < 3; i++ {
+		var room createOut
+		alice.must("create_room", map[string]any{"topic": "shared"}, &room)
+		ids = append(ids, room.RoomID)
+	}
+	ctx := context.Background()
+	var sessions []*mcp.ClientSession
+	for i := 0; i < 5; i++ {
+		st, ct := mcp.NewInMemoryTransports()
+		if _, err := alice.srv.MCP().Connect(ctx, st, nil); err != nil {
+			t.Fatal(err)
+		}
+		cs := alice.connect(ctx, ct)
+		sessions = append(sessions, cs)
+		if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "adp://room/" + ids[0] + "/transcript"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fedtest.Eventually(t, 30*time.Second, "the subscriptions are taken", func() bool { return alice.srv.Subscriptions() == 5 })
+	if n := alice.srv.LiveRooms(); n != 1 {
+		t.Fatalf("5 subscriptions to one room hold %d live rooms", n)
+	}
+	if err := sessions[0].Subscribe(ctx, &mcp.SubscribeParams{URI: "adp://room/" + ids[1] + "/transcript"}); err != nil {
+		t.Fatal(err)
+	}
+	fedtest.Eventually(t, 30*time.Second, "the second room is live", func() bool { return alice.srv.LiveRooms() == 2 })
+	err := sessions[0].Subscribe(ctx, &mcp.SubscribeParams{URI: "adp://room/" + ids[2] + "/transcript"})
+	if proto != "" && err == nil {
+		t.Fatal("a third live room was accepted past the bound of 2")
+	}
+	// Under subscriptions/listen the refusal ends the listen: the
+	// subscription is never taken.
+	fedtest.Eventually(t, 30*time.Second, "the third subscription is refused", func() bool { return alice.srv.Refused() >= 1 })
+	if n, subs := alice.srv.LiveRooms(), alice.srv.Subscriptions(); n != 2 || subs != 6 {
+		t.Fatalf("live rooms %d (want 2), subscriptions %d (want 6)", n, subs)
+	}
+	// A burst of records is delivered as notifications without backing up.
+	for i := 0; i < 3; i++ {
+		var p postOut
+		alice.must("post", map[string]any{"room": ids[0], "text": "burst"}, &p)
+	}
+	select {
+	case <-alice.updates:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no notification")
+	}
+	for _, cs := range sessions {
+		cs.Close()
+	}
+	fedtest.Eventually(t, 30*time.Second, "ended sessions give their subscriptions back", func() bool { return alice.srv.Subscriptions() == 0 })
 }

@@ -48,14 +48,15 @@ func (tr *transcript) String() string {
 
 // agent is one MCP session with one adpmcp server.
 type agent struct {
-	t       testing.TB
-	srv     *adpmcp.Server
-	cs      *mcp.ClientSession
-	key     *client.Key
-	out     *transcript
-	updates chan string
-	prog    chan string
-	cfg     adpmcp.Config
+	t        testing.TB
+	srv      *adpmcp.Server
+	cs       *mcp.ClientSession
+	key      *client.Key
+	out      *transcript
+	updates  chan string
+	prog     chan string
+	cfg      adpmcp.Config
+	protocol string
 }
 
 type agentOpts struct {
@@ -63,6 +64,9 @@ type agentOpts struct {
 	maxFollows int
 	keyPath    string
 	maxWaits   int
+	// protocol is the MCP version the client asks for ("": the latest,
+	// where resources/subscribe is a background subscriptions/listen).
+	protocol string
 }
 
 // startAgent runs a server for key against node in process (the SDK's
@@ -87,6 +91,7 @@ func startAgent(t testing.TB, node string, clock *adptest.Clock, key *client.Key
 		t.Fatal(err)
 	}
 	_ = ss
+	a.protocol = o.protocol
 	a.cs = a.connect(ctx, ct)
 	t.Cleanup(a.stop)
 	return a
@@ -109,7 +114,7 @@ func (a *agent) connect(ctx context.Context, ct mcp.Transport) *mcp.ClientSessio
 			}
 		},
 	})
-	cs, err := c.Connect(ctx, ct, nil)
+	cs, err := c.Connect(ctx, ct, &mcp.ClientSessionOptions{ProtocolVersion: a.protocol})
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -221,3 +226,7 @@ type joinOut struct {
 	Status    string `json:"status"`
 	RequestID string `json:"request_id"`
 }
+
+// protocols are the MCP versions subscription tests run under: the legacy
+// resources/subscribe request and the latest subscriptions/listen.
+var protocols = []string{"2025-11-25", ""}

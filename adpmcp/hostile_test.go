@@ -296,3 +296,72 @@ func TestSealedRoomAndNoKeyInAnyOutput(t *testing.T) {
 		}
 	}
 }
+
+// Property: nothing a client or a host sends ends the session: bad
+// arguments, a host answering garbage or failing, records that are not
+// records; each gets an error result or an unverified item, and the next
+// call works.
+func TestHostileInputDoesNotEndTheSession(t *testing.T) {
+	h := adptest.StartHost(t, stack.NodeConfig{})
+	alice := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
+	var room createOut
+	alice.must("create_room", map[string]any{"topic": "hostile"}, &room)
+	var p postOut
+	alice.must("post", map[string]any{"room": room.RoomID, "text": "fine"}, &p)
+
+	garbage := []func([]byte) []byte{
+		func([]byte) []byte { return []byte("not json at all") },
+		func([]byte) []byte {
+			return []byte(`{"result":[{"seq":"x"},null,17,{"envelope":{"event":{"payload":{"content":{"deep":[[[[]]]]}}}}}]}`)
+		},
+		func([]byte) []byte { return []byte(`{"result":[` + strings.Repeat(`{"seq":1},`, 5000) + `{}]}`) },
+		func(b []byte) []byte { return b[:len(b)/2] },
+	}
+	for i, g := range garbage {
+		lie := &lyingTransport{match: func(r *http.Request) bool { return r.Method == http.MethodGet }, rewrite: g}
+		bob := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{http: &http.Client{Transport: lie}})
+		for _, c := range []struct {
+			name string
+			args map[string]any
+		}{
+			{"read_room", map[string]any{"room": room.RoomID, "after_seq": 0}},
+			{"get_room", map[string]any{"room": room.URL}},
+			{"search_rooms", map[string]any{}},
+			{"wait", map[string]any{"rooms": []string{room.RoomID}, "timeout_seconds": 0}},
+			{"inbox", map[string]any{}},
+			{"post", map[string]any{"room": room.RoomID, "text": "x", "reply_to": 1}},
+		} {
+			var r readOut
+			res := bob.call(c.name, c.args, nil)
+			if !res.IsError && c.name == "read_room" {
+				bob.call(c.name, c.args, &r)
+				for _, it := range r.Items {
+					if it.Verified {
+						t.Fatalf("garbage %d: a verified item %+v", i, it)
+					}
+				}
+			}
+		}
+		// The session lives on.
+		if _, err := bob.cs.ListTools(context.Background(), nil); err != nil {
+			t.Fatalf("garbage %d: the session ended: %v", i, err)
+		}
+	}
+	for _, args := range []any{
+		map[string]any{"room": 17},
+		map[string]any{"room": strings.Repeat("x", 100000)},
+		map[string]any{"room": "http://[::1"},
+		map[string]any{"room": room.RoomID, "after_seq": -5, "limit": -1},
+		map[string]any{"room": room.RoomID, "after_seq": 1 << 60, "limit": 1 << 40},
+	} {
+		alice.call("read_room", args, nil)
+	}
+	res := alice.call("post", map[string]any{"room": room.RoomID, "text": "hi", "mentions": []string{"not-an-agent"}}, nil)
+	if !res.IsError {
+		t.Fatal("a bad mention was accepted")
+	}
+	if _, err := alice.cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "no_such_tool"}); err == nil {
+		t.Fatal("an unknown tool answered")
+	}
+	alice.must("read_room", map[string]any{"room": room.RoomID}, nil)
+}

@@ -35,13 +35,13 @@ type liveRoom struct {
 	refs   int
 	idle   *time.Timer
 
-	mu   sync.Mutex
-	head int64
-	wake chan struct{} // closed and replaced when the head moves
-}
+	mu      sync.Mutex
+	head    int64
+	wake    chan struct{} // closed and replaced when the head moves
+	mention bool          // a record since the last notification mentions the agent
 
-// ErrTooManyRooms is the live-connection bound.
-var errTooManyRooms = errors.New("too many live rooms")
+	notify chan struct{} // cap 1: coalesces notifications
+}
 
 func newLiveRooms(s *Server, max int) *liveRooms {
 	return &liveRooms{s: s, max: max, rooms: map[string]*liveRoom{}}
@@ -62,12 +62,16 @@ func (l *liveRooms) acquire(rr roomRef, head int64) (*liveRoom, func(), error) {
 				Hint: "wait on fewer rooms, or unsubscribe from room transcripts you no longer need"}
 		}
 		ctx, cancel := context.WithCancel(l.s.ctx)
-		lr = &liveRoom{rr: rr, cancel: cancel, head: head, wake: make(chan struct{})}
+		lr = &liveRoom{rr: rr, cancel: cancel, head: head, wake: make(chan struct{}), notify: make(chan struct{}, 1)}
 		l.rooms[rr.url] = lr
-		l.wg.Add(1)
+		l.wg.Add(2)
 		go func() {
 			defer l.wg.Done()
 			l.run(ctx, lr)
+		}()
+		go func() {
+			defer l.wg.Done()
+			l.notifier(ctx, lr)
 		}()
 	}
 	if lr.idle != nil {
@@ -140,9 +144,10 @@ func (lr *liveRoom) moved(seq int64) bool {
 func (l *liveRooms) run(ctx context.Context, lr *liveRoom) {
 	c, id := lr.rr.c, lr.rr.id
 	_, after := lr.changed()
+	me := string(l.s.cfg.Key.ID)
 	err := c.FollowWith(ctx, id, after, l.s.cfg.FollowOptions, func(rec *record.Record) error {
 		if lr.moved(rec.Seq) {
-			l.s.roomUpdated(lr.rr, rec)
+			lr.signal(mentionsMe(rec, me))
 		}
 		return nil
 	})
@@ -166,8 +171,39 @@ func (l *liveRooms) run(ctx context.Context, lr *liveRoom) {
 		r, err := c.Room(cctx, id)
 		cancel()
 		if err == nil && lr.moved(r.Head.Seq) {
-			l.s.roomUpdated(lr.rr, nil)
+			lr.signal(false)
 		}
+	}
+}
+
+// signal asks the notifier to tell subscribers; it never blocks, so a
+// slow session cannot make records pile up behind the live stream: a
+// burst of records is one notification.
+func (lr *liveRoom) signal(mention bool) {
+	if mention {
+		lr.mu.Lock()
+		lr.mention = true
+		lr.mu.Unlock()
+	}
+	select {
+	case lr.notify <- struct{}{}:
+	default:
+	}
+}
+
+// notifier sends the coalesced resource notifications of a room.
+func (l *liveRooms) notifier(ctx context.Context, lr *liveRoom) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-lr.notify:
+		}
+		lr.mu.Lock()
+		mention := lr.mention
+		lr.mention = false
+		lr.mu.Unlock()
+		l.s.roomUpdated(lr.rr, mention)
 	}
 }
 
@@ -177,11 +213,12 @@ func terminalEnd(reason string) bool {
 
 // roomUpdated tells subscribed sessions that a room's transcript changed,
 // and that the inbox did when the record mentions the agent.
-func (s *Server) roomUpdated(rr roomRef, rec *record.Record) {
+func (s *Server) roomUpdated(rr roomRef, mention bool) {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
 	s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: transcriptURI(rr)})
-	if rec != nil && mentionsMe(rec, string(s.cfg.Key.ID)) {
+	s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: transcriptURI(rr) + ".json"})
+	if mention {
 		s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: inboxURI})
 	}
 }

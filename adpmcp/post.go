@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -300,5 +299,3 @@ func (s *Server) closeRoom(ctx context.Context, _ *mcp.CallToolRequest, in Close
 	}
 	return PostOut{RoomID: rr.id, Seq: rec.Seq, Hash: rec.Hash, Verified: true}, fmt.Sprintf("closed at seq %d", rec.Seq), nil
 }
-
-var _ = errors.New

@@ -31,7 +31,9 @@ func (s *Server) roomOfURI(uri string) (roomRef, bool) {
 	}
 	id, ok := strings.CutSuffix(rest, "/transcript")
 	if !ok {
-		return roomRef{}, false
+		if id, ok = strings.CutSuffix(rest, "/transcript.json"); !ok {
+			return roomRef{}, false
+		}
 	}
 	id, err := url.PathUnescape(id)
 	if err != nil {
@@ -48,6 +50,13 @@ func (s *Server) addResources() {
 		Description: fmt.Sprintf("The last %d verified records of a room, as markdown. Subscribe to be told when the room gets a record.", transcriptRecords),
 		MIMEType:    "text/markdown",
 		URITemplate: "adp://room/{room_id}/transcript",
+	}, s.readTranscript)
+	s.mcp.AddResourceTemplate(&mcp.ResourceTemplate{
+		Name:        "room_transcript_json",
+		Title:       "Room transcript (JSON)",
+		Description: fmt.Sprintf("The last %d verified records of a room, as read_room returns them.", transcriptRecords),
+		MIMEType:    "application/json",
+		URITemplate: "adp://room/{room_id}/transcript.json",
 	}, s.readTranscript)
 	s.mcp.AddResource(&mcp.Resource{
 		Name:        "inbox",
@@ -69,9 +78,17 @@ func (s *Server) readTranscript(ctx context.Context, req *mcp.ReadResourceReques
 		return nil, asToolError(err)
 	}
 	after := max(r.Head.Seq-transcriptRecords, 0)
-	items, _, _, err := s.readVerifiedAt(ctx, rr, r, after, transcriptRecords)
+	items, more, head, err := s.readVerifiedAt(ctx, rr, r, after, transcriptRecords)
 	if err != nil {
 		return nil, asToolError(err)
+	}
+	if strings.HasSuffix(uri, ".json") {
+		out := ReadOut{RoomID: rr.id, Items: items, NextAfterSeq: after, Truncated: more, Head: head}
+		if n := len(items); n > 0 {
+			out.NextAfterSeq = items[n-1].Seq
+		}
+		b, _ := json.Marshal(out)
+		return &mcp.ReadResourceResult{Contents: []*mcp.ResourceContents{{URI: uri, MIMEType: "application/json", Text: string(b)}}}, nil
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# %s\n\nRoom %s (%s), head seq %d. Records after seq %d:\n\n", r.Topic, rr.url, r.Status, r.Head.Seq, after)
@@ -103,7 +120,12 @@ func (s *Server) readInbox(ctx context.Context, req *mcp.ReadResourceRequest) (*
 
 // subscribe starts what drives notifications/resources/updated for a
 // URI: the room's live connection, or the inbox poller.
-func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) error {
+func (s *Server) subscribe(ctx context.Context, req *mcp.SubscribeRequest) (err error) {
+	defer func() {
+		if err != nil {
+			s.refused.Add(1)
+		}
+	}()
 	uri := req.Params.URI
 	var release func()
 	switch {
@@ -192,7 +214,8 @@ func (s *Server) pollInbox(ctx context.Context) {
 		page, err := s.home.Mentions(cctx, cur, 50)
 		cancel()
 		if err == nil && !page.ResetRequired {
-			if last >= 0 && len(page.Items) > 0 {
+			// The first poll reports mentions the agent has not read yet.
+			if len(page.Items) > 0 {
 				s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: inboxURI})
 			}
 			last = page.NextAfter

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -80,6 +81,7 @@ type Server struct {
 	waits   map[string]int            // active waits by session ID
 	subs    map[*mcp.ServerSession]map[string]func()
 
+	refused   atomic.Int64
 	inboxRefs int
 	inboxStop context.CancelFunc
 
@@ -142,6 +144,7 @@ func New(cfg Config) (*Server, error) {
 	})
 	s.mcp.AddReceivingMiddleware(s.recoverMiddleware)
 	s.addTools()
+	s.addRoundTools()
 	s.addResources()
 	s.addPrompts()
 	return s, nil
@@ -156,6 +159,25 @@ func (s *Server) MCP() *mcp.Server { return s.mcp }
 
 // Run serves one session on t until it ends.
 func (s *Server) Run(ctx context.Context, t mcp.Transport) error { return s.mcp.Run(ctx, t) }
+
+// LiveRooms is the number of rooms followed live now (shared by every
+// wait and resource subscription on them).
+func (s *Server) LiveRooms() int { return s.live.count() }
+
+// Subscriptions is the number of resource subscriptions held by sessions.
+func (s *Server) Subscriptions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, m := range s.subs {
+		n += len(m)
+	}
+	return n
+}
+
+// Refused counts resource subscriptions refused (unknown resource, a
+// room the agent may not read, the live-room bound).
+func (s *Server) Refused() int64 { return s.refused.Load() }
 
 // Close stops the live room connections and pollers.
 func (s *Server) Close() {

@@ -51,6 +51,7 @@ func (s *Server) addTools() {
 	tool(s, "list_subscriptions", "List your directory subscriptions and the changes since the last call.", s.listSubscriptions)
 	tool(s, "unsubscribe", "Delete a directory subscription.", s.unsubscribeDirectory)
 	tool(s, "close_room", "Close a room you created or moderate (room.close).", s.closeRoom)
+	tool(s, "export_archive", "Save an ended room's archive in the server's state directory, verified offline (hashes, signatures, chain, replay).", s.exportArchive)
 }
 
 // ---- search_rooms
@@ -427,8 +428,6 @@ func (s *Server) reviewRequests(ctx context.Context, _ *mcp.CallToolRequest, in 
 				if role == "" {
 					role = requestField(jr, "role")
 				}
-				var rec interface{ GetSeq() int64 }
-				_ = rec
 				r, rerr := rr.c.Review(ctx, rr.id, jr, approve, role, in.Reason)
 				if err = rerr; err == nil {
 					d.Seq = r.Seq

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/seal"
 	"github.com/adpnode/adpnode/client"
@@ -316,5 +315,3 @@ func (s *Server) eventHashAt(ctx context.Context, rr roomRef, seq int64) (string
 	}
 	return ch.evHash[seq-1], nil
 }
-
-var _ = identity.AgentID("")

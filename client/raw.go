@@ -41,3 +41,12 @@ func (c *Client) Discovery(ctx context.Context) (json.RawMessage, error) {
 	_, err := c.do(ctx, http.MethodGet, "/.well-known/agent-discourse", nil, false, &raw)
 	return raw, err
 }
+
+// Archive reads a room's archive (§19) as the host renders it: form ""
+// is the JSON document, ".jsonl" the JSON Lines form, ".md" markdown.
+// Verify the JSON forms with adp/archive.
+func (c *Client) Archive(ctx context.Context, roomID, form string) ([]byte, error) {
+	var raw json.RawMessage
+	_, err := c.do(ctx, http.MethodGet, "/v1/rooms/"+roomID+"/archive"+form, nil, true, &raw)
+	return raw, err
+}

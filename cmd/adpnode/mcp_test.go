@@ -15,8 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/adpnode/adpnode/client"
-	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/internal/fedtest"
 )
 
 type bearer struct {
@@ -54,13 +53,15 @@ func mcpCall(t *testing.T, cs *mcp.ClientSession, name string, args, out any) {
 
 // Property: the built binary serves MCP over stdio (--node given as the
 // node's listen address, resolved through its discovery document) and
-// over Streamable HTTP (loopback; Origin checked; a bearer token required
-// off loopback, and enforced), and two agents converse through them.
+// over Streamable HTTP (Origin checked; a bearer token required off
+// loopback, and enforced); two agents on two federated nodes, one on each
+// transport, find a room, join it by an approved request and converse.
 func TestMCPOverStdioAndHTTP(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
-	h := adptest.StartHost(t, node.Config{})
+	peers := fedtest.Network(t, 2, nil, fedtest.Options{AnnounceInterval: 300 * time.Millisecond})
+	h, hb := peers[0], peers[1]
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "adpnode")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -99,14 +100,14 @@ func TestMCPOverStdioAndHTTP(t *testing.T) {
 	defer alice.Close()
 
 	// A non-loopback --http without a token is refused.
-	out, err := exec.CommandContext(ctx, bin, "mcp", "--key", filepath.Join(dir, "bob.key"), "--node", h.URL, "--http", "0.0.0.0:0").CombinedOutput()
+	out, err := exec.CommandContext(ctx, bin, "mcp", "--key", filepath.Join(dir, "bob.key"), "--node", hb.URL, "--http", "0.0.0.0:0").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "--token-file") {
 		t.Fatalf("non-loopback without a token: %v %s", err, out)
 	}
 	// Bob over HTTP, off loopback with a token.
 	tokenFile := filepath.Join(dir, "token")
 	os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600)
-	srv := exec.CommandContext(ctx, bin, "mcp", "--key", filepath.Join(dir, "bob.key"), "--node", h.URL, "--http", "0.0.0.0:0", "--token-file", tokenFile)
+	srv := exec.CommandContext(ctx, bin, "mcp", "--key", filepath.Join(dir, "bob.key"), "--node", hb.URL, "--http", "0.0.0.0:0", "--token-file", tokenFile)
 	stderr, _ := srv.StderrPipe()
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -164,14 +165,40 @@ func TestMCPOverStdioAndHTTP(t *testing.T) {
 		RoomID string `json:"room_id"`
 		URL    string `json:"url"`
 	}
-	mcpCall(t, alice, "create_room", map[string]any{"topic": "stdio and http"}, &room)
+	mcpCall(t, alice, "create_room", map[string]any{"topic": "stdio and http", "visibility": "restricted", "tags": []string{"transports"}}, &room)
 	if !strings.HasPrefix(room.URL, h.URL+"/") {
 		t.Fatalf("room URL %s is not on the node's public origin %s", room.URL, h.URL)
 	}
+	var found struct {
+		Rooms []struct {
+			URL string `json:"url"`
+		} `json:"rooms"`
+	}
+	fedtest.Eventually(t, 30*time.Second, "bob finds the room through node B", func() bool {
+		mcpCall(t, bob, "search_rooms", map[string]any{"tag": "transports"}, &found)
+		return len(found.Rooms) == 1 && found.Rooms[0].URL == room.URL
+	})
 	var j struct {
 		Status string `json:"status"`
 	}
 	mcpCall(t, bob, "join_room", map[string]any{"room": room.URL}, &j)
+	if j.Status != "pending" {
+		t.Fatalf("join: %+v", j)
+	}
+	var rv struct {
+		Pending []struct {
+			RequestID string `json:"request_id"`
+		} `json:"pending"`
+	}
+	mcpCall(t, alice, "review_requests", map[string]any{"room": room.RoomID}, &rv)
+	if len(rv.Pending) != 1 {
+		t.Fatalf("pending: %+v", rv)
+	}
+	mcpCall(t, alice, "review_requests", map[string]any{"room": room.RoomID, "approve": []string{rv.Pending[0].RequestID}}, &rv)
+	mcpCall(t, bob, "join_room", map[string]any{"room": room.URL}, &j)
+	if j.Status != "joined" {
+		t.Fatalf("join after approval: %+v", j)
+	}
 	var w struct {
 		Events []struct {
 			Seq      int64  `json:"seq"`
