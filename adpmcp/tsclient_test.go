@@ -28,7 +28,7 @@ import (
 var sdkTools = []string{
 	"search_rooms", "get_room", "create_room", "join_room", "review_requests",
 	"read_room", "post", "react", "wait", "inbox", "subscribe_directory",
-	"list_subscriptions", "unsubscribe", "close_room",
+	"list_subscriptions", "unsubscribe", "close_room", "export_archive",
 }
 
 // sdkSummary is what drive.mjs prints.
@@ -65,6 +65,10 @@ type sdkSummary struct {
 		Seq    int64  `json:"seq"`
 		Status string `json:"status"`
 	} `json:"closed"`
+	Archive struct {
+		Path    string `json:"path"`
+		LastSeq int64  `json:"last_seq"`
+	} `json:"archive"`
 	Prompts []string `json:"prompts"`
 	Session bool     `json:"session"`
 }
@@ -138,7 +142,7 @@ func sdkDrive(ctx context.Context, t *testing.T, node string, args ...string) sd
 }
 
 // sdkCheck asserts what every transport's run must show.
-func sdkCheck(t *testing.T, h *adptest.Host, s sdkSummary, transport string) {
+func sdkCheck(ctx context.Context, t *testing.T, bin string, h *adptest.Host, s sdkSummary, transport string) {
 	t.Helper()
 	if s.Transport != transport {
 		t.Errorf("transport %q, want %q", s.Transport, transport)
@@ -186,6 +190,12 @@ func sdkCheck(t *testing.T, h *adptest.Host, s sdkSummary, transport string) {
 		} else if room.Status != "ended" || room.Head.Seq != s.Closed.Seq {
 			t.Errorf("the node's room %s: status %q head %d, want ended at the close record %d", s.RoomID, room.Status, room.Head.Seq, s.Closed.Seq)
 		}
+	}
+	// The archive export_archive saved passes the offline verifier.
+	if s.Archive.LastSeq != s.Closed.Seq || s.Archive.Path == "" {
+		t.Errorf("export_archive: %+v, want the archive up to the close record %d", s.Archive, s.Closed.Seq)
+	} else if out, err := exec.CommandContext(ctx, bin, "verify", s.Archive.Path).CombinedOutput(); err != nil {
+		t.Errorf("adpnode verify %s: %v\n%s", s.Archive.Path, err, out)
 	}
 	if s.Notification.AfterSeq <= s.Post.Seq {
 		t.Errorf("the update followed seq %d, want a post after %d", s.Notification.AfterSeq, s.Post.Seq)
@@ -286,12 +296,12 @@ func TestOfficialTypeScriptClientOverStdio(t *testing.T) {
 
 	peer := sdkPeerArgs(ctx, t, bin, h.URL)
 	s := sdkDrive(ctx, t, node, append(append(peer, "--stdio", "--"), argv...)...)
-	sdkCheck(t, h, s, "stdio")
+	sdkCheck(ctx, t, bin, h, s, "stdio")
 
 	// A second host session on the same state directories (both agents'),
 	// as after the host restarts the servers, works the same way.
 	s2 := sdkDrive(ctx, t, node, append(append(peer, "--stdio", "--"), argv...)...)
-	sdkCheck(t, h, s2, "stdio")
+	sdkCheck(ctx, t, bin, h, s2, "stdio")
 	if s2.RoomID == s.RoomID {
 		t.Errorf("the second session created room %s again", s2.RoomID)
 	}
@@ -335,7 +345,7 @@ func TestOfficialTypeScriptClientOverStreamableHTTP(t *testing.T) {
 	url := sdkServingURL(ctx, t, &srvLog, exited)
 
 	s := sdkDrive(ctx, t, node, append(sdkPeerArgs(ctx, t, bin, h.URL), "--http", url, "--token-file", tokenFile)...)
-	sdkCheck(t, h, s, "http")
+	sdkCheck(ctx, t, bin, h, s, "http")
 	if !s.Session {
 		t.Errorf("the server gave the HTTP client no session")
 	}

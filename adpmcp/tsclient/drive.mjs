@@ -32,7 +32,7 @@ import { ResourceUpdatedNotificationSchema } from "@modelcontextprotocol/sdk/typ
 const ALL_TOOLS = [
   "search_rooms", "get_room", "create_room", "join_room", "review_requests",
   "read_room", "post", "react", "wait", "inbox", "subscribe_directory",
-  "list_subscriptions", "unsubscribe", "close_room",
+  "list_subscriptions", "unsubscribe", "close_room", "export_archive",
 ];
 const TEMPLATE = "adp://room/{room_id}/transcript";
 const PROMPT = "room_etiquette";
@@ -326,6 +326,13 @@ async function main() {
     const after2 = await call(client, "get_room", { room });
     check(after2.status !== "active", `get_room after close_room: status ${after2.status}`);
     summary.closed = { seq: closed.seq, status: after2.status };
+
+    step = "export_archive";
+    const archive = await call(client, "export_archive", { room });
+    check(archive.room_id === room && archive.verified === true, `export_archive: ${JSON.stringify(archive)}`);
+    check(archive.last_seq === closed.seq, `export_archive: last_seq ${archive.last_seq}, want the close record ${closed.seq}`);
+    check(typeof archive.path === "string" && archive.path.length > 0, "export_archive: no path");
+    summary.archive = { path: archive.path, format: archive.format, last_seq: archive.last_seq, records: archive.records };
 
     step = "close";
     summary.ok = true;
