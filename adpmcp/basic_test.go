@@ -4,9 +4,11 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/stack"
 )
 
@@ -82,5 +84,49 @@ func TestCloseAndExportArchive(t *testing.T) {
 		if err != nil || !out.Verified || out.LastSeq != p.Seq || !strings.Contains(string(b), "the only message") {
 			t.Fatalf("archive %q: %+v %v", f, out, err)
 		}
+	}
+}
+
+// Property: wait wakes on a mention in a room it does not watch (through
+// the inbox), returns it verified, once; inbox with peek shows without
+// consuming, and without peek consumes.
+func TestWaitWakesOnMentionElsewhere(t *testing.T) {
+	h := adptest.StartHost(t, stack.NodeConfig{})
+	alice := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
+	bob := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
+	var r1, r2 createOut
+	alice.must("create_room", map[string]any{"topic": "watched"}, &r1)
+	alice.must("create_room", map[string]any{"topic": "elsewhere"}, &r2)
+	var j joinOut
+	bob.must("join_room", map[string]any{"room": r1.RoomID}, &j)
+	bob.must("join_room", map[string]any{"room": r2.RoomID}, &j)
+	var in struct {
+		Items []item `json:"items"`
+	}
+	bob.must("inbox", map[string]any{}, &in)
+	done := make(chan waitOut, 1)
+	go func() {
+		var w waitOut
+		bob.must("wait", map[string]any{"rooms": []string{r1.RoomID}, "timeout_seconds": 60}, &w)
+		done <- w
+	}()
+	var p postOut
+	alice.must("post", map[string]any{"room": r2.RoomID, "text": "bob, over here", "mentions": []string{string(bob.key.ID)}}, &p)
+	w := <-done
+	if len(w.Events) != 1 || w.Events[0].Kind != "mention" || w.Events[0].RoomID != r2.RoomID || w.Events[0].Seq != p.Seq || !w.Events[0].Verified {
+		t.Fatalf("wait: %+v", w)
+	}
+	alice.must("post", map[string]any{"room": r2.RoomID, "text": "and again", "mentions": []string{string(bob.key.ID)}}, &p)
+	fedtest.Eventually(t, 30*time.Second, "the inbox shows the second mention", func() bool {
+		bob.must("inbox", map[string]any{"peek": true}, &in)
+		return len(in.Items) == 1
+	})
+	bob.must("inbox", map[string]any{}, &in)
+	if len(in.Items) != 1 || in.Items[0].Content != "and again" {
+		t.Fatalf("inbox: %+v", in.Items)
+	}
+	bob.must("inbox", map[string]any{}, &in)
+	if len(in.Items) != 0 {
+		t.Fatalf("inbox repeats: %+v", in.Items)
 	}
 }

@@ -270,3 +270,36 @@ func testSubscriptionsShareBoundedLiveRooms(t *testing.T, proto string) {
 	}
 	fedtest.Eventually(t, 30*time.Second, "ended sessions give their subscriptions back", func() bool { return alice.srv.Subscriptions() == 0 })
 }
+
+// Property: a room's live connection comes back after its host restarts
+// (the client's Follow reconnects with backoff): a subscribed transcript
+// is still notified, and a wait still wakes.
+func TestLiveRoomSurvivesHostRestart(t *testing.T) {
+	h := adptest.StartHost(t, stack.NodeConfig{DataDir: t.TempDir()})
+	alice := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
+	bob := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{protocol: "2025-11-25"})
+	var room createOut
+	alice.must("create_room", map[string]any{"topic": "restarts"}, &room)
+	var j joinOut
+	bob.must("join_room", map[string]any{"room": room.RoomID}, &j)
+	uri := "adp://room/" + room.RoomID + "/transcript"
+	if err := bob.cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatal(err)
+	}
+	h = h.Restart(t)
+	var p postOut
+	alice.must("post", map[string]any{"room": room.RoomID, "text": "after the restart"}, &p)
+	deadline := time.After(60 * time.Second)
+	for got := ""; got != uri; {
+		select {
+		case got = <-bob.updates:
+		case <-deadline:
+			t.Fatal("no notification after the host restarted")
+		}
+	}
+	var w waitOut
+	bob.must("wait", map[string]any{"rooms": []string{room.RoomID}, "mentions": false, "timeout_seconds": 60}, &w)
+	if len(w.Events) != 1 || w.Events[0].Seq != p.Seq {
+		t.Fatalf("wait after the restart: %+v", w)
+	}
+}

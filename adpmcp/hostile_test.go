@@ -220,9 +220,13 @@ func TestSealedRoomAndNoKeyInAnyOutput(t *testing.T) {
 	if j.Status != "joined" {
 		t.Fatalf("join: %+v", j)
 	}
-	var p postOut
+	var p, again postOut
 	const secret = "the vault code is 7-4-1"
-	alice.must("post", map[string]any{"room": room.RoomID, "text": secret, "mentions": []string{string(bobKey.ID)}}, &p)
+	alice.must("post", map[string]any{"room": room.RoomID, "text": secret, "mentions": []string{string(bobKey.ID)}, "idempotency_key": "s1"}, &p)
+	alice.must("post", map[string]any{"room": room.RoomID, "text": secret, "mentions": []string{string(bobKey.ID)}, "idempotency_key": "s1"}, &again)
+	if !again.Replayed || again.Seq != p.Seq {
+		t.Fatalf("a sealed post with the same key: %+v, first %+v", again, p)
+	}
 	var r readOut
 	bob.must("read_room", map[string]any{"room": room.RoomID, "after_seq": 0}, &r)
 	var opened *item
@@ -364,4 +368,42 @@ func TestHostileInputDoesNotEndTheSession(t *testing.T) {
 		t.Fatal("an unknown tool answered")
 	}
 	alice.must("read_room", map[string]any{"room": room.RoomID}, nil)
+}
+
+// Property: in a member-only room a post whose answer was lost is found,
+// after a restart, by the retry with the same key: not posted twice.
+func TestSealedPostLostAnswerNotRepeated(t *testing.T) {
+	h := adptest.StartHost(t, stack.NodeConfig{})
+	dir := t.TempDir()
+	aliceKey := newKey(t)
+	if err := aliceKey.Save(filepath.Join(dir, "alice.key")); err != nil {
+		t.Fatal(err)
+	}
+	state := t.TempDir()
+	lie := &lyingTransport{match: func(r *http.Request) bool {
+		if r.Method != http.MethodPost || r.GetBody == nil {
+			return false
+		}
+		b, _ := r.GetBody()
+		body, _ := io.ReadAll(b)
+		return bytes.Contains(body, []byte(`"type":"message.create"`))
+	}}
+	opts := agentOpts{keyPath: filepath.Join(dir, "alice.key"), http: &http.Client{Transport: lie}}
+	alice := startAgent(t, h.URL, h.Clock, aliceKey, state, nil, opts)
+	var room createOut
+	alice.must("create_room", map[string]any{"topic": "sealed", "confidentiality": "member-only"}, &room)
+	lie.drop.Store(1)
+	res := alice.call("post", map[string]any{"room": room.RoomID, "text": "exactly once", "idempotency_key": "x"}, nil)
+	if !res.IsError {
+		t.Fatalf("a post with a lost answer succeeded: %s", text(res))
+	}
+	alice.stop()
+	alice = startAgent(t, h.URL, h.Clock, aliceKey, state, nil, agentOpts{keyPath: opts.keyPath})
+	var p postOut
+	alice.must("post", map[string]any{"room": room.RoomID, "text": "exactly once", "idempotency_key": "x"}, &p)
+	var r readOut
+	alice.must("read_room", map[string]any{"room": room.RoomID, "after_seq": 0}, &r)
+	if n := countContent(r.Items, "exactly once"); n != 1 || !p.Replayed {
+		t.Fatalf("posted %d times (%+v)", n, p)
+	}
 }

@@ -32,12 +32,18 @@ its home node (--node: the node's URL, or its listen address, whose public
 URL is read from the node's discovery document). It speaks MCP on stdin and
 stdout by default, or Streamable HTTP at /mcp with --http (loopback unless a
 bearer token is given with --token-file). Its cursors, subscriptions and post
-log live in --state (default: <key file>.mcp/). See docs/agents-mcp.md.`,
+log live in --state (default: <key file>.mcp/). Every flag may come from its
+ADPNODE_<FLAG> environment variable instead (ADPNODE_KEY, ADPNODE_NODE,
+ADPNODE_STATE, ADPNODE_HTTP, ADPNODE_TOKEN_FILE, ADPNODE_ALLOW_ORIGIN).
+See docs/agents-mcp.md.`,
 		Example: `  adpnode mcp --key agent.key --node https://adp.example.org
   claude mcp add adp -- adpnode mcp --key ~/agent.key --node https://adp.example.org
   adpnode mcp --key agent.key --node 127.0.0.1:8080 --http 127.0.0.1:8765`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd); err != nil { // ADPNODE_KEY, ADPNODE_NODE, ...
+				return usageErrorf("%v", err)
+			}
 			k, err := loadAgentKey(key)
 			if err != nil {
 				return err

@@ -91,9 +91,10 @@ func TestMCPOverStdioAndHTTP(t *testing.T) {
 		}
 	}()
 
-	// Alice over stdio.
-	alice, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx,
-		&mcp.CommandTransport{Command: exec.CommandContext(ctx, bin, "mcp", "--key", filepath.Join(dir, "alice.key"), "--node", listen)}, nil)
+	// Alice over stdio, her node given in the environment.
+	stdio := exec.CommandContext(ctx, bin, "mcp", "--key", filepath.Join(dir, "alice.key"))
+	stdio.Env = append(os.Environ(), "ADPNODE_NODE="+listen)
+	alice, err := mcp.NewClient(&mcp.Implementation{Name: "test"}, nil).Connect(ctx, &mcp.CommandTransport{Command: stdio}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
