@@ -209,10 +209,10 @@ const (
 	sdkREADMENode   = "http://127.0.0.1:8080"
 )
 
-// sdkREADMEEntry returns the command line of the README's mcpServers entry
-// for adp (section "Use it from an AI agent"), with its example values
-// replaced.
-func sdkREADMEEntry(t *testing.T, replace map[string]string) []string {
+// sdkREADMEEntry returns the command line and environment of the README's
+// mcpServers entry for adp (section "Use it from an AI agent"), with its
+// example values replaced.
+func sdkREADMEEntry(t *testing.T, replace map[string]string) (argv []string, env map[string]string) {
 	t.Helper()
 	b, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -241,20 +241,28 @@ func sdkREADMEEntry(t *testing.T, replace map[string]string) []string {
 		t.Fatalf("README's mcpServers block is not JSON: %v\n%s", err, block)
 	}
 	e, ok := cfg.MCPServers["adp"]
-	if !ok || len(e.Args) == 0 || e.Args[0] != "mcp" || len(e.Env) != 0 {
-		t.Fatalf("README's mcpServers entry is not adp: adpnode mcp ... with an empty env:\n%s", block)
+	if !ok || len(e.Args) == 0 || e.Args[0] != "mcp" {
+		t.Fatalf("README's mcpServers entry is not adp: adpnode mcp ...:\n%s", block)
 	}
-	argv := append([]string{e.Command}, e.Args...)
-	for k, a := range argv {
-		if r, ok := replace[a]; ok {
-			argv[k] = r
-			delete(replace, a)
+	sub := func(v string) string {
+		if r, ok := replace[v]; ok {
+			delete(replace, v)
+			return r
 		}
+		return v
+	}
+	argv = append([]string{sub(e.Command)}, e.Args...)
+	for k, a := range argv {
+		argv[k] = sub(a)
+	}
+	env = map[string]string{}
+	for k, v := range e.Env {
+		env[k] = sub(v)
 	}
 	if len(replace) != 0 {
 		t.Fatalf("README's mcpServers entry lacks %v:\n%s", replace, block)
 	}
-	return argv
+	return argv, env
 }
 
 // sdkPeerArgs is the --peer argument of drive.mjs: a second agent's server.
@@ -280,8 +288,8 @@ func sdkKeygen(ctx context.Context, t *testing.T, bin, dir string) string {
 // drive adpnode mcp over stdio: initialize, list every tool, create a room,
 // post and read it back verified, subscribe to the room's transcript
 // resource and receive notifications/resources/updated for a later post.
-// The server is started as hosts start it, with almost no environment,
-// from the README's mcpServers entry.
+// The server is started as hosts start it, from the README's mcpServers
+// entry: its settings in the entry's env, with almost nothing else.
 func TestOfficialTypeScriptClientOverStdio(t *testing.T) {
 	node := sdkNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -292,15 +300,17 @@ func TestOfficialTypeScriptClientOverStdio(t *testing.T) {
 	key := sdkKeygen(ctx, t, bin, dir)
 	// The server is started as the README's mcpServers entry says, with
 	// this test's binary, key and node in place of the example's.
-	argv := sdkREADMEEntry(t, map[string]string{sdkREADMEBinary: bin, sdkREADMEKey: key, sdkREADMENode: h.URL})
+	argv, env := sdkREADMEEntry(t, map[string]string{sdkREADMEBinary: bin, sdkREADMEKey: key, sdkREADMENode: h.URL})
+	envJSON, _ := json.Marshal(env)
+	entry := append([]string{"--env", string(envJSON), "--stdio", "--"}, argv...)
 
 	peer := sdkPeerArgs(ctx, t, bin, h.URL)
-	s := sdkDrive(ctx, t, node, append(append(peer, "--stdio", "--"), argv...)...)
+	s := sdkDrive(ctx, t, node, append(peer, entry...)...)
 	sdkCheck(ctx, t, bin, h, s, "stdio")
 
 	// A second host session on the same state directories (both agents'),
 	// as after the host restarts the servers, works the same way.
-	s2 := sdkDrive(ctx, t, node, append(append(peer, "--stdio", "--"), argv...)...)
+	s2 := sdkDrive(ctx, t, node, append(peer, entry...)...)
 	sdkCheck(ctx, t, bin, h, s2, "stdio")
 	if s2.RoomID == s.RoomID {
 		t.Errorf("the second session created room %s again", s2.RoomID)

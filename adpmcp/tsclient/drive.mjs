@@ -11,6 +11,8 @@
 //   --tools a,b,c       the tool names the server must list (default: all)
 //   --create-args JSON  arguments merged into the create_room call
 //   --timeout-ms N      bound on each wait (default 30000)
+//   --env JSON          variables for the stdio server, as a host's entry
+//                       gives them (added to the SDK's default environment)
 //   --peer JSON         a second agent's server, as a JSON array of its command
 //                       line, started over stdio by a second SDK client: it
 //                       joins the room and answers, mentioning the first agent,
@@ -53,6 +55,7 @@ function parseArgs(argv) {
       case "--create-args": o.createArgs = JSON.parse(val()); break;
       case "--timeout-ms": o.timeoutMs = Number(val()); break;
       case "--peer": o.peer = JSON.parse(val()); break;
+      case "--env": o.env = JSON.parse(val()); break;
       case "--wait-first": o.waitFirst = true; break;
       case "--":
         o.command = argv[i + 1];
@@ -131,7 +134,7 @@ async function main() {
 
   let transport;
   if (opt.mode === "stdio") {
-    transport = new StdioClientTransport({ command: opt.command, args: opt.args, stderr: "inherit" });
+    transport = new StdioClientTransport({ command: opt.command, args: opt.args, env: opt.env, stderr: "inherit" });
   } else {
     const headers = {};
     if (opt.tokenFile) headers.Authorization = `Bearer ${readFileSync(opt.tokenFile, "utf8").trim()}`;
