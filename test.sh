@@ -15,6 +15,12 @@ fi
 if ! command -v curl >/dev/null 2>&1; then
 	need+=(curl)
 fi
+# The MCP server's client test drives it with the official TypeScript SDK
+# (adpmcp/tsclient), which needs Node.js (18 or later) and npm.
+if [ "${ADP_SKIP_NODE:-}" != 1 ]; then
+	command -v node >/dev/null 2>&1 || need+=(nodejs)
+	command -v npm >/dev/null 2>&1 || need+=(npm)
+fi
 if [ ${#need[@]} -gt 0 ]; then
 	if [ "$(id -u)" -eq 0 ]; then
 		as_root=()
@@ -23,7 +29,8 @@ if [ ${#need[@]} -gt 0 ]; then
 	else
 		echo "test.sh: the tests need ${need[*]}, which is not installed, and installing it needs" >&2
 		echo "test.sh: root or password-less sudo. Install it yourself (Debian: apt-get install ${need[*]})," >&2
-		echo "test.sh: or point ADP_CHROMIUM at a Chromium binary, or set ADP_SKIP_BROWSER=1 to skip the browser tests." >&2
+		echo "test.sh: or point ADP_CHROMIUM at a Chromium binary, or set ADP_SKIP_BROWSER=1 to skip the browser tests," >&2
+		echo "test.sh: or ADP_SKIP_NODE=1 to skip the MCP client test that needs Node.js." >&2
 		exit 1
 	fi
 	if ! command -v apt-get >/dev/null 2>&1; then
@@ -33,6 +40,18 @@ if [ ${#need[@]} -gt 0 ]; then
 	echo "test.sh: installing ${need[*]} with apt-get" >&2
 	"${as_root[@]}" apt-get update
 	DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y --no-install-recommends "${need[@]}"
+fi
+
+# The MCP client test's npm packages, pinned by adpmcp/tsclient/package-lock.json,
+# go into adpmcp/tsclient/node_modules; a copy of the lock file there tells
+# that they are installed and current.
+if [ "${ADP_SKIP_NODE:-}" != 1 ]; then
+	ts=adpmcp/tsclient
+	if ! cmp -s "$ts/package-lock.json" "$ts/node_modules/.adp-installed-lock.json"; then
+		echo "test.sh: installing the MCP client test's npm packages into $ts/node_modules" >&2
+		(cd "$ts" && npm ci --no-audit --no-fund --loglevel=error)
+		cp "$ts/package-lock.json" "$ts/node_modules/.adp-installed-lock.json"
+	fi
 fi
 
 go version
