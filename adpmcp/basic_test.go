@@ -58,31 +58,43 @@ func TestToolsConverseOnOneHost(t *testing.T) {
 }
 
 // Property: close_room ends a room and export_archive saves its archive,
-// verified offline, in the state directory; before the end it says how
-// to get one.
+// verified offline and proven complete by the host log (it waits for the
+// log's proof of the last record), in the state directory; before the end
+// it says how to get one. On a host without a log the archive is saved,
+// its chain verified, and it is reported not proven complete at once.
 func TestCloseAndExportArchive(t *testing.T) {
-	h := adptest.StartHost(t, stack.NodeConfig{})
-	alice := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
-	var room createOut
-	alice.must("create_room", map[string]any{"topic": "to archive"}, &room)
-	var p postOut
-	alice.must("post", map[string]any{"room": room.RoomID, "text": "the only message"}, &p)
-	res := alice.call("export_archive", map[string]any{"room": room.RoomID}, nil)
-	if !res.IsError || !strings.Contains(text(res), "close_room") {
-		t.Fatalf("archive of an active room: %s", text(res))
-	}
-	alice.must("close_room", map[string]any{"room": room.RoomID}, &p)
-	for _, f := range []string{"", "jsonl", "md"} {
-		var out struct {
-			Path     string `json:"path"`
-			Records  int64  `json:"records"`
-			LastSeq  int64  `json:"last_seq"`
-			Verified bool   `json:"verified"`
+	for _, logged := range []bool{true, false} {
+		h := adptest.StartHost(t, stack.NodeConfig{})
+		if logged {
+			h = adptest.StartHostLogged(t, stack.NodeConfig{})
 		}
-		alice.must("export_archive", map[string]any{"room": room.URL, "format": f}, &out)
-		b, err := os.ReadFile(out.Path)
-		if err != nil || !out.Verified || out.LastSeq != p.Seq || !strings.Contains(string(b), "the only message") {
-			t.Fatalf("archive %q: %+v %v", f, out, err)
+		alice := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
+		var room createOut
+		alice.must("create_room", map[string]any{"topic": "to archive"}, &room)
+		var p postOut
+		alice.must("post", map[string]any{"room": room.RoomID, "text": "the only message"}, &p)
+		res := alice.call("export_archive", map[string]any{"room": room.RoomID}, nil)
+		if !res.IsError || !strings.Contains(text(res), "close_room") {
+			t.Fatalf("archive of an active room: %s", text(res))
+		}
+		alice.must("close_room", map[string]any{"room": room.RoomID}, &p)
+		for _, f := range []string{"", "jsonl", "md"} {
+			var out struct {
+				Path     string   `json:"path"`
+				Records  int64    `json:"records"`
+				LastSeq  int64    `json:"last_seq"`
+				Verified bool     `json:"verified"`
+				Complete bool     `json:"complete"`
+				Unproven []string `json:"unproven"`
+			}
+			alice.must("export_archive", map[string]any{"room": room.URL, "format": f}, &out)
+			b, err := os.ReadFile(out.Path)
+			if err != nil || !out.Verified || out.LastSeq != p.Seq || !strings.Contains(string(b), "the only message") {
+				t.Fatalf("archive %q (host log %v): %+v %v", f, logged, out, err)
+			}
+			if out.Complete != logged || (!logged && len(out.Unproven) == 0) {
+				t.Fatalf("archive %q (host log %v): complete %v, unproven %q", f, logged, out.Complete, out.Unproven)
+			}
 		}
 	}
 }

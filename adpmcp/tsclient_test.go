@@ -295,7 +295,7 @@ func TestOfficialTypeScriptClientOverStdio(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin := sdkAdpnode(ctx, t)
-	h := adptest.StartHost(t, stack.NodeConfig{Now: time.Now})
+	h := adptest.StartHostLogged(t, stack.NodeConfig{Now: time.Now})
 	dir := t.TempDir()
 	key := sdkKeygen(ctx, t, bin, dir)
 	// The server is started as the README's mcpServers entry says, with
@@ -325,7 +325,7 @@ func TestOfficialTypeScriptClientOverStreamableHTTP(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	bin := sdkAdpnode(ctx, t)
-	h := adptest.StartHost(t, stack.NodeConfig{Now: time.Now})
+	h := adptest.StartHostLogged(t, stack.NodeConfig{Now: time.Now})
 	dir := t.TempDir()
 	key := sdkKeygen(ctx, t, bin, dir)
 
