@@ -337,4 +337,4 @@ func checkKept(t *testing.T, n *Node, kept map[string]*room.State, members int) 
 
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 
-func mustHash(st *room.State, seq int64) string { h, _ := st.RecordHash(seq); return h }
+func mustHash(st *room.State, seq int64) string { h, _, _ := st.RecordHash(seq); return h }

@@ -230,17 +230,21 @@ func (n *Node) roomList() []*hostedRoom {
 
 // stateConfig is the kernel configuration of hosted room id.
 func (n *Node) stateConfig(id string, src packSource) room.Config {
-	return room.Config{Limits: n.cfg.Limits, Packs: src, History: storeHistory{n.db, id}}
+	return room.Config{Limits: n.cfg.Limits, Packs: src, History: n.history(id)}
 }
 
 // noRoom is the error for a room ID this node cannot serve: unavailable
 // for a room whose stored chain did not recover, room_not_found otherwise.
 func (n *Node) noRoom(id string) error {
 	n.mu.RLock()
-	rb := n.broken[id]
+	rb, r := n.broken[id], n.rooms[id]
 	n.mu.RUnlock()
 	if rb != nil {
 		return rb.adpError()
+	}
+	if r != nil && r.unchecked.Load() {
+		// Its snapshot's head could not be read yet: retry.
+		return storageUnavailable()
 	}
 	return adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
 }
@@ -361,7 +365,8 @@ func (n *Node) RecordHash(roomID string, seq int64) (string, bool) {
 	}
 	var h string
 	var found bool
-	if n.view(hr, func(st *room.State) { h, found = st.RecordHash(seq) }) != nil {
+	var err error
+	if n.view(hr, func(st *room.State) { h, found, err = st.RecordHash(seq) }) != nil || err != nil {
 		return "", false
 	}
 	return h, found
