@@ -51,7 +51,7 @@ func (h storeHistory) RecordHash(seq int64) ([32]byte, bool, error) {
 		})
 	})
 	if err != nil {
-		return [32]byte{}, false, h.failed("read record", seq, err)
+		return [32]byte{}, false, h.failed("read record", err, "seq", seq)
 	}
 	return out, ok, nil
 }
@@ -77,7 +77,7 @@ func (h storeHistory) SeqOf(id [32]byte) (int64, bool, error) {
 		})
 	})
 	if err != nil {
-		return 0, false, h.failed("read envelope index", 0, err)
+		return 0, false, h.failed("read envelope index", err)
 	}
 	if !ok {
 		return 0, false, nil
@@ -85,10 +85,10 @@ func (h storeHistory) SeqOf(id [32]byte) (int64, bool, error) {
 	return seq, true, nil
 }
 
-func (h storeHistory) failed(what string, seq int64, err error) error {
+func (h storeHistory) failed(what string, err error, attrs ...any) error {
 	err = fmt.Errorf("room %s: %s: %w", h.room, what, err)
 	if h.log != nil {
-		h.log.Error("room history read failed", "room", h.room, "seq", seq, "err", err)
+		h.log.Error("room history read failed", append([]any{"room", h.room, "err", err}, attrs...)...)
 	}
 	return err
 }
