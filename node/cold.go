@@ -327,10 +327,10 @@ func (n *Node) loadCold(id string, cold *coldRoom) (*room.State, error) {
 		err = fmt.Errorf("snapshot at seq %d, the room's summary at seq %d", st.Seq, cold.Seq)
 	default:
 		h, ok, rerr := n.history(id).RecordHash(st.Seq)
-		if rerr != nil {
+		if rerr != nil && !errors.Is(rerr, errDamaged) {
 			return nil, rerr // not read: not a verdict on the stored state
 		}
-		if !ok || identity.EncodeB64(h[:]) != st.LastHash {
+		if rerr != nil || !ok || identity.EncodeB64(h[:]) != st.LastHash {
 			err = fmt.Errorf("snapshot at seq %d does not match the stored record", st.Seq)
 		}
 	}

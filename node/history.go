@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -24,18 +25,36 @@ import (
 // parse, is an error (logged here, with its cause), never "absent": the
 // kernel answers unavailable rather than judge an event on a damaged disk.
 type storeHistory struct {
-	db   *badger.DB
-	room string
-	log  *slog.Logger
+	db    *badger.DB
+	room  string
+	log   *slog.Logger
+	fault *atomic.Bool // tests: while set, every read fails
 }
 
 // history returns room id's History, read from the node's store.
-func (n *Node) history(id string) storeHistory { return storeHistory{n.db, id, n.log} }
+func (n *Node) history(id string) storeHistory {
+	return storeHistory{n.db, id, n.log, &n.readFault}
+}
+
+// errDamaged marks stored data that was read but does not parse: damage,
+// not a failed read.
+var errDamaged = errors.New("stored data does not parse")
+
+// errReadFault is the read failure tests inject (Node.readFault).
+var errReadFault = errors.New("injected read fault")
+
+// view is db.View, failing while a test injects read faults.
+func (h storeHistory) view(fn func(txn *badger.Txn) error) error {
+	if h.fault != nil && h.fault.Load() {
+		return errReadFault
+	}
+	return h.db.View(fn)
+}
 
 func (h storeHistory) RecordHash(seq int64) ([32]byte, bool, error) {
 	var out [32]byte
 	ok := false
-	err := h.db.View(func(txn *badger.Txn) error {
+	err := h.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(recordKey(h.room, seq))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -45,7 +64,7 @@ func (h storeHistory) RecordHash(seq int64) ([32]byte, bool, error) {
 		}
 		return item.Value(func(v []byte) error {
 			if out, ok = recordHashOf(v); !ok {
-				return errors.New("stored record does not parse")
+				return fmt.Errorf("stored record: %w", errDamaged)
 			}
 			return nil
 		})
@@ -59,7 +78,7 @@ func (h storeHistory) RecordHash(seq int64) ([32]byte, bool, error) {
 func (h storeHistory) SeqOf(id [32]byte) (int64, bool, error) {
 	var seq int64
 	ok := false
-	err := h.db.View(func(txn *badger.Txn) error {
+	err := h.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(envelopeKey(id))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -70,7 +89,7 @@ func (h storeHistory) SeqOf(id [32]byte) (int64, bool, error) {
 		return item.Value(func(v []byte) error {
 			room, s, valid := parseEnvelopeValue(v)
 			if !valid {
-				return errors.New("envelope index entry does not parse")
+				return fmt.Errorf("envelope index entry: %w", errDamaged)
 			}
 			seq, ok = s, room == h.room
 			return nil

@@ -34,7 +34,7 @@ func (s *historyStore) open() {
 	s.db = db
 }
 
-func (s *historyStore) History(id string) room.History { return storeHistory{s.db, id, nil} }
+func (s *historyStore) History(id string) room.History { return storeHistory{db: s.db, room: id} }
 
 func (s *historyStore) Commit(id string, seq int64, rec, env [32]byte) {
 	err := s.db.Update(func(txn *badger.Txn) error {

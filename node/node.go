@@ -58,6 +58,8 @@ type Node struct {
 	holdCold atomic.Bool // tests: keep ended rooms' states in memory
 	disk     *diskGuard  // free space against Config.DiskReserveBytes (disk.go)
 
+	readFault atomic.Bool // tests: every room history read fails (FailStoreReads)
+
 	closing  atomic.Bool
 	inflight sync.WaitGroup
 	ctx      context.Context

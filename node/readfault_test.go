@@ -78,3 +78,54 @@ func TestStoreReadFaultAnswersUnavailable(t *testing.T) {
 	}
 	h.MustPost(t, a, id, "message.create", map[string]any{"content_type": "text/plain", "content": "still here"})
 }
+
+// TestReadFaultLeavesRoomsServed: while the store fails reads, a room
+// restored from its snapshot (live or ended and cold) answers 503
+// unavailable, and so does a write whose judgement needs a read; once
+// reads work again every room is served and writable — a failed read sets
+// no room aside as corrupt. Property: storage errors are errors, and
+// transient.
+func TestReadFaultLeavesRoomsServed(t *testing.T) {
+	f := newColdFixture(t)
+	f.h.Node.HoldCold(false)
+	f.h.Node.EvictEnded()
+	waitCold(t, f.h.Node, 3)
+	f.h = f.h.Restart(t)
+	h := f.h
+	unavailable := func(what string, r *adptest.Response) {
+		t.Helper()
+		if r.Status != http.StatusServiceUnavailable || r.ErrorCode() != string(adp.CodeUnavailable) ||
+			r.ErrorData()["reason"] != "storage_read" || r.Header.Get("Retry-After") == "" {
+			t.Errorf("%s while reads fail: %s, want 503 unavailable (storage_read)", what, r)
+		}
+	}
+	msg := map[string]any{"content_type": "text/plain", "content": "m"}
+
+	h.Node.FailStoreReads(true)
+	for _, id := range []string{f.closed, f.live} {
+		unavailable("GET "+id, adptest.Do(t, http.MethodGet, h.URL+"/v1/rooms/"+id, f.creator.Token(h.URL, h.Clock.Ms()), nil))
+	}
+	post := func(head adptest.Head) *adptest.Response {
+		return adptest.Do(t, http.MethodPost, h.URL+"/v1/rooms/"+f.live, "",
+			f.member.Envelope(h.Clock.Ms(), "message.create", f.live, head.Seq, head.Hash, msg))
+	}
+	unavailable("message", post(adptest.Head{Seq: 1, Hash: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}))
+	h.Node.FailStoreReads(false)
+
+	if b := h.Node.BrokenRooms(); len(b) != 0 {
+		t.Fatalf("a failed read set rooms aside: %+v", b)
+	}
+	for _, id := range []string{f.closed, f.live} {
+		if r := adptest.Do(t, http.MethodGet, h.URL+"/v1/rooms/"+id, f.creator.Token(h.URL, h.Clock.Ms()), nil); r.Status != http.StatusOK {
+			t.Errorf("GET %s after reads recovered: %s", id, r)
+		}
+	}
+	h.MustPost(t, f.member, f.live, "message.create", msg)
+
+	// A room in use: the exact-duplicate check reads the store.
+	head := h.Head(t, f.member, f.live)
+	h.Node.FailStoreReads(true)
+	unavailable("message in a room in use", post(head))
+	h.Node.FailStoreReads(false)
+	h.MustPost(t, f.member, f.live, "message.create", msg)
+}

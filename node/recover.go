@@ -450,10 +450,10 @@ func (n *Node) checkSnapshotHead(hr *hostedRoom) error {
 	}
 	hr.mu.RUnlock()
 	h, ok, err := n.history(hr.id).RecordHash(seq)
-	if err != nil {
+	if err != nil && !errors.Is(err, errDamaged) {
 		return err // not read: checked again at the room's next use
 	}
-	if ok && identity.EncodeB64(h[:]) == last {
+	if err == nil && ok && identity.EncodeB64(h[:]) == last {
 		hr.unchecked.Store(false)
 		return nil
 	}
