@@ -359,19 +359,20 @@ func (n *Node) SetArchiveHostLog(hostKey identity.AgentID, fn func(lastHash stri
 	n.lisMu.Unlock()
 }
 
-// RecordHash returns the hash of a hosted room's record at seq.
-func (n *Node) RecordHash(roomID string, seq int64) (string, bool) {
+// RecordHash returns the hash of a hosted room's record at seq; a store
+// that cannot be read is an error, not "absent".
+func (n *Node) RecordHash(roomID string, seq int64) (string, bool, error) {
 	hr, ok := n.room(roomID)
 	if !ok {
-		return "", false
+		return "", false, nil
 	}
 	var h string
 	var found bool
 	var err error
-	if n.view(hr, func(st *room.State) { h, found, err = st.RecordHash(seq) }) != nil || err != nil {
-		return "", false
+	if verr := n.view(hr, func(st *room.State) { h, found, err = st.RecordHash(seq) }); verr != nil {
+		return "", false, verr
 	}
-	return h, found
+	return h, found, err
 }
 
 // MaxBodyBytes is the largest request body the node accepts.
