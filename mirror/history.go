@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -32,6 +33,21 @@ type roomHistory struct {
 	mu   sync.Mutex
 	pend []pendingHash      // applied, not yet durable, consecutive seqs
 	ids  map[[32]byte]int64 // envelope and record hashes of pend
+
+	failReads atomic.Bool  // tests: every store read fails
+	failed    atomic.Int64 // tests: reads failed so far
+}
+
+// errReadFault is the read failure tests inject (failReads).
+var errReadFault = errors.New("injected read fault")
+
+// view is db.View, failing while a test injects read faults.
+func (h *roomHistory) view(fn func(txn *badger.Txn) error) error {
+	if h.failReads.Load() {
+		h.failed.Add(1)
+		return errReadFault
+	}
+	return h.db.View(fn)
 }
 
 type pendingHash struct {
@@ -126,7 +142,7 @@ func (h *roomHistory) SeqOf(id [32]byte) (int64, bool, error) {
 	if ok {
 		return seq, true, nil
 	}
-	err := h.db.View(func(txn *badger.Txn) error {
+	err := h.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(hashKey(h.rk, id))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -164,7 +180,7 @@ func (h *roomHistory) SeqOf(id [32]byte) (int64, bool, error) {
 func (h *roomHistory) storedHashes(seq int64) (pendingHash, bool, error) {
 	var out pendingHash
 	ok := false
-	err := h.db.View(func(txn *badger.Txn) error {
+	err := h.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(seqKey(pfxRec, h.rk, seq))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil

@@ -360,6 +360,11 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 			// Try again later; nothing is stored meanwhile.
 			r.m.log.Warn("mirror cannot fetch an external pack yet", "room", r.url, "seq", rec.Seq, "err", err)
 			r.m.retryLater(r)
+		case adp.CodeOf(err) == adp.CodeUnavailable:
+			// Not the host's fault either: this mirror could not read its
+			// own store. Nothing is stored; fetched again later.
+			r.m.log.Error("mirror cannot read its store; retrying the record later", "room", r.url, "seq", rec.Seq, "err", err)
+			r.m.retryLater(r)
 		case cp == nil:
 			r.m.stats.Refused.Add(1)
 			r.m.log.Warn("mirror refused record", "room", r.url, "seq", rec.Seq, "err", err)
