@@ -124,3 +124,13 @@ func (m *Mirror) WitnessedLogsForTest() []string { return m.witnessedLogs() }
 
 // ReconcileForTest runs one reconciliation pass with the index.
 func (m *Mirror) ReconcileForTest() { m.reconcile() }
+
+// FailHistoryReadsForTest makes every store read of the room's history
+// fail while on, and reports how many have failed so far.
+func (r *Room) FailHistoryReadsForTest(on bool) int64 {
+	r.hist.failReads.Store(on)
+	return r.hist.failed.Load()
+}
+
+// HistoryReadsFailedForTest reports how many history reads failed.
+func (r *Room) HistoryReadsFailedForTest() int64 { return r.hist.failed.Load() }

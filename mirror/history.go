@@ -3,7 +3,10 @@ package mirror
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/badger/v4"
 
@@ -30,6 +33,21 @@ type roomHistory struct {
 	mu   sync.Mutex
 	pend []pendingHash      // applied, not yet durable, consecutive seqs
 	ids  map[[32]byte]int64 // envelope and record hashes of pend
+
+	failReads atomic.Bool  // tests: every store read fails
+	failed    atomic.Int64 // tests: reads failed so far
+}
+
+// errReadFault is the read failure tests inject (failReads).
+var errReadFault = errors.New("injected read fault")
+
+// view is db.View, failing while a test injects read faults.
+func (h *roomHistory) view(fn func(txn *badger.Txn) error) error {
+	if h.failReads.Load() {
+		h.failed.Add(1)
+		return errReadFault
+	}
+	return h.db.View(fn)
 }
 
 type pendingHash struct {
@@ -102,29 +120,33 @@ func (h *roomHistory) pending() int {
 	return len(h.pend)
 }
 
-// RecordHash implements room.History.
-func (h *roomHistory) RecordHash(seq int64) ([32]byte, bool) {
+// RecordHash implements room.History. A store that cannot be read, or a
+// stored record that does not parse, is an error, never "absent".
+func (h *roomHistory) RecordHash(seq int64) ([32]byte, bool, error) {
 	h.mu.Lock()
 	if n := len(h.pend); n > 0 && seq >= h.pend[0].seq && seq <= h.pend[n-1].seq {
 		out := h.pend[seq-h.pend[0].seq].rec
 		h.mu.Unlock()
-		return out, true
+		return out, true, nil
 	}
 	h.mu.Unlock()
-	hashes, ok := h.storedHashes(seq)
-	return hashes.rec, ok
+	hashes, ok, err := h.storedHashes(seq)
+	return hashes.rec, ok, err
 }
 
 // SeqOf implements room.History.
-func (h *roomHistory) SeqOf(id [32]byte) (int64, bool) {
+func (h *roomHistory) SeqOf(id [32]byte) (int64, bool, error) {
 	h.mu.Lock()
 	seq, ok := h.ids[id]
 	h.mu.Unlock()
 	if ok {
-		return seq, true
+		return seq, true, nil
 	}
-	err := h.db.View(func(txn *badger.Txn) error {
+	err := h.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(hashKey(h.rk, id))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
@@ -135,34 +157,49 @@ func (h *roomHistory) SeqOf(id [32]byte) (int64, bool) {
 			return nil
 		})
 	})
-	if err != nil || !ok {
-		return 0, false
+	if err != nil {
+		return 0, false, fmt.Errorf("mirror history %s: read hash index: %w", h.rk, err)
+	}
+	if !ok {
+		return 0, false, nil
 	}
 	// The entry is only a pointer: the record it names must carry id.
-	got, found := h.storedHashes(seq)
-	if !found || (got.rec != id && got.env != id) {
-		return 0, false
+	got, found, err := h.storedHashes(seq)
+	if err != nil {
+		return 0, false, err
 	}
-	return seq, true
+	if !found || (got.rec != id && got.env != id) {
+		return 0, false, nil
+	}
+	return seq, true, nil
 }
 
 // storedHashes reads the record and envelope hashes of the stored record
-// at seq.
-func (h *roomHistory) storedHashes(seq int64) (pendingHash, bool) {
+// at seq: absent when there is none, an error when it cannot be read or
+// does not parse.
+func (h *roomHistory) storedHashes(seq int64) (pendingHash, bool, error) {
 	var out pendingHash
 	ok := false
-	_ = h.db.View(func(txn *badger.Txn) error {
+	err := h.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(seqKey(pfxRec, h.rk, seq))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
 		return item.Value(func(v []byte) error {
-			out, ok = parseHashes(v)
+			if out, ok = parseHashes(v); !ok {
+				return errors.New("stored record does not parse")
+			}
 			out.seq = seq
 			return nil
 		})
 	})
-	return out, ok
+	if err != nil {
+		return pendingHash{}, false, fmt.Errorf("mirror history %s: read record %d: %w", h.rk, seq, err)
+	}
+	return out, ok, nil
 }
 
 // parseHashes extracts a stored record's hash and its envelope's hash

@@ -58,15 +58,15 @@ func TestRoomHistoryIndexNotTrusted(t *testing.T) {
 		want bool
 	}{{testHash(1), 1, true}, {testHash(101), 1, true}, {testHash(2), 2, true}, {testHash(102), 2, true},
 		{testHash(50), 0, false}, {testHash(51), 0, false}, {testHash(52), 0, false}, {testHash(60), 0, false}, {testHash(7), 0, false}} {
-		seq, ok := h.SeqOf(c.id)
+		seq, ok, _ := h.SeqOf(c.id)
 		if ok != c.want || seq != c.seq {
 			t.Errorf("SeqOf(%x…) = %d %v, want %d %v", c.id[:2], seq, ok, c.seq, c.want)
 		}
 	}
-	if got, ok := h.RecordHash(2); !ok || got != testHash(2) {
+	if got, ok, _ := h.RecordHash(2); !ok || got != testHash(2) {
 		t.Errorf("RecordHash(2) = %x %v", got[:2], ok)
 	}
-	if _, ok := h.RecordHash(3); ok {
+	if _, ok, _ := h.RecordHash(3); ok {
 		t.Error("RecordHash(3) answered a record that is not stored")
 	}
 
@@ -74,17 +74,17 @@ func TestRoomHistoryIndexNotTrusted(t *testing.T) {
 	// reported done; then the overlay is empty.
 	h.Append(3, testHash(3), testHash(103))
 	h.Append(4, testHash(4), testHash(104))
-	if seq, ok := h.SeqOf(testHash(104)); !ok || seq != 4 {
+	if seq, ok, _ := h.SeqOf(testHash(104)); !ok || seq != 4 {
 		t.Fatalf("pending envelope: %d %v", seq, ok)
 	}
-	if got, ok := h.RecordHash(3); !ok || got != testHash(3) {
+	if got, ok, _ := h.RecordHash(3); !ok || got != testHash(3) {
 		t.Fatalf("pending record hash: %v", ok)
 	}
 	h.durable(3)
 	if h.pending() != 1 {
 		t.Fatalf("%d pending after the first write", h.pending())
 	}
-	if _, ok := h.SeqOf(testHash(103)); ok {
+	if _, ok, _ := h.SeqOf(testHash(103)); ok {
 		t.Fatal("a record reported durable but not stored is still answered")
 	}
 	h.durable(4)
@@ -94,7 +94,7 @@ func TestRoomHistoryIndexNotTrusted(t *testing.T) {
 	// Out-of-order appends reset rather than answer by a wrong position.
 	h.Append(10, testHash(10), testHash(110))
 	h.Append(12, testHash(12), testHash(112))
-	if _, ok := h.RecordHash(10); ok || h.pending() != 1 {
+	if _, ok, _ := h.RecordHash(10); ok || h.pending() != 1 {
 		t.Fatalf("after a gap: pending %d", h.pending())
 	}
 }

@@ -360,6 +360,11 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 			// Try again later; nothing is stored meanwhile.
 			r.m.log.Warn("mirror cannot fetch an external pack yet", "room", r.url, "seq", rec.Seq, "err", err)
 			r.m.retryLater(r)
+		case adp.CodeOf(err) == adp.CodeUnavailable:
+			// Not the host's fault either: this mirror could not read its
+			// own store. Nothing is stored; fetched again later.
+			r.m.log.Error("mirror cannot read its store; retrying the record later", "room", r.url, "seq", rec.Seq, "err", err)
+			r.m.retryLater(r)
 		case cp == nil:
 			r.m.stats.Refused.Add(1)
 			r.m.log.Warn("mirror refused record", "room", r.url, "seq", rec.Seq, "err", err)
@@ -415,7 +420,12 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 // with the stored chain: the same hash is a duplicate; another hash is
 // equivocation, provable with the stored chain and checkpoints.
 func (r *Room) checkConflictLocked(rec *record.Record, cp []byte) {
-	have, ok := r.st.RecordHash(rec.Seq)
+	have, ok, err := r.st.RecordHash(rec.Seq)
+	if err != nil {
+		// Not read: no evidence against the host from a failing disk.
+		r.m.log.Error("mirror history read", "room", r.url, "seq", rec.Seq, "err", err)
+		return
+	}
 	if !ok || have == rec.Hash {
 		return
 	}
@@ -615,7 +625,11 @@ func (r *Room) applyBatch(p *preparedBatch) (int, error) {
 		rec := recs[i]
 		switch tip := r.st.Seq; {
 		case rec.Seq <= tip:
-			if have, _ := r.st.RecordHash(rec.Seq); have != rec.Hash {
+			have, _, err := r.st.RecordHash(rec.Seq)
+			if err != nil {
+				return applied, fmt.Errorf("batch record %d: %w", rec.Seq, err)
+			}
+			if have != rec.Hash {
 				if i == vouched {
 					r.checkConflictLocked(rec, vouchCp)
 				}

@@ -138,7 +138,11 @@ func (m *Mirror) decodeSnapshot(r *Room, raw []byte, readErr error) (*room.State
 	if st.ID != r.id {
 		return nil, 0, fmt.Errorf("snapshot is of room %s", st.ID)
 	}
-	if h, ok := r.hist.storedHashes(st.Seq); !ok || identity.EncodeB64(h.rec[:]) != st.LastHash {
+	h, ok, err := r.hist.storedHashes(st.Seq)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !ok || identity.EncodeB64(h.rec[:]) != st.LastHash {
 		return nil, 0, fmt.Errorf("snapshot at seq %d does not match the stored record", st.Seq)
 	}
 	return st, s.Bytes, nil

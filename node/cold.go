@@ -326,7 +326,11 @@ func (n *Node) loadCold(id string, cold *coldRoom) (*room.State, error) {
 	case st.Seq != cold.Seq || st.LastHash != cold.LastHash:
 		err = fmt.Errorf("snapshot at seq %d, the room's summary at seq %d", st.Seq, cold.Seq)
 	default:
-		if h, ok := (storeHistory{n.db, id}).RecordHash(st.Seq); !ok || identity.EncodeB64(h[:]) != st.LastHash {
+		h, ok, rerr := n.history(id).RecordHash(st.Seq)
+		if rerr != nil && !errors.Is(rerr, errDamaged) {
+			return nil, rerr // not read: not a verdict on the stored state
+		}
+		if rerr != nil || !ok || identity.EncodeB64(h[:]) != st.LastHash {
 			err = fmt.Errorf("snapshot at seq %d does not match the stored record", st.Seq)
 		}
 	}
@@ -342,7 +346,9 @@ func (n *Node) loadCold(id string, cold *coldRoom) (*room.State, error) {
 func (n *Node) coldFailed(hr *hostedRoom, err error) error {
 	var rb *RoomBroken
 	if !errors.As(err, &rb) {
-		return internal(err)
+		// The stored state could not be read: the next use reads again.
+		n.log.Error("ended room's stored state could not be read", "room", hr.id, "err", err)
+		return storageUnavailable()
 	}
 	n.mu.Lock()
 	if n.rooms[hr.id] == hr {

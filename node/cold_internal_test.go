@@ -329,12 +329,12 @@ func checkKept(t *testing.T, n *Node, kept map[string]*room.State, members int) 
 		if len(ms) != members {
 			t.Errorf("room %s: %d members, want %d", id, len(ms), members)
 		}
-		if h, ok := n.RecordHash(id, st.Seq-1); !ok || h != mustHash(st, st.Seq-1) {
-			t.Errorf("record hash of %s: %s %v", id, h, ok)
+		if h, ok, err := n.RecordHash(id, st.Seq-1); !ok || err != nil || h != mustHash(st, st.Seq-1) {
+			t.Errorf("record hash of %s: %s %v %v", id, h, ok, err)
 		}
 	}
 }
 
 func mustJSON(v any) string { b, _ := json.Marshal(v); return string(b) }
 
-func mustHash(st *room.State, seq int64) string { h, _ := st.RecordHash(seq); return h }
+func mustHash(st *room.State, seq int64) string { h, _, _ := st.RecordHash(seq); return h }

@@ -796,7 +796,7 @@ func (h *crashHarness) verify(c *crashChild) {
 		case loc != crashLoc{a.room, a.seq}:
 			t.Errorf("round %d: write acknowledged in round %d as room %s seq %d is now room %s seq %d", h.round, a.round, a.room, a.seq, loc.room, loc.seq)
 		default:
-			if hash, _ := h.chains[a.room].st.RecordHash(a.seq); hash != a.hash {
+			if hash, _, _ := h.chains[a.room].st.RecordHash(a.seq); hash != a.hash {
 				t.Errorf("round %d: room %s seq %d has hash %s; acknowledged in round %d as %s", h.round, a.room, a.seq, hash, a.round, a.hash)
 			}
 		}
@@ -860,7 +860,7 @@ func (h *crashHarness) verify(c *crashChild) {
 		}
 		if present {
 			h.stats.present++
-			want, _ := h.chains[loc.room].st.RecordHash(loc.seq)
+			want, _, _ := h.chains[loc.room].st.RecordHash(loc.seq)
 			var got crashLoc
 			var hash string
 			if s.typ == "room.create" {

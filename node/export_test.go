@@ -12,3 +12,7 @@ func (n *Node) HoldCold(on bool) { n.holdCold.Store(on) }
 
 // EvictEnded makes every finished terminal room cold now.
 func (n *Node) EvictEnded() { n.evictFinished() }
+
+// FailStoreReads makes every room history read fail while on, as a disk
+// that stopped answering reads would.
+func (n *Node) FailStoreReads(on bool) { n.readFault.Store(on) }

@@ -58,6 +58,8 @@ type Node struct {
 	holdCold atomic.Bool // tests: keep ended rooms' states in memory
 	disk     *diskGuard  // free space against Config.DiskReserveBytes (disk.go)
 
+	readFault atomic.Bool // tests: every room history read fails (FailStoreReads)
+
 	closing  atomic.Bool
 	inflight sync.WaitGroup
 	ctx      context.Context
@@ -230,17 +232,21 @@ func (n *Node) roomList() []*hostedRoom {
 
 // stateConfig is the kernel configuration of hosted room id.
 func (n *Node) stateConfig(id string, src packSource) room.Config {
-	return room.Config{Limits: n.cfg.Limits, Packs: src, History: storeHistory{n.db, id}}
+	return room.Config{Limits: n.cfg.Limits, Packs: src, History: n.history(id)}
 }
 
 // noRoom is the error for a room ID this node cannot serve: unavailable
 // for a room whose stored chain did not recover, room_not_found otherwise.
 func (n *Node) noRoom(id string) error {
 	n.mu.RLock()
-	rb := n.broken[id]
+	rb, r := n.broken[id], n.rooms[id]
 	n.mu.RUnlock()
 	if rb != nil {
 		return rb.adpError()
+	}
+	if r != nil && r.unchecked.Load() {
+		// Its snapshot's head could not be read yet: retry.
+		return storageUnavailable()
 	}
 	return adp.Errorf(adp.CodeRoomNotFound, "room does not exist")
 }
@@ -353,18 +359,20 @@ func (n *Node) SetArchiveHostLog(hostKey identity.AgentID, fn func(lastHash stri
 	n.lisMu.Unlock()
 }
 
-// RecordHash returns the hash of a hosted room's record at seq.
-func (n *Node) RecordHash(roomID string, seq int64) (string, bool) {
+// RecordHash returns the hash of a hosted room's record at seq; a store
+// that cannot be read is an error, not "absent".
+func (n *Node) RecordHash(roomID string, seq int64) (string, bool, error) {
 	hr, ok := n.room(roomID)
 	if !ok {
-		return "", false
+		return "", false, nil
 	}
 	var h string
 	var found bool
-	if n.view(hr, func(st *room.State) { h, found = st.RecordHash(seq) }) != nil {
-		return "", false
+	var err error
+	if verr := n.view(hr, func(st *room.State) { h, found, err = st.RecordHash(seq) }); verr != nil {
+		return "", false, verr
 	}
-	return h, found
+	return h, found, err
 }
 
 // MaxBodyBytes is the largest request body the node accepts.

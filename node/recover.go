@@ -245,7 +245,7 @@ func (n *Node) recoverRoom(id string, upgrade, useSnapshot bool) (hr *hostedRoom
 			return hr, true, 0, nil
 		}
 	}
-	cfg := room.Config{Limits: n.cfg.Limits, Packs: n.packs.storedSource(), History: storeHistory{n.db, id}}
+	cfg := room.Config{Limits: n.cfg.Limits, Packs: n.packs.storedSource(), History: n.history(id)}
 	var st *room.State
 	if useSnapshot {
 		st = n.loadSnapshot(id, cfg)
@@ -317,7 +317,7 @@ func (n *Node) recoverRoom(id string, upgrade, useSnapshot bool) (hr *hostedRoom
 			return nil, false, 0, fmt.Errorf("index record hashes: %w", err)
 		}
 	}
-	st.SetHistory(storeHistory{n.db, id})
+	st.SetHistory(n.history(id))
 	hr = &hostedRoom{id: id, st: st}
 	if replayed == 0 {
 		hr.snapSeq.Store(st.Seq)
@@ -449,7 +449,11 @@ func (n *Node) checkSnapshotHead(hr *hostedRoom) error {
 		seq, last = hr.cold.Seq, hr.cold.LastHash
 	}
 	hr.mu.RUnlock()
-	if h, ok := (storeHistory{n.db, hr.id}).RecordHash(seq); ok && identity.EncodeB64(h[:]) == last {
+	h, ok, err := n.history(hr.id).RecordHash(seq)
+	if err != nil && !errors.Is(err, errDamaged) {
+		return err // not read: checked again at the room's next use
+	}
+	if err == nil && ok && identity.EncodeB64(h[:]) == last {
 		hr.unchecked.Store(false)
 		return nil
 	}

@@ -474,7 +474,7 @@ func (h *propHarness) post(a *adptest.Agent, pr *propRoom, typ string, payload a
 	if int64(len(pr.raws)) < rec.Seq {
 		h.t.Fatalf("round %d: acknowledged %s seq %d is not in the listing", h.round, typ, rec.Seq)
 	}
-	if got, _ := pr.st.RecordHash(rec.Seq); got != rec.Hash {
+	if got, _, _ := pr.st.RecordHash(rec.Seq); got != rec.Hash {
 		h.t.Fatalf("round %d: acknowledged %s seq %d hash %s, listing %s", h.round, typ, rec.Seq, rec.Hash, got)
 	}
 	h.count(typ)
@@ -542,7 +542,7 @@ func (h *propHarness) someIDs(n int) []string {
 func (h *propHarness) refs(pr *propRoom, n int) []string {
 	out := []string{}
 	for range h.rng.IntN(n + 1) {
-		if hash, ok := pr.st.RecordHash(1 + h.rng.Int64N(pr.st.Seq)); ok && !contains(out, hash) {
+		if hash, ok, _ := pr.st.RecordHash(1 + h.rng.Int64N(pr.st.Seq)); ok && !contains(out, hash) {
 			out = append(out, hash)
 		}
 	}
@@ -1182,7 +1182,7 @@ func (h *propHarness) compare(before map[string]*propView, busy bool) {
 	for _, env := range h.acked {
 		found := false
 		for _, pr := range h.rooms {
-			if _, ok := pr.st.SeqOf(env); ok {
+			if _, ok, _ := pr.st.SeqOf(env); ok {
 				found = true
 				break
 			}

@@ -99,8 +99,12 @@ func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*hostp
 		}
 		var seq int64
 		var dup bool
-		if err := n.view(hr, func(st *room.State) { seq, dup = st.SeqOf(env.Hash) }); err != nil {
+		var rerr error
+		if err := n.view(hr, func(st *room.State) { seq, dup, rerr = st.SeqOf(env.Hash) }); err != nil {
 			return nil, true, err
+		}
+		if rerr != nil {
+			return nil, true, rerr
 		}
 		if !dup {
 			return nil, false, nil
@@ -182,8 +186,9 @@ func (n *Node) isResubmission(env *identity.Envelope, pathRoom string) bool {
 			return false
 		}
 		dup := false
-		_ = n.view(hr, func(st *room.State) { _, dup = st.SeqOf(env.Hash) })
-		return dup
+		var rerr error
+		verr := n.view(hr, func(st *room.State) { _, dup, rerr = st.SeqOf(env.Hash) })
+		return dup || rerr != nil || verr != nil // on a read error, let the locked path answer
 	}
 	_, _, ok, err := n.lookupEnvelope(env.Digest)
 	return ok || err != nil // on a read error, let the locked path answer

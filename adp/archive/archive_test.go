@@ -51,7 +51,7 @@ func (h *history) add(tb testing.TB, k ed25519.PrivateKey, typ string, payload a
 		if signal && h.st.Seq > 1 {
 			// anchor signals to a random earlier record
 			seq = 1 + int64(h.nonce)%h.st.Seq
-			hash, _ = h.st.RecordHash(seq)
+			hash, _, _ = h.st.RecordHash(seq)
 		}
 		ev.RoomID, ev.BaseSeq, ev.BaseHash = &id, &seq, &hash
 	}

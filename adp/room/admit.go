@@ -97,7 +97,9 @@ func (s *State) admit(env *identity.Envelope, now int64, jr JoinRequests, replay
 	if *ev.RoomID != s.ID {
 		return nil, invalid("room_mismatch", "event.room_id %q is not this room", *ev.RoomID)
 	}
-	if _, dup := s.seqOf(env.Digest); dup {
+	if _, dup, err := s.seqOf(env.Digest); err != nil {
+		return nil, err
+	} else if dup {
 		// A host answers exact resubmissions from its index before Admit;
 		// the same envelope can never be a second record of a room.
 		return nil, invalid("duplicate_event", "this envelope is already a record of the room")
@@ -190,7 +192,10 @@ func (s *State) checkMentions(mentions []string) error {
 // with hash base_hash; everything else must name the current head exactly.
 func (s *State) checkAnchor(kind adp.Kind, baseSeq int64, baseHash string) error {
 	if kind == adp.KindSignal {
-		h, ok := s.RecordHash(baseSeq)
+		h, ok, err := s.RecordHash(baseSeq)
+		if err != nil {
+			return err
+		}
 		if !ok || h != baseHash {
 			return &adp.Error{Code: adp.CodeBaseRecordMismatch,
 				Message: fmt.Sprintf("base_seq %d / base_hash do not name an accepted record of this room", baseSeq),

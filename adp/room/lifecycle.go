@@ -298,7 +298,9 @@ func (s *State) checkReferences(o object) error {
 		return err
 	}
 	for _, r := range refs {
-		if _, ok := s.SeqOf(r); !ok {
+		if _, ok, err := s.SeqOf(r); err != nil {
+			return err
+		} else if !ok {
 			return invalid("unknown_reference", "reference %q is not a record of this room", r)
 		}
 	}

@@ -270,11 +270,11 @@ func TestRulesTypes(t *testing.T) {
 			return h.post("obs", "poll.vote", map[string]any{"poll_event_id": h.envs[0].Hash, "option_ids": []string{"a"}})
 		}, ""},
 		{"§13.1 signal types use the anchor rule", withTypes, func(h *harness) error {
-			rh, _ := h.st.RecordHash(1)
+			rh, _, _ := h.st.RecordHash(1)
 			return h.post("obs", "reaction.create", react(h), base(1, rh))
 		}, ""},
 		{"§13.1 message-kind custom types use the head CAS", withTypes, func(h *harness) error {
-			rh, _ := h.st.RecordHash(1)
+			rh, _, _ := h.st.RecordHash(1)
 			h.must("creator", "message.create", msg("new head"))
 			return h.post("alice", "review.finding", finding, base(1, rh))
 		}, adp.CodeRoomHeadMismatch},

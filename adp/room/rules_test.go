@@ -84,7 +84,7 @@ func TestRulesEnvelope(t *testing.T) {
 		}, adp.CodeRoomHeadMismatch},
 		{"§6.1 signal anchored to an old record is fine", publicWithSpeaker, func(h *harness) error {
 			h.must("creator", "message.create", msg("first"))
-			rh, _ := h.st.RecordHash(1)
+			rh, _, _ := h.st.RecordHash(1)
 			return h.post("bob", "room.join", map[string]any{"role": "observer"}, base(1, rh))
 		}, ""},
 		{"§6.1 signal anchored to a missing seq", publicRoom, func(h *harness) error {

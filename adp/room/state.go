@@ -273,38 +273,46 @@ func (s *State) Reviewed(id string) (ReviewedRequest, bool) {
 func (s *State) Consumed(id string) bool { return s.consumed[id] }
 
 // RecordHash returns the hash of the record at seq. The latest record and
-// the head are answered from memory, older ones from the History.
-func (s *State) RecordHash(seq int64) (string, bool) {
+// the head are answered from memory, older ones from the History; a History
+// that cannot be read answers an unavailable *adp.Error, never "absent".
+func (s *State) RecordHash(seq int64) (string, bool, error) {
 	switch {
 	case seq < 1 || seq > s.Seq:
-		return "", false
+		return "", false, nil
 	case seq == s.Seq:
-		return s.LastHash, true
+		return s.LastHash, true, nil
 	case seq == s.Head.Seq:
-		return s.Head.Hash, true
+		return s.Head.Hash, true, nil
 	}
-	h, ok := s.hist.RecordHash(seq)
+	h, ok, err := s.hist.RecordHash(seq)
+	if err != nil {
+		return "", false, historyUnavailable()
+	}
 	if !ok {
-		return "", false
+		return "", false, nil
 	}
-	return identity.EncodeB64(h[:]), true
+	return identity.EncodeB64(h[:]), true, nil
 }
 
-// SeqOf returns the seq of the record whose envelope hash or record hash is h.
-func (s *State) SeqOf(h string) (int64, bool) {
+// SeqOf returns the seq of the record whose envelope hash or record hash is
+// h; a History that cannot be read answers an unavailable *adp.Error.
+func (s *State) SeqOf(h string) (int64, bool, error) {
 	b, err := identity.DecodeB64Len(h, 32)
 	if err != nil {
-		return 0, false
+		return 0, false, nil
 	}
 	return s.seqOf([32]byte(b))
 }
 
-func (s *State) seqOf(id [32]byte) (int64, bool) {
-	seq, ok := s.hist.SeqOf(id)
-	if !ok || seq < 1 || seq > s.Seq {
-		return 0, false
+func (s *State) seqOf(id [32]byte) (int64, bool, error) {
+	seq, ok, err := s.hist.SeqOf(id)
+	if err != nil {
+		return 0, false, historyUnavailable()
 	}
-	return seq, true
+	if !ok || seq < 1 || seq > s.Seq {
+		return 0, false, nil
+	}
+	return seq, true, nil
 }
 
 // Counts returns the number of accepted records per event type.
