@@ -310,7 +310,9 @@ func TestOfficialTypeScriptClientOverStdio(t *testing.T) {
 
 	// A second host session on the same state directories (both agents'),
 	// as after the host restarts the servers, works the same way.
-	s2 := sdkDrive(ctx, t, node, append(peer, entry...)...)
+	// This session calls wait before it awaits the room's update
+	// notification: a head that wait saw first still notifies.
+	s2 := sdkDrive(ctx, t, node, append(append([]string{"--wait-first"}, peer...), entry...)...)
 	sdkCheck(ctx, t, bin, h, s2, "stdio")
 	if s2.RoomID == s.RoomID {
 		t.Errorf("the second session created room %s again", s2.RoomID)

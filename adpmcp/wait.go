@@ -108,7 +108,12 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, in WaitIn) 
 		if err != nil {
 			return WaitOut{}, "", err
 		}
-		lr.moved(r.Head.Seq)
+		// A head the live stream has not delivered yet still changes the
+		// room for its resource subscribers: tell them now, since the
+		// stream's later delivery of it no longer moves the head.
+		if lr.moved(r.Head.Seq) {
+			lr.signal(false)
+		}
 		rooms = append(rooms, watched{rr: rr, lr: lr, release: release})
 	}
 	deadline := time.NewTimer(time.Duration(timeout) * time.Second)
