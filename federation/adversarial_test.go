@@ -76,7 +76,7 @@ func postJSON(t *testing.T, url string, body []byte) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
-// Row 1 of issue 11: a peer announces another host's room ID with its own
+// A forged announcement: a peer announces another host's room ID with its own
 // key and peer ID, claiming the real host's origin, created_at a year
 // ahead, expires_at ten years ahead — and, a second time, with a current
 // created_at but last_active a year ahead. The victim refuses both (the

@@ -18,7 +18,7 @@ import (
 	"github.com/adpnode/adpnode/node"
 )
 
-// Adversarial tests of the HTTP edge (issue 11, rows 4, 5, 12, 15): each
+// Adversarial tests of the HTTP edge (docs/threat-model.md): each
 // runs the attack against a real node on 127.0.0.1 and asserts the defence
 // and a bound on what it costs the victim.
 

@@ -17,7 +17,7 @@ import (
 	"github.com/adpnode/adpnode/internal/optoken"
 )
 
-// Row 10 of issue 11: a reverse proxy on the node's own machine makes
+// Operator endpoints behind a proxy: a reverse proxy on the node's own machine makes
 // every client's request arrive from 127.0.0.1. Operator endpoints judge
 // the operator token, never the address: through the proxy, no token (or
 // a wrong one) is 403 permission_denied with data.reason

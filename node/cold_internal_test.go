@@ -165,7 +165,7 @@ func roomsHeap(n *Node) uint64 {
 	return before - after
 }
 
-// TestEndedRoomsCostNoRAM (issue 10): 2000 ended rooms (400 under -race) of a dozen members
+// TestEndedRoomsCostNoRAM: 2000 ended rooms (400 under -race) of a dozen members
 // each hold under 2 KiB of heap apiece once cold (their full states hold
 // several times that), answer as their states do, stay cold across a
 // restart that decodes none of them, and a crowd of readers of random cold

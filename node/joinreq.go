@@ -302,7 +302,7 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 				Data: map[string]any{"reason": "approved_request", "request_id": r.ID}}
 		}
 	}
-	// Quota and stored cap (issue 11, row 11): an agent cannot fill a
+	// Quota and stored cap: an agent cannot fill a
 	// room's request store or its moderators' queue.
 	qkey, qlimit := string(applicant)+"|"+roomID, n.cfg.Rates.JoinRequests
 	if !n.joins.created.allow(qkey, qlimit, now) {

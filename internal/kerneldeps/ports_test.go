@@ -35,7 +35,7 @@ func hostImporters(pkgs []Package) []string {
 	return out
 }
 
-// TestOnlyTheRootKnowsTheHost is issue 13's acceptance: the layers above
+// TestOnlyTheRootKnowsTheHost checks the ports rule: the layers above
 // the host (the HTTP API, mirror, federation, index, metrics, attention,
 // directory, live, hostport) and the test helpers (internal/adptest,
 // internal/fedtest) reach it through interfaces or through the stack,
