@@ -286,7 +286,7 @@ func TestLiveRoomSurvivesHostRestart(t *testing.T) {
 	if err := bob.cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
-	h = h.Restart(t)
+	h.Restart(t)
 	var p postOut
 	alice.must("post", map[string]any{"room": room.RoomID, "text": "after the restart"}, &p)
 	deadline := time.After(60 * time.Second)

@@ -13,11 +13,6 @@ import (
 // Thin names over internal/fedtest, which runs federated peers in this
 // process on 127.0.0.1 only.
 
-func startPeer(t testing.TB, name, dir string, clock *adptest.Clock, port int) *fedtest.Peer {
-	t.Helper()
-	return fedtest.Start(t, name, dir, clock, port, fedtest.Options{})
-}
-
 func network(t testing.TB, k int, edges [][2]int) []*fedtest.Peer {
 	t.Helper()
 	return fedtest.Network(t, k, edges, fedtest.Options{})

@@ -240,7 +240,6 @@ func benchScale(b *testing.B, k, rooms int) {
 	trustSynth(s.peers, hosts)
 	inject(b, s.peers, entries)
 	b.Logf("%d nodes: %d rooms signed and put in every directory in %v", k, rooms, time.Since(start).Round(time.Millisecond))
-	entries = nil
 	runtime.GC()
 	rss := rssBytes()
 	b.Logf("RSS: %d MiB before, %d MiB with %d idle nodes, %d MiB with %d rooms in every directory: %.1f MiB per node (%.1f MiB of it the directory)",

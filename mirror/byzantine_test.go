@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -359,9 +358,10 @@ func (p *rawPeer) backfill(t *testing.T, id peer.ID, req rawBackfillRequest) *fe
 // cache).
 func buildAdpnode(t *testing.T) string {
 	t.Helper()
+	// go test puts its own GOROOT/bin first on the test's PATH.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Skip("no go command to build adpnode with")
 	}
 	bin := filepath.Join(t.TempDir(), "adpnode")
 	args := []string{"build", "-o", bin}

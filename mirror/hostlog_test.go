@@ -480,10 +480,9 @@ func TestMirrorHostLogHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	mode.Store(int64(witnessedAt))
-	fetched := b.Mir.Stats().ProofsFetched.Load()
 	b.Mir.ExpireHostLogBackoffForTest()
 	embedded(3, 1)
-	fetched = b.Mir.Stats().ProofsFetched.Load()
+	fetched := b.Mir.Stats().ProofsFetched.Load()
 	b.Mir.ExpireHostLogBackoffForTest()
 	scansPass(t, b, 3)
 	if n := b.Mir.Stats().ProofsFetched.Load(); n != fetched {

@@ -425,7 +425,9 @@ func WriteJSONL(w *bufio.Writer, m Manifest, packs []PackDoc, recs []*record.Rec
 	}
 	for _, r := range recs {
 		b, _ := r.MarshalJSON()
-		w.Write(b)
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
 		if err := w.WriteByte('\n'); err != nil {
 			return err
 		}
