@@ -25,6 +25,7 @@ import (
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // hijack signs an announcement of roomID by the rogue's own key and peer
@@ -91,7 +92,7 @@ func TestRoomHijack(t *testing.T) {
 	h, v := peers[0], peers[1]
 	alice := adptest.NewAgent("alice")
 	id := createRoom(t, h, alice, room.Public, "the real room")
-	eventually(t, 5*time.Second, "V lists H's room, verified", func() bool {
+	testwait.Until(t, 20*time.Second, "V lists H's room, verified", func() bool {
 		s, ok := listed(v, id)
 		return ok && s.Verified != nil && *s.Verified
 	})
@@ -106,8 +107,8 @@ func TestRoomHijack(t *testing.T) {
 	r.publish(t, federation.IndexTopic, r.hijack(t, h, id, now, now+year, now+10*year))
 	orphan := "d8ftedhpqhsusbg0orph"
 	r.publish(t, federation.IndexTopic, r.hijack(t, h, orphan, now, now+year, now+10*year))
-	eventually(t, 5*time.Second, "V rejects both hijacks", func() bool { return v.Fed.Stats().Rejected.Load() >= before+2 })
-	eventually(t, 5*time.Second, "V stores the orphan claim (unverified)", func() bool {
+	testwait.Until(t, 20*time.Second, "V rejects both hijacks", func() bool { return v.Fed.Stats().Rejected.Load() >= before+2 })
+	testwait.Until(t, 20*time.Second, "V stores the orphan claim (unverified)", func() bool {
 		_, ok := v.Index.Room(orphan, v.Clock.Ms())
 		return ok
 	})
@@ -136,7 +137,7 @@ func TestRoomHijack(t *testing.T) {
 	if len(v.Fed.Conflicts()) == 0 {
 		t.Fatal("no conflict evidence kept")
 	}
-	eventually(t, 5*time.Second, "gossipsub scoring penalises the hijacker", func() bool {
+	testwait.Until(t, 20*time.Second, "gossipsub scoring penalises the hijacker", func() bool {
 		s, ok := v.Fed.PeerScore(r.id)
 		return ok && s < 0
 	})
@@ -214,8 +215,8 @@ func TestAnnouncementFlood(t *testing.T) {
 	}
 	alice := adptest.NewAgent("alice")
 	honest := createRoom(t, a, alice, room.Public, "honest during the flood")
-	eventually(t, 10*time.Second, "the honest room reaches C", func() bool { _, ok := listed(c, honest); return ok })
-	eventually(t, 20*time.Second, "B has processed the flood", func() bool {
+	testwait.Until(t, 10*time.Second, "the honest room reaches C", func() bool { _, ok := listed(c, honest); return ok })
+	testwait.Until(t, 20*time.Second, "B has processed the flood", func() bool {
 		st := b.Fed.Stats()
 		return st.OverCap.Load()+st.RateLimited.Load() > 0 && b.Index.Len() > lim(b).MaxPerUnverified/2
 	})
@@ -294,7 +295,7 @@ func TestIndexSyncFlood(t *testing.T) {
 			t.Cleanup(func() { s.Reset() })
 		}
 	}
-	eventually(t, 10*time.Second, "V refuses the streams over the per-peer limit", func() bool {
+	testwait.Until(t, 10*time.Second, "V refuses the streams over the per-peer limit", func() bool {
 		// Streams beyond the per-peer limit are reset by V, or by the
 		// resource manager's per-protocol limits before V sees them.
 		return v.Fed.Stats().SyncRefused.Load() >= opened.Load()/2
@@ -312,7 +313,7 @@ func TestIndexSyncFlood(t *testing.T) {
 	c := fedtest.Start(t, "C", t.TempDir(), clock, 0, fedtest.Options{})
 	start := time.Now()
 	fedtest.Connect(t, c, v)
-	eventually(t, 60*time.Second, "C learns V's 300 rooms by sync", func() bool { return c.Index.Len() == 300 })
+	testwait.Until(t, 60*time.Second, "C learns V's 300 rooms by sync", func() bool { return c.Index.Len() == 300 })
 	t.Logf("honest sync under attack: %v", time.Since(start))
 }
 
@@ -357,10 +358,10 @@ func TestRogueClaimBeforeVerification(t *testing.T) {
 		}
 		return false
 	}
-	eventually(t, 5*time.Second, "V stores the rogue's claim (unverified)", func() bool { return holds(v, rogueKey) })
+	testwait.Until(t, 20*time.Second, "V stores the rogue's claim (unverified)", func() bool { return holds(v, rogueKey) })
 
 	connect(t, v, h)
-	eventually(t, 10*time.Second, "V learns H's room and verifies H", func() bool {
+	testwait.Until(t, 10*time.Second, "V learns H's room and verifies H", func() bool {
 		if holds(v, h.Fed.HostKey()) {
 			e, _ := v.Index.Room(id, v.Clock.Ms())
 			return e != nil && v.Fed.Verified(e.Host) && e.Host.Key == h.Fed.HostKey()

@@ -2,7 +2,6 @@ package federation_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/hostport"
@@ -34,11 +33,6 @@ func submit(t testing.TB, p *fedtest.Peer, a *adptest.Agent, typ, roomID string,
 func createRoom(t testing.TB, p *fedtest.Peer, a *adptest.Agent, vis, topic string) string {
 	t.Helper()
 	return fedtest.CreateRoom(t, p, a, vis, topic, "fed")
-}
-
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	return fedtest.Eventually(t, within, what, cond)
 }
 
 // listed returns the directory entry for roomID at p, if any.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -128,14 +129,9 @@ func TestAttackIdleConnsAndSlowBody(t *testing.T) {
 		t.Fatal("the slow body was not cut")
 	}
 	// Idle keep-alive connections are closed by the server.
-	eventuallyT(t, idle+5*time.Second, "idle connections closed", func() bool { return h.OpenConnections() <= 2 })
+	testwait.Until(t, idle+5*time.Second, "idle connections closed", func() bool { return h.OpenConnections() <= 2 })
 	g := settleGoroutines(t, base+10, 5*time.Second, "after the idle timeout")
 	t.Logf("500 idle conns: goroutines back to %d (base %d) after the idle timeout", g, base)
-}
-
-func eventuallyT(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	eventually(t, d, what, cond)
 }
 
 // Row 4: the connection cap. When every connection is busy (each in the
@@ -155,7 +151,7 @@ func TestAttackConnectionCap(t *testing.T) {
 		fmt.Fprintf(c, "POST /v1/rooms HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{", addr)
 		hoard = append(hoard, c)
 	}
-	eventuallyT(t, 5*time.Second, "20 busy connections held", func() bool {
+	testwait.Until(t, 20*time.Second, "20 busy connections held", func() bool {
 		st := h.ConnStats()
 		return st.Open == 20 && st.Waiting == 0
 	})
@@ -174,7 +170,7 @@ func TestAttackConnectionCap(t *testing.T) {
 	for _, c := range hoard {
 		c.Close()
 	}
-	eventuallyT(t, 2*time.Second, "slots released", func() bool { return h.OpenConnections() == 0 })
+	testwait.Until(t, 20*time.Second, "slots released", func() bool { return h.OpenConnections() == 0 })
 	if r := adptest.Do(t, http.MethodGet, h.URL+"/healthz", "", nil); r.Status != 200 {
 		t.Fatalf("healthz after the hoard: %s", r)
 	}
@@ -261,7 +257,7 @@ func TestAttackSSENeverReads(t *testing.T) {
 			c.Close()
 		}
 	}()
-	eventuallyT(t, 5*time.Second, "streams subscribed", func() bool { return h.Node.Subscribers() == streams })
+	testwait.Until(t, 20*time.Second, "streams subscribed", func() bool { return h.Node.Subscribers() == streams })
 	big := strings.Repeat("x", 48<<10)
 	var worst time.Duration
 	for i := 0; i < 150 && h.Node.Subscribers() > 0; i++ {
@@ -272,7 +268,7 @@ func TestAttackSSENeverReads(t *testing.T) {
 	if worst > 2*time.Second {
 		t.Fatalf("an honest write took %v while %d streams stalled", worst, streams)
 	}
-	eventuallyT(t, 10*time.Second, "stalled streams dropped", func() bool { return h.Node.Subscribers() == 0 })
+	testwait.Until(t, 10*time.Second, "stalled streams dropped", func() bool { return h.Node.Subscribers() == 0 })
 	// Every handler goroutine is freed within the write deadline, though
 	// the clients still hold their connections open.
 	freed := time.Now()
@@ -316,7 +312,7 @@ func TestViewerStreamsPerClient(t *testing.T) {
 	}
 	open[0].Close()
 	var again *sseStream
-	eventuallyT(t, 3*time.Second, "a freed slot", func() bool {
+	testwait.Until(t, 20*time.Second, "a freed slot", func() bool {
 		again, _ = dialStream(t, url+token(), "", 16)
 		return again != nil
 	})

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -124,20 +125,13 @@ func TestDiskFull(t *testing.T) {
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 30*time.Second, "writes accepted after space was freed", func() bool {
 		s, err := post(10_000)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s == http.StatusCreated {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("writes still refused 10 s after space was freed")
-		}
-		pollPause()
-	}
+		return s == http.StatusCreated
+	})
 	n := len(w.acked)
 	h = h.Restart(t)
 	checkAcked(h)

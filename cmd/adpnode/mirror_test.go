@@ -18,6 +18,7 @@ import (
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/optoken"
 	istack "github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -104,7 +105,7 @@ func TestMirrorAddJourney(t *testing.T) {
 	last := fedtest.MustSubmit(t, a, alice, "room.close", pub, map[string]any{"reason": "done"}).Record
 	dir := t.TempDir()
 	file := filepath.Join(dir, "mirror.json")
-	fedtest.Eventually(t, 20*time.Second, "B's archive of the room shows its last record", func() bool {
+	testwait.Until(t, 20*time.Second, "B's archive of the room shows its last record", func() bool {
 		if code, _, _ := cli(t, "export", "--mirror", "--node", b.URL, pub, "-o", file); code != 0 {
 			return false
 		}
@@ -147,7 +148,7 @@ func TestMirrorAddJourney(t *testing.T) {
 	}
 	wantExit(t, exitNotFound, "this node does not mirror that room", "export", "--mirror", "--node", b.URL, restricted)
 
-	fedtest.Eventually(t, 10*time.Second, "goroutines of the refused adds are gone", func() bool {
+	testwait.Until(t, 10*time.Second, "goroutines of the refused adds are gone", func() bool {
 		return runtime.NumGoroutine() <= goroutines+50
 	})
 }
