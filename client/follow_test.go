@@ -207,13 +207,9 @@ func TestFollowRefusedIsFinal(t *testing.T) {
 		t.Fatal(err)
 	}
 	stranger := newClient(t, h, "stranger")
-	start := time.Now()
 	err = stranger.FollowWith(ctx, created.ID, 0, client.FollowOptions{MinBackoff: time.Millisecond}, func(*record.Record) error { return nil })
 	if client.CodeOf(err) != "membership_required" {
 		t.Fatalf("got %v, want membership_required", err)
-	}
-	if time.Since(start) > 5*time.Second {
-		t.Error("a refused subscription took too long")
 	}
 	// An unreachable host is retried at most MaxRetries times.
 	gone := client.New("http://127.0.0.1:1", stranger.Key)

@@ -154,11 +154,7 @@ func TestRoomHijack(t *testing.T) {
 	// The agent's write through V reaches H.
 	head, _ := h.Node.Room(id, "")
 	write := alice.Envelope(v.Clock.Ms(), "message.create", id, head.Head.Seq, head.Head.Hash, map[string]any{"content_type": "text/plain", "content": "hello"})
-	start := time.Now()
 	status, _ := postJSON(t, v.URL+"/v1/rooms/"+id, write)
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("relayed write took %v", took)
-	}
 	if status != http.StatusCreated {
 		t.Fatalf("relayed write: %d", status)
 	}

@@ -51,7 +51,6 @@ func freeSpace(t *testing.T, dir string) int64 {
 // serving reads, takes writes again once space is freed, and restarts
 // with every acknowledged record.
 func TestDiskFull(t *testing.T) {
-	began := time.Now()
 	// The least reserve the node takes, and 64 MiB for the store and the
 	// filler.
 	reserve := node.MinDiskReserve(node.BadgerOptions(""))
@@ -139,7 +138,4 @@ func TestDiskFull(t *testing.T) {
 		t.Fatalf("after restart head %+v, want %+v", got, w.head)
 	}
 	h.Close()
-	if d := time.Since(began); d > 60*time.Second {
-		t.Fatalf("disk-full test took %v (bound 60 s)", d)
-	}
 }
