@@ -146,6 +146,20 @@ func TestSubmitterDiscovery(t *testing.T) {
 		t.Fatalf("document fetches: lying %d, huge %d", lying.docHits.Load(), huge.docHits.Load())
 	}
 
+	// decided waits until the checker has decided every offer made so far:
+	// it offers a marker the checker refuses (its origin names another
+	// witness) and waits for the marker's fetch. The checker takes offers
+	// in order, one at a time, so by then the earlier ones are done.
+	decided := func() {
+		t.Helper()
+		marker := newMirrorSite(t, good.f)
+		k := mustKey(t)
+		if err := s.Offer(pubOf(k), tlogwitness.CosignatureVerifierKey("marker.test/w", pubOf(k)), marker.url()); err != nil {
+			t.Fatal(err)
+		}
+		testwait.Until(t, 10*time.Second, "the checker reached the marker", func() bool { return marker.docHits.Load() >= 1 })
+	}
+
 	// Many keys naming one origin: its document is fetched once.
 	crowded := newMirrorSite(t, good.f)
 	for i := 0; i < 20; i++ {
@@ -153,8 +167,7 @@ func TestSubmitterDiscovery(t *testing.T) {
 		vk := tlogwitness.CosignatureVerifierKey("crowd.test/w", pubOf(k))
 		s.Offer(pubOf(k), vk, crowded.url())
 	}
-	testwait.Until(t, 10*time.Second, "the crowded origin checked", func() bool { return crowded.docHits.Load() >= 1 })
-	time.Sleep(100 * time.Millisecond)
+	decided()
 	if n := crowded.docHits.Load(); n != 1 {
 		t.Errorf("20 keys naming one origin fetched its document %d times, want 1", n)
 	}
@@ -173,7 +186,7 @@ func TestSubmitterDiscovery(t *testing.T) {
 		}
 		testwait.Until(t, 10*time.Second, "the offer checked", func() bool { return site.docHits.Load() == 1 })
 	}
-	time.Sleep(50 * time.Millisecond) // let the checker add (or refuse) the last one
+	decided()
 	if st := s.Stats(); len(st) != 2 {
 		t.Fatalf("%d witnesses kept, want the cap of 2: %+v", len(st), st)
 	}
