@@ -182,7 +182,7 @@ func TestRoomHijack(t *testing.T) {
 	}
 }
 
-// Row 2: one peer announces 5,000 fake rooms. The victim's default
+// One peer announces 5,000 fake rooms. The victim's default
 // directory shows none, its "all" mirror takes none, the victim stores at
 // most its cap for an unverified host, and none reach a third node. An
 // honest room created during the flood still arrives. Cost: heap and
@@ -257,7 +257,7 @@ func TestAnnouncementFlood(t *testing.T) {
 	}
 }
 
-// Row 3: a rogue peer (three peer IDs) opens 150 index-sync streams each
+// A rogue peer (three peer IDs) opens 150 index-sync streams each
 // and never reads. The victim answers from one cached snapshot, refuses
 // streams beyond the per-peer limit, and its heap grows by a small bound;
 // an honest node's sync still works meanwhile.

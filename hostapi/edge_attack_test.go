@@ -46,7 +46,7 @@ func heapInUse() uint64 {
 	return m.HeapInuse
 }
 
-// Row 4: 500 idle keep-alive connections and a client sending its body a
+// 500 idle keep-alive connections and a client sending its body a
 // byte at a time neither starve /healthz nor a write; the slow body is cut
 // within the read timeout; idle connections are closed after the idle
 // timeout, and the goroutines they held go with them.
@@ -136,7 +136,7 @@ func TestAttackIdleConnsAndSlowBody(t *testing.T) {
 	t.Logf("500 idle conns: goroutines back to %d (base %d) after the idle timeout", g, base)
 }
 
-// Row 4: the connection cap. When every connection is busy (each in the
+// The connection cap. When every connection is busy (each in the
 // middle of a request, a body arriving a byte at a time), a connection
 // beyond the cap is closed at once (the file descriptor is not held), and
 // the node serves again as soon as the hoarder lets go. (Idle connections
@@ -183,7 +183,7 @@ func isTimeout(err error) bool {
 	return ok && ne.Timeout()
 }
 
-// Row 4: the request read timeout must not cut a long-lived SSE stream.
+// The request read timeout must not cut a long-lived SSE stream.
 func TestSSEOutlivesReadTimeout(t *testing.T) {
 	h := adptest.StartHostHTTP(t, node.Config{}, hostapi.HTTPOptions{ReadTimeout: 500 * time.Millisecond, ReadHeaderTimeout: 500 * time.Millisecond})
 	alice := adptest.NewAgent("alice")
@@ -230,7 +230,7 @@ func dialNoRead(t *testing.T, addr, path, token string) net.Conn {
 	return c
 }
 
-// Row 5: streams that never read, while large records are written. The
+// Streams that never read, while large records are written. The
 // hub drops them, and the write deadline (at least SSEWriteTimeout ahead
 // of every write, renewed at most every quarter of it) frees each handler
 // goroutine within 5/4 of the timeout: goroutines and heap come back down, and an
@@ -283,7 +283,7 @@ func TestAttackSSENeverReads(t *testing.T) {
 		streams, worst, baseG, g, time.Since(freed), baseHeap>>20, hp>>20)
 }
 
-// Row 12: one client cannot take every viewer stream: the 17th from one
+// One client cannot take every viewer stream: the 17th from one
 // address is refused, and a slot frees when a stream ends.
 func TestViewerStreamsPerClient(t *testing.T) {
 	h := adptest.StartHost(t, node.Config{})
@@ -325,7 +325,8 @@ func TestViewerStreamsPerClient(t *testing.T) {
 	}
 }
 
-// Row 15: the small ones.
+// Small edge cases: a null agent status, bad query numbers, auth schemes
+// other than Bearer, and a Content-Length over the cap.
 func TestEdgeSmallOnes(t *testing.T) {
 	h := adptest.StartHost(t, node.Config{})
 	alice := adptest.NewAgent("alice")

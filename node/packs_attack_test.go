@@ -16,7 +16,7 @@ import (
 	"github.com/adpnode/adpnode/node"
 )
 
-// Row 6: an attacker whose key shares the victim's actor-lock stripe
+// An attacker whose key shares the victim's actor-lock stripe
 // creates a room whose external pack answers slowly. The fetch runs before
 // any shared lock, so the victim's unrelated write is not held up.
 func TestAttackSlowPackSharesStripe(t *testing.T) {
@@ -93,7 +93,7 @@ func tryPost(url string, body []byte) (*adptest.Response, error) {
 	return &adptest.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, err
 }
 
-// Row 7: 40 room.create with a wrong pack digest dial once (the failure is
+// 40 room.create with a wrong pack digest dial once (the failure is
 // cached per URL and digest); 40 with 40 different wrong digests dial at
 // most the room.create quota, because every fetch is charged before it
 // dials. Another agent is unaffected.
@@ -145,7 +145,7 @@ func TestAttackWrongDigestCreates(t *testing.T) {
 	}
 }
 
-// Row 14: pack URLs in every non-public range are refused without a dial,
+// Pack URLs in every non-public range are refused without a dial,
 // with a generic message; loopback is allowed only when the operator says.
 func TestPackSSRFRanges(t *testing.T) {
 	h := adptest.StartHost(t, node.Config{})
