@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command (README, Quick start; CI runs exactly this).
 # It installs what the tests need that Go does not bring, then runs
-# go vet and the race-enabled test suite. Extra arguments go to go test,
+# go vet, golangci-lint and the race-enabled test suite. Extra arguments go to go test,
 # e.g. ./test.sh -run Walkthrough ./cmd/adpnode/
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -61,10 +61,14 @@ pkgs=./...
 for a in "$@"; do
 	case "$a" in ./* | github.com/*) pkgs= ;; esac
 done
-# The host log's tile-crossing test proves every record of 70,500 leaves only
-# without the race detector (under -race tessera needs minutes for them and
-# the test uses 2,600): run it once in full when the whole suite runs.
+# When the whole suite runs: the linters of .golangci.yml, built by go run at a
+# pinned version (the build is cached by Go, the analysis under the user cache
+# dir), and the host log's tile-crossing test, which proves every record of
+# 70,500 leaves only without the race detector (under -race tessera needs
+# minutes for them and the test uses 2,600).
 if [ -n "$pkgs" ]; then
+	export GOLANGCI_LINT_CACHE="${GOLANGCI_LINT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/golangci-lint}"
+	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run ./...
 	go test -count=1 -run '^TestEveryRecordProvesAcrossTiles$' ./tlog
 fi
 # Under -race the node and mirror packages take minutes each on 2 cores;

@@ -8,8 +8,8 @@ import (
 
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 func newKey(t testing.TB) *client.Key {
@@ -129,7 +129,7 @@ func TestWaitWakesOnMentionElsewhere(t *testing.T) {
 		t.Fatalf("wait: %+v", w)
 	}
 	alice.must("post", map[string]any{"room": r2.RoomID, "text": "and again", "mentions": []string{string(bob.key.ID)}}, &p)
-	fedtest.Eventually(t, 30*time.Second, "the inbox shows the second mention", func() bool {
+	testwait.Until(t, 30*time.Second, "the inbox shows the second mention", func() bool {
 		bob.must("inbox", map[string]any{"peek": true}, &in)
 		return len(in.Items) == 1
 	})

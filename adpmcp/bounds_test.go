@@ -10,8 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // Property: waits are bounded per session (one more is refused), do not
@@ -173,7 +173,7 @@ func testResourceSubscriptionsNotify(t *testing.T, proto string) {
 	}
 	// Under subscriptions/listen the subscription is taken in the
 	// background: wait until the room is live.
-	fedtest.Eventually(t, 30*time.Second, "the subscription is live", func() bool { return bob.srv.LiveRooms() == 1 })
+	testwait.Until(t, 30*time.Second, "the subscription is live", func() bool { return bob.srv.LiveRooms() == 1 })
 	var p postOut
 	alice.must("post", map[string]any{"room": room.RoomID, "text": "hi bob", "mentions": []string{string(bob.key.ID)}}, &p)
 	got := map[string]bool{}
@@ -237,21 +237,21 @@ func testSubscriptionsShareBoundedLiveRooms(t *testing.T, proto string) {
 			t.Fatal(err)
 		}
 	}
-	fedtest.Eventually(t, 30*time.Second, "the subscriptions are taken", func() bool { return alice.srv.Subscriptions() == 5 })
+	testwait.Until(t, 30*time.Second, "the subscriptions are taken", func() bool { return alice.srv.Subscriptions() == 5 })
 	if n := alice.srv.LiveRooms(); n != 1 {
 		t.Fatalf("5 subscriptions to one room hold %d live rooms", n)
 	}
 	if err := sessions[0].Subscribe(ctx, &mcp.SubscribeParams{URI: "adp://room/" + ids[1] + "/transcript"}); err != nil {
 		t.Fatal(err)
 	}
-	fedtest.Eventually(t, 30*time.Second, "the second room is live", func() bool { return alice.srv.LiveRooms() == 2 })
+	testwait.Until(t, 30*time.Second, "the second room is live", func() bool { return alice.srv.LiveRooms() == 2 })
 	err := sessions[0].Subscribe(ctx, &mcp.SubscribeParams{URI: "adp://room/" + ids[2] + "/transcript"})
 	if proto != "" && err == nil {
 		t.Fatal("a third live room was accepted past the bound of 2")
 	}
 	// Under subscriptions/listen the refusal ends the listen: the
 	// subscription is never taken.
-	fedtest.Eventually(t, 30*time.Second, "the third subscription is refused", func() bool { return alice.srv.Refused() >= 1 })
+	testwait.Until(t, 30*time.Second, "the third subscription is refused", func() bool { return alice.srv.Refused() >= 1 })
 	if n, subs := alice.srv.LiveRooms(), alice.srv.Subscriptions(); n != 2 || subs != 6 {
 		t.Fatalf("live rooms %d (want 2), subscriptions %d (want 6)", n, subs)
 	}
@@ -268,7 +268,7 @@ func testSubscriptionsShareBoundedLiveRooms(t *testing.T, proto string) {
 	for _, cs := range sessions {
 		cs.Close()
 	}
-	fedtest.Eventually(t, 30*time.Second, "ended sessions give their subscriptions back", func() bool { return alice.srv.Subscriptions() == 0 })
+	testwait.Until(t, 30*time.Second, "ended sessions give their subscriptions back", func() bool { return alice.srv.Subscriptions() == 0 })
 }
 
 // Property: a room's live connection comes back after its host restarts
@@ -286,7 +286,7 @@ func TestLiveRoomSurvivesHostRestart(t *testing.T) {
 	if err := bob.cs.Subscribe(context.Background(), &mcp.SubscribeParams{URI: uri}); err != nil {
 		t.Fatal(err)
 	}
-	h = h.Restart(t)
+	h.Restart(t)
 	var p postOut
 	alice.must("post", map[string]any{"room": room.RoomID, "text": "after the restart"}, &p)
 	deadline := time.After(60 * time.Second)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 type searchOut struct {
@@ -41,7 +42,7 @@ func TestTwoAgentsOnFederatedNodes(t *testing.T) {
 	alice.must("create_room", map[string]any{"topic": "federated tea tasting", "visibility": "restricted", "tags": []string{"tea"}}, &room)
 
 	var found searchOut
-	fedtest.Eventually(t, 30*time.Second, "bob finds the room through node B's directory", func() bool {
+	testwait.Until(t, 30*time.Second, "bob finds the room through node B's directory", func() bool {
 		bob.must("search_rooms", map[string]any{"tag": "tea"}, &found)
 		return len(found.Rooms) == 1
 	})

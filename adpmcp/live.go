@@ -216,10 +216,10 @@ func terminalEnd(reason string) bool {
 func (s *Server) roomUpdated(rr roomRef, mention bool) {
 	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
 	defer cancel()
-	s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: transcriptURI(rr)})
-	s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: transcriptURI(rr) + ".json"})
+	_ = s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: transcriptURI(rr)})
+	_ = s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: transcriptURI(rr) + ".json"})
 	if mention {
-		s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: inboxURI})
+		_ = s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: inboxURI})
 	}
 }
 

@@ -82,7 +82,7 @@ func (s *Server) post(ctx context.Context, _ *mcp.CallToolRequest, in PostIn) (P
 	if err != nil {
 		return out, "", err
 	}
-	s.store.addRoom(rr.url)
+	s.stateWritten(s.store.addRoom(rr.url))
 	summary := fmt.Sprintf("posted as seq %d", out.Seq)
 	switch {
 	case !out.Verified:
@@ -155,7 +155,7 @@ func (s *Server) postOnce(ctx context.Context, rr roomRef, key, typ string, payl
 		case code == adp.CodeRoomHeadMismatch || code == adp.CodeNonceNotGreater:
 			lastErr = err
 		default:
-			s.store.dropPost(key)
+			s.stateWritten(s.store.dropPost(key))
 			return PostOut{}, err
 		}
 		select {
@@ -164,7 +164,7 @@ func (s *Server) postOnce(ctx context.Context, rr roomRef, key, typ string, payl
 		case <-time.After(time.Duration(attempt*attempt) * 10 * time.Millisecond):
 		}
 	}
-	s.store.dropPost(key)
+	s.stateWritten(s.store.dropPost(key))
 	return PostOut{}, fmt.Errorf("gave up after 8 attempts: %w", lastErr)
 }
 
@@ -182,7 +182,7 @@ func (s *Server) settle(rr roomRef, e *postEntry, raw json.RawMessage) (PostOut,
 			Seq  int64  `json:"seq"`
 			Hash string `json:"hash"`
 		}
-		json.Unmarshal(raw, &loose)
+		_ = json.Unmarshal(raw, &loose)
 		out.Seq, out.Hash = loose.Seq, loose.Hash
 		out.Note = fmt.Sprintf("accepted as seq %d, answer unverifiable", loose.Seq)
 	}
@@ -190,7 +190,7 @@ func (s *Server) settle(rr roomRef, e *postEntry, raw json.RawMessage) (PostOut,
 	if err := s.store.savePost(e); err != nil {
 		return out, err
 	}
-	s.store.advance(rr.url, out.Seq)
+	s.stateWritten(s.store.advance(rr.url, out.Seq))
 	return out, nil
 }
 
@@ -204,7 +204,7 @@ func (s *Server) postSealed(ctx context.Context, rr roomRef, key string, prev *p
 			return PostOut{}, err
 		} else if ok {
 			prev.State, prev.Result = "done", &out
-			s.store.savePost(prev)
+			s.stateWritten(s.store.savePost(prev))
 			return out, nil
 		}
 	}
@@ -222,7 +222,7 @@ func (s *Server) postSealed(ctx context.Context, rr roomRef, key string, prev *p
 	rec, err := rr.c.Send(ctx, rr.id, 8, mentions, func(*client.Room, []*record.Record) (string, any, error) { return typ, payload, nil })
 	if err != nil {
 		if client.CodeOf(err) != "" {
-			s.store.dropPost(key)
+			s.stateWritten(s.store.dropPost(key))
 		}
 		return PostOut{}, err
 	}
@@ -231,7 +231,7 @@ func (s *Server) postSealed(ctx context.Context, rr roomRef, key string, prev *p
 	if err := s.store.savePost(e); err != nil {
 		return out, err
 	}
-	s.store.advance(rr.url, out.Seq)
+	s.stateWritten(s.store.advance(rr.url, out.Seq))
 	return out, nil
 }
 

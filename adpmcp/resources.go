@@ -216,7 +216,7 @@ func (s *Server) pollInbox(ctx context.Context) {
 		if err == nil && !page.ResetRequired {
 			// The first poll reports mentions the agent has not read yet.
 			if len(page.Items) > 0 {
-				s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: inboxURI})
+				_ = s.mcp.ResourceUpdated(ctx, &mcp.ResourceUpdatedNotificationParams{URI: inboxURI})
 			}
 			last = page.NextAfter
 		}

@@ -100,7 +100,7 @@ func (s *Server) proposeRound(ctx context.Context, _ *mcp.CallToolRequest, in Pr
 	if err != nil {
 		return RoundOut{}, "", err
 	}
-	s.store.addRoom(rr.url)
+	s.stateWritten(s.store.addRoom(rr.url))
 	return RoundOut{RoomID: rr.id, RoundID: env.Hash, Seq: rec.Seq, State: string(rounds.Open)}, "round " + env.Hash + " open", nil
 }
 
@@ -409,7 +409,7 @@ func (s *Server) verifyReceipt(_ context.Context, _ *mcp.CallToolRequest, in Ver
 
 func asObject(b []byte) map[string]any {
 	var m map[string]any
-	json.Unmarshal(b, &m)
+	_ = json.Unmarshal(b, &m)
 	return m
 }
 

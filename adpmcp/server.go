@@ -343,7 +343,7 @@ func (s *Server) watchSession(ss *mcp.ServerSession) {
 	go func() {
 		defer s.wg.Done()
 		done := make(chan struct{})
-		go func() { ss.Wait(); close(done) }()
+		go func() { _ = ss.Wait(); close(done) }()
 		select {
 		case <-done:
 		case <-s.ctx.Done():

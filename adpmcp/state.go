@@ -197,3 +197,13 @@ func (s *store) dropPost(key string) error {
 	}
 	return err
 }
+
+// stateWritten logs a failed write of the local state (cursors, watched
+// rooms, the post journal) after an action the node already took: the
+// action's answer stands, and the next write of the state carries what
+// this one lost.
+func (s *Server) stateWritten(err error) {
+	if err != nil {
+		s.log.Warn("adpmcp: local state not written", "err", err)
+	}
+}

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 type subsOut struct {
@@ -36,7 +36,7 @@ func TestDirectorySubscriptionsResumeAcrossRestart(t *testing.T) {
 	alice.must("create_room", map[string]any{"topic": "openings", "tags": []string{"chess"}}, &r1)
 	alice.must("create_room", map[string]any{"topic": "cooking", "tags": []string{"food"}}, &r2)
 	var got subsOut
-	fedtest.Eventually(t, 30*time.Second, "the new chess room is reported", func() bool {
+	testwait.Until(t, 30*time.Second, "the new chess room is reported", func() bool {
 		bob.must("list_subscriptions", map[string]any{}, &got)
 		return len(got.Subscriptions) == 1 && len(got.Subscriptions[0].Changes) > 0
 	})
@@ -47,7 +47,7 @@ func TestDirectorySubscriptionsResumeAcrossRestart(t *testing.T) {
 	var r3 createOut
 	alice.must("create_room", map[string]any{"topic": "endgames", "tags": []string{"chess"}}, &r3)
 	bob = startAgent(t, h.URL, h.Clock, bobKey, bobState, nil, agentOpts{})
-	fedtest.Eventually(t, 30*time.Second, "the room made during the restart is reported", func() bool {
+	testwait.Until(t, 30*time.Second, "the room made during the restart is reported", func() bool {
 		bob.must("list_subscriptions", map[string]any{}, &got)
 		return len(got.Subscriptions) == 1 && len(got.Subscriptions[0].Changes) > 0
 	})

@@ -212,7 +212,7 @@ func (s *Server) getRoom(ctx context.Context, _ *mcp.CallToolRequest, in RoomIn)
 			Extra json.RawMessage `json:"extra"`
 		} `json:"policy"`
 	}
-	json.Unmarshal(r.Raw, &extra)
+	_ = json.Unmarshal(r.Raw, &extra)
 	mode, _ := seal.ModeOf(extra.Policy.Extra)
 	out := RoomOut{RoomID: r.ID, URL: rr.url, Status: r.Status, Topic: r.Topic, Visibility: r.Visibility, Confidentiality: mode,
 		Creator: string(r.Creator), StartTime: r.StartTime, EndTime: r.EndTime, Head: Head{r.Head.Seq, r.Head.Hash}, Types: []string{}, Me: string(s.cfg.Key.ID)}
@@ -300,8 +300,8 @@ func (s *Server) createRoom(ctx context.Context, _ *mcp.CallToolRequest, in Crea
 		return CreateOut{}, "", err
 	}
 	rr, _ := s.resolve(out.ID)
-	s.store.addRoom(rr.url)
-	s.store.advance(rr.url, out.Seq)
+	s.stateWritten(s.store.addRoom(rr.url))
+	s.stateWritten(s.store.advance(rr.url, out.Seq))
 	return CreateOut{RoomID: out.ID, URL: out.URL, Seq: out.Seq}, "created room " + out.ID + " " + out.URL, nil
 }
 
@@ -360,9 +360,9 @@ func (s *Server) joinRoom(ctx context.Context, _ *mcp.CallToolRequest, in JoinIn
 			}
 			out.Seq = krec.Seq
 		}
-		s.store.addRoom(rr.url)
+		s.stateWritten(s.store.addRoom(rr.url))
 		if _, ok := s.store.seen(rr.url); !ok {
-			s.store.advance(rr.url, rec.Seq)
+			s.stateWritten(s.store.advance(rr.url, rec.Seq))
 		}
 		return out, fmt.Sprintf("joined %s at seq %d; read_room to catch up", rr.id, rec.Seq), nil
 	case "pending":
@@ -460,7 +460,7 @@ func (s *Server) reviewRequests(ctx context.Context, _ *mcp.CallToolRequest, in 
 
 func requestField(jr *client.JoinRequest, k string) string {
 	var m map[string]any
-	json.Unmarshal(jr.Request, &m)
+	_ = json.Unmarshal(jr.Request, &m)
 	v, _ := m[k].(string)
 	return v
 }
@@ -506,7 +506,7 @@ func (s *Server) readRoom(ctx context.Context, _ *mcp.CallToolRequest, in ReadIn
 	out := ReadOut{RoomID: rr.id, Items: items, NextAfterSeq: after, Truncated: more, Head: head}
 	if n := len(items); n > 0 {
 		out.NextAfterSeq = items[n-1].Seq
-		s.store.advance(rr.url, out.NextAfterSeq)
+		s.stateWritten(s.store.advance(rr.url, out.NextAfterSeq))
 	}
 	return out, summarize(items, more, out.NextAfterSeq), nil
 }

@@ -205,7 +205,7 @@ func (s *Server) item(ctx context.Context, rr roomRef, ch *chain, raw json.RawMe
 			Content     json.RawMessage `json:"content"`
 			References  []string        `json:"references"`
 		}
-		json.Unmarshal(ev.Payload, &p)
+		_ = json.Unmarshal(ev.Payload, &p)
 		content = textOf(p.Content)
 		if len(p.References) > 0 {
 			it.ReplyTo = refSeq(p.References[0])
@@ -237,7 +237,7 @@ func (s *Server) item(ctx context.Context, rr roomRef, ch *chain, raw json.RawMe
 		var p struct {
 			EventID string `json:"event_id"`
 		}
-		json.Unmarshal(ev.Payload, &p)
+		_ = json.Unmarshal(ev.Payload, &p)
 		it.ReplyTo = refSeq(p.EventID)
 	}
 	it.Content, it.ContentTruncated = clip(content, maxContentBytes)
@@ -266,7 +266,7 @@ func lenientItem(raw json.RawMessage) Item {
 			} `json:"event"`
 		} `json:"envelope"`
 	}
-	json.Unmarshal(raw, &r)
+	_ = json.Unmarshal(raw, &r)
 	ev := r.Envelope.Event
 	it := Item{Seq: r.Seq, Author: ev.Actor, Type: ev.Type, Mentions: ev.Mentions}
 	if it.Mentions == nil {
@@ -275,7 +275,7 @@ func lenientItem(raw json.RawMessage) Item {
 	var p struct {
 		Content json.RawMessage `json:"content"`
 	}
-	json.Unmarshal(ev.Payload, &p)
+	_ = json.Unmarshal(ev.Payload, &p)
 	c := string(ev.Payload)
 	if p.Content != nil {
 		c = textOf(p.Content)

@@ -102,7 +102,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, in WaitIn) 
 			return WaitOut{}, "", err
 		}
 		if _, ok := s.store.seen(rr.url); !ok {
-			s.store.advance(rr.url, r.Head.Seq) // first wait on a room: from now
+			s.stateWritten(s.store.advance(rr.url, r.Head.Seq)) // first wait on a room: from now
 		}
 		lr, release, err := s.live.acquire(rr, r.Head.Seq)
 		if err != nil {
@@ -178,7 +178,7 @@ func (s *Server) wait(ctx context.Context, req *mcp.CallToolRequest, in WaitIn) 
 				break inner
 			case <-progress:
 				el := time.Since(start).Seconds()
-				req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: el, Total: float64(timeout),
+				_ = req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: token, Progress: el, Total: float64(timeout),
 					Message: fmt.Sprintf("waiting (%.0fs of %ds)", el, timeout)})
 			}
 		}
@@ -448,12 +448,12 @@ func (s *Server) listSubscriptions(ctx context.Context, _ *mcp.CallToolRequest, 
 					URL    string `json:"url"`
 					Status string `json:"status"`
 				}
-				json.Unmarshal(fi.Room, &r)
+				_ = json.Unmarshal(fi.Room, &r)
 				topic, _ := clip(r.Topic, 300)
 				so.Changes = append(so.Changes, Change{RoomID: fi.RoomID, Kind: fi.Kind, Topic: topic, URL: r.URL, Status: r.Status})
 			}
 			so.More = page.HasMore
-			s.store.setSub(sub.ID, client.Cursor{After: page.NextAfter, StreamID: page.StreamID, VisibilityEpoch: page.VisibilityEpoch})
+			s.stateWritten(s.store.setSub(sub.ID, client.Cursor{After: page.NextAfter, StreamID: page.StreamID, VisibilityEpoch: page.VisibilityEpoch}))
 		}
 		total += len(so.Changes)
 		out.Subscriptions = append(out.Subscriptions, so)
@@ -473,6 +473,6 @@ func (s *Server) unsubscribeDirectory(ctx context.Context, _ *mcp.CallToolReques
 	if err := s.home.Unsubscribe(ctx, in.SubscriptionID); err != nil {
 		return OKOut{}, "", err
 	}
-	s.store.dropSub(in.SubscriptionID)
+	s.stateWritten(s.store.dropSub(in.SubscriptionID))
 	return OKOut{OK: true}, "unsubscribed " + in.SubscriptionID, nil
 }

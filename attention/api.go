@@ -434,11 +434,11 @@ func (a *Attention) ageWatermark(pfx, owner string, floor, head, cutoff int64) (
 			}
 			return at < cutoff, nil
 		}
-		lo, hi := floor, head+1 // lo: gone (or the floor), hi: kept (or past the head)
+		hi := head + 1 // hi: kept (or past the head)
 		if ok, err := expired(floor + 1); err != nil || !ok {
 			return err
 		}
-		lo = floor + 1
+		lo := floor + 1 // lo: gone
 		for hi-lo > 1 {
 			mid := lo + (hi-lo)/2
 			ok, err := expired(mid)

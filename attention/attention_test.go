@@ -20,6 +20,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/hostport"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/live"
 )
 
@@ -831,12 +832,7 @@ func TestWatchNeverReads(t *testing.T) {
 // waitGoroutines waits until no more than base goroutines run.
 func waitGoroutines(t *testing.T, base int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > base {
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines %d, base %d", runtime.NumGoroutine(), base)
-		}
-		runtime.Gosched()
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, 30*time.Second, fmt.Sprintf("goroutines back to %d", base), func() bool {
+		return runtime.NumGoroutine() <= base
+	})
 }

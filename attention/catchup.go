@@ -13,7 +13,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 )
 
-// Start-up catch-up (issue 16): mention items are derived after the commit,
+// Start-up catch-up: mention items are derived after the commit,
 // on the owner, so a crash can lose the records committed since the last
 // stored pass. Each pass stores, with its items, a per-room watermark (the
 // highest record seq it handled) and the time it took its queue. At start

@@ -12,6 +12,7 @@ import (
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/storelayout"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -29,7 +30,7 @@ func TestRemoteMentionReachesMirrorInbox(t *testing.T) {
 	}
 	pub := fedtest.CreateRoom(t, a, alice, room.Public, "open research", "research")
 	priv := fedtest.CreateRoom(t, a, alice, room.Private, "secret research", "research")
-	fedtest.Eventually(t, 20*time.Second, "B's subscription sees A's public room", func() bool {
+	testwait.Until(t, 20*time.Second, "B's subscription sees A's public room", func() bool {
 		p, err := b.Att.Feed(bob.ID, sub.ID, attention.Cursor{After: 0}, 0)
 		return err == nil && len(p.Items.([]attention.FeedItem)) == 1 && p.Items.([]attention.FeedItem)[0].RoomID == pub
 	})
@@ -53,7 +54,7 @@ func TestRemoteMentionReachesMirrorInbox(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []attention.MentionItem
-	fedtest.Eventually(t, 30*time.Second, "the mention reaches B's inbox", func() bool {
+	testwait.Until(t, 30*time.Second, "the mention reaches B's inbox", func() bool {
 		p, err := b.Att.Mentions(bob.ID, attention.Cursor{}, 0)
 		if err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -111,7 +112,7 @@ func TestKillDuringQueuedPass(t *testing.T) {
 			t.Fatal(err)
 		}
 		a.Attach(n, nil)
-		waitFor(t, func() bool { return len(inbox(a, bob.ID)) >= len(acked) && len(inbox(a, carol.ID)) >= len(acked) })
+		testwait.Until(t, 20*time.Second, "the condition", func() bool { return len(inbox(a, bob.ID)) >= len(acked) && len(inbox(a, carol.ID)) >= len(acked) })
 		a.Close() // the catch-up has finished
 		for _, who := range []identity.AgentID{bob.ID, carol.ID} {
 			items := inbox(a, who)

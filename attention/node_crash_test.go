@@ -9,6 +9,7 @@ import (
 
 	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -63,7 +64,7 @@ func TestNodeCrashBeforeDerivation(t *testing.T) {
 		return out
 	}
 	first := say()
-	waitFor(t, func() bool { return inbox()[first] == 1 })
+	testwait.Until(t, 20*time.Second, "the condition", func() bool { return inbox()[first] == 1 })
 	dropping.Store(true)
 	lost := say() // acknowledged; its derivation dies with the process
 	a.Close()
@@ -72,22 +73,11 @@ func TestNodeCrashBeforeDerivation(t *testing.T) {
 
 	for round := 0; round < 2; round++ {
 		n, a = open()
-		waitFor(t, func() bool { return inbox()[lost] == 1 })
+		testwait.Until(t, 20*time.Second, "the condition", func() bool { return inbox()[lost] == 1 })
 		a.Close() // the owner (and its catch-up) has finished
 		if got := inbox(); len(got) != 2 || got[first] != 1 || got[lost] != 1 {
 			t.Fatalf("round %d: inbox %v, want seqs %d and %d once each", round, got, first, lost)
 		}
 		n.Close()
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 20 s")
-		}
-		time.Sleep(2 * time.Millisecond)
 	}
 }

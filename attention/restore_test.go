@@ -11,6 +11,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -62,7 +63,7 @@ func TestRestoredDirIsANewStream(t *testing.T) {
 	}
 	say(n)
 	say(n)
-	waitFor(t, func() bool { return read(a, attention.Cursor{}).NextAfter == 2 })
+	testwait.Until(t, 20*time.Second, "the condition", func() bool { return read(a, attention.Cursor{}).NextAfter == 2 })
 	var backup bytes.Buffer
 	if err := n.Backup(&backup); err != nil {
 		t.Fatal(err)
@@ -70,7 +71,7 @@ func TestRestoredDirIsANewStream(t *testing.T) {
 	backupHead, backupHash := head, hash
 	say(n)
 	say(n)
-	waitFor(t, func() bool { return read(a, attention.Cursor{}).NextAfter == 4 })
+	testwait.Until(t, 20*time.Second, "the condition", func() bool { return read(a, attention.Cursor{}).NextAfter == 4 })
 	p := read(a, attention.Cursor{})
 	ahead := attention.Cursor{After: 4, StreamID: p.StreamID}  // beyond the copy's head
 	within := attention.Cursor{After: 1, StreamID: p.StreamID} // within it
@@ -84,7 +85,7 @@ func TestRestoredDirIsANewStream(t *testing.T) {
 	n, a = open(copyDir)
 	head, hash = backupHead, backupHash
 	say(n) // the copy goes its own way: its seq 3 is another record
-	waitFor(t, func() bool { return read(a, attention.Cursor{}).NextAfter == 3 })
+	testwait.Until(t, 20*time.Second, "the condition", func() bool { return read(a, attention.Cursor{}).NextAfter == 3 })
 	fresh := read(a, attention.Cursor{})
 	if fresh.StreamID == p.StreamID {
 		t.Fatalf("the restored copy serves the original's stream %s", p.StreamID)

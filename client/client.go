@@ -128,7 +128,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, auth 
 				Data    map[string]any `json:"data"`
 			} `json:"error"`
 		}
-		json.Unmarshal(b, &e)
+		_ = json.Unmarshal(b, &e)
 		return resp, &Error{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message, Data: e.Error.Data}
 	}
 	if out != nil {

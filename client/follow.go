@@ -200,7 +200,7 @@ func (c *Client) followOnce(ctx context.Context, roomID string, chain *Chain, af
 		var body struct {
 			Error Error `json:"error"`
 		}
-		json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body)
+		_ = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&body)
 		e.Code, e.Message, e.Data = body.Error.Code, body.Error.Message, body.Error.Data
 		return string(e.Code), &e, e.Status >= 500 || e.Status == http.StatusTooManyRequests
 	}

@@ -23,7 +23,7 @@ func (j *JoinRequest) ID() string {
 	var f struct {
 		ID string `json:"id"`
 	}
-	json.Unmarshal(j.Request, &f)
+	_ = json.Unmarshal(j.Request, &f)
 	return f.ID
 }
 

@@ -61,7 +61,7 @@ func LoadKey(path string) (*Key, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var probe map[string]json.RawMessage
-	json.Unmarshal(b, &probe)
+	_ = json.Unmarshal(b, &probe)
 	if _, isNode := probe["host_key"]; isNode {
 		return nil, fmt.Errorf("%s: %w", path, ErrNodeKey)
 	}
@@ -114,7 +114,7 @@ func (k *Key) nextNonce(nowMs int64) int64 {
 	k.last = identity.NextNonce(k.last, nowMs)
 	n := k.last
 	k.mu.Unlock()
-	k.persist()
+	_ = k.persist() // best effort: the next nonce is at least the clock's, the stored one guards only a clock set back
 	return n
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // LogCheck makes a client verify that every record it reads is in a host
-// log (issue 15): an RFC 6962 inclusion proof against a checkpoint signed
+// log: an RFC 6962 inclusion proof against a checkpoint signed
 // by the log's key. Records read from a mirror are checked against their
 // host's log (Origin).
 type LogCheck struct {

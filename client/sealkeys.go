@@ -189,7 +189,7 @@ func WritePrivateFile(path string, b []byte) (err error) {
 		return err
 	}
 	if d, derr := os.Open(dir); derr == nil {
-		d.Sync() // best effort: some systems cannot sync a directory
+		_ = d.Sync() // best effort: some systems cannot sync a directory
 		d.Close()
 	}
 	return nil

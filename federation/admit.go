@@ -109,7 +109,7 @@ func (f *Federation) verifyInline(ctx context.Context, b index.Binding) bool {
 		f.inflight[b.Key] = done
 		f.checkMu.Unlock()
 		cctx, cancel := context.WithTimeout(ctx, inlineTimeout)
-		f.CheckBinding(cctx, b)
+		_ = f.CheckBinding(cctx, b) // its outcome is recorded in f.checks
 		cancel()
 		f.checkMu.Lock()
 		delete(f.inflight, b.Key)

@@ -25,6 +25,7 @@ import (
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // hijack signs an announcement of roomID by the rogue's own key and peer
@@ -76,7 +77,7 @@ func postJSON(t *testing.T, url string, body []byte) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
-// Row 1 of issue 11: a peer announces another host's room ID with its own
+// A forged announcement: a peer announces another host's room ID with its own
 // key and peer ID, claiming the real host's origin, created_at a year
 // ahead, expires_at ten years ahead — and, a second time, with a current
 // created_at but last_active a year ahead. The victim refuses both (the
@@ -91,7 +92,7 @@ func TestRoomHijack(t *testing.T) {
 	h, v := peers[0], peers[1]
 	alice := adptest.NewAgent("alice")
 	id := createRoom(t, h, alice, room.Public, "the real room")
-	eventually(t, 5*time.Second, "V lists H's room, verified", func() bool {
+	testwait.Until(t, 20*time.Second, "V lists H's room, verified", func() bool {
 		s, ok := listed(v, id)
 		return ok && s.Verified != nil && *s.Verified
 	})
@@ -106,8 +107,8 @@ func TestRoomHijack(t *testing.T) {
 	r.publish(t, federation.IndexTopic, r.hijack(t, h, id, now, now+year, now+10*year))
 	orphan := "d8ftedhpqhsusbg0orph"
 	r.publish(t, federation.IndexTopic, r.hijack(t, h, orphan, now, now+year, now+10*year))
-	eventually(t, 5*time.Second, "V rejects both hijacks", func() bool { return v.Fed.Stats().Rejected.Load() >= before+2 })
-	eventually(t, 5*time.Second, "V stores the orphan claim (unverified)", func() bool {
+	testwait.Until(t, 20*time.Second, "V rejects both hijacks", func() bool { return v.Fed.Stats().Rejected.Load() >= before+2 })
+	testwait.Until(t, 20*time.Second, "V stores the orphan claim (unverified)", func() bool {
 		_, ok := v.Index.Room(orphan, v.Clock.Ms())
 		return ok
 	})
@@ -136,7 +137,7 @@ func TestRoomHijack(t *testing.T) {
 	if len(v.Fed.Conflicts()) == 0 {
 		t.Fatal("no conflict evidence kept")
 	}
-	eventually(t, 5*time.Second, "gossipsub scoring penalises the hijacker", func() bool {
+	testwait.Until(t, 20*time.Second, "gossipsub scoring penalises the hijacker", func() bool {
 		s, ok := v.Fed.PeerScore(r.id)
 		return ok && s < 0
 	})
@@ -153,11 +154,7 @@ func TestRoomHijack(t *testing.T) {
 	// The agent's write through V reaches H.
 	head, _ := h.Node.Room(id, "")
 	write := alice.Envelope(v.Clock.Ms(), "message.create", id, head.Head.Seq, head.Head.Hash, map[string]any{"content_type": "text/plain", "content": "hello"})
-	start := time.Now()
 	status, _ := postJSON(t, v.URL+"/v1/rooms/"+id, write)
-	if took := time.Since(start); took > 5*time.Second {
-		t.Errorf("relayed write took %v", took)
-	}
 	if status != http.StatusCreated {
 		t.Fatalf("relayed write: %d", status)
 	}
@@ -185,7 +182,7 @@ func TestRoomHijack(t *testing.T) {
 	}
 }
 
-// Row 2: one peer announces 5,000 fake rooms. The victim's default
+// One peer announces 5,000 fake rooms. The victim's default
 // directory shows none, its "all" mirror takes none, the victim stores at
 // most its cap for an unverified host, and none reach a third node. An
 // honest room created during the flood still arrives. Cost: heap and
@@ -214,16 +211,20 @@ func TestAnnouncementFlood(t *testing.T) {
 	}
 	alice := adptest.NewAgent("alice")
 	honest := createRoom(t, a, alice, room.Public, "honest during the flood")
-	eventually(t, 10*time.Second, "the honest room reaches C", func() bool { _, ok := listed(c, honest); return ok })
-	eventually(t, 20*time.Second, "B has processed the flood", func() bool {
+	testwait.Until(t, 10*time.Second, "the honest room reaches C", func() bool { _, ok := listed(c, honest); return ok })
+	testwait.Until(t, 20*time.Second, "B has processed the flood", func() bool {
 		st := b.Fed.Stats()
 		return st.OverCap.Load()+st.RateLimited.Load() > 0 && b.Index.Len() > lim(b).MaxPerUnverified/2
 	})
 	t.Logf("B: index %d, ignored %d, over cap %d, rate limited %d", b.Index.Len(), b.Fed.Stats().Ignored.Load(),
 		b.Fed.Stats().OverCap.Load(), b.Fed.Stats().RateLimited.Load())
-	time.Sleep(time.Second) // what B forwards would have reached C by now
+	// A marker after the flood, along the same path: B forwards it to C
+	// after whatever of the flood it forwarded, so once C lists it the
+	// flood has had its chance to spread.
+	marker := createRoom(t, a, alice, room.Public, "after the flood")
+	testwait.Until(t, 20*time.Second, "the marker room reaches C", func() bool { _, ok := listed(c, marker); return ok })
 
-	if n, max := b.Index.Len(), lim(b).MaxPerUnverified; n > max+1 {
+	if n, max := b.Index.Len(), lim(b).MaxPerUnverified; n > max+2 { // and the two honest rooms
 		t.Errorf("B stores %d entries; the unverified cap is %d", n, max)
 	}
 	for _, s := range b.Fed.Directory() {
@@ -231,10 +232,10 @@ func TestAnnouncementFlood(t *testing.T) {
 			t.Fatalf("B lists a fake room: %+v", s)
 		}
 	}
-	if n := len(b.Mir.Rooms()); n > 1 {
-		t.Errorf("B's all-target mirrors %d rooms (only the honest one may be mirrored)", n)
+	if n := len(b.Mir.Rooms()); n > 2 {
+		t.Errorf("B's all-target mirrors %d rooms (only the two honest ones may be mirrored)", n)
 	}
-	if n := c.Index.Len(); n > 1 {
+	if n := c.Index.Len(); n > 2 {
 		t.Errorf("C holds %d entries: the flood spread", n)
 	}
 	runtime.GC()
@@ -256,7 +257,7 @@ func TestAnnouncementFlood(t *testing.T) {
 	}
 }
 
-// Row 3: a rogue peer (three peer IDs) opens 150 index-sync streams each
+// A rogue peer (three peer IDs) opens 150 index-sync streams each
 // and never reads. The victim answers from one cached snapshot, refuses
 // streams beyond the per-peer limit, and its heap grows by a small bound;
 // an honest node's sync still works meanwhile.
@@ -294,7 +295,7 @@ func TestIndexSyncFlood(t *testing.T) {
 			t.Cleanup(func() { s.Reset() })
 		}
 	}
-	eventually(t, 10*time.Second, "V refuses the streams over the per-peer limit", func() bool {
+	testwait.Until(t, 10*time.Second, "V refuses the streams over the per-peer limit", func() bool {
 		// Streams beyond the per-peer limit are reset by V, or by the
 		// resource manager's per-protocol limits before V sees them.
 		return v.Fed.Stats().SyncRefused.Load() >= opened.Load()/2
@@ -312,7 +313,7 @@ func TestIndexSyncFlood(t *testing.T) {
 	c := fedtest.Start(t, "C", t.TempDir(), clock, 0, fedtest.Options{})
 	start := time.Now()
 	fedtest.Connect(t, c, v)
-	eventually(t, 60*time.Second, "C learns V's 300 rooms by sync", func() bool { return c.Index.Len() == 300 })
+	testwait.Until(t, 60*time.Second, "C learns V's 300 rooms by sync", func() bool { return c.Index.Len() == 300 })
 	t.Logf("honest sync under attack: %v", time.Since(start))
 }
 
@@ -357,10 +358,10 @@ func TestRogueClaimBeforeVerification(t *testing.T) {
 		}
 		return false
 	}
-	eventually(t, 5*time.Second, "V stores the rogue's claim (unverified)", func() bool { return holds(v, rogueKey) })
+	testwait.Until(t, 20*time.Second, "V stores the rogue's claim (unverified)", func() bool { return holds(v, rogueKey) })
 
 	connect(t, v, h)
-	eventually(t, 10*time.Second, "V learns H's room and verifies H", func() bool {
+	testwait.Until(t, 10*time.Second, "V learns H's room and verifies H", func() bool {
 		if holds(v, h.Fed.HostKey()) {
 			e, _ := v.Index.Room(id, v.Clock.Ms())
 			return e != nil && v.Fed.Verified(e.Host) && e.Host.Key == h.Fed.HostKey()

@@ -18,6 +18,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // synthHost is a made-up remote host whose signed announcements fill the
@@ -232,7 +233,7 @@ func benchCatchUp(b *testing.B, rooms, changes int) float64 {
 			b.Fatal(err)
 		}
 	}
-	waitFor(b, 5*time.Second, func() bool { return len(c.Fed.Peers()) == 0 })
+	testwait.Until(b, 20*time.Second, "the condition", func() bool { return len(c.Fed.Peers()) == 0 })
 	changed := make([]*index.Entry, changes)
 	for i := range changed {
 		changed[i] = synthEntry(b, hosts, i*(rooms/max(changes, 1)), 1, now+1)
@@ -242,7 +243,7 @@ func benchCatchUp(b *testing.B, rooms, changes int) float64 {
 	in0, out0 := counters[0]()
 	start := time.Now()
 	fedtest.Connect(b, c, a)
-	waitFor(b, 10*time.Minute, func() bool {
+	testwait.Until(b, 10*time.Minute, "the condition", func() bool {
 		for _, e := range changed {
 			if got, ok := c.Index.Room(e.Room.ID, c.Clock.Ms()); !ok || got.Nonce != e.Nonce {
 				return false
@@ -262,15 +263,4 @@ func benchCatchUp(b *testing.B, rooms, changes int) float64 {
 		b.ReportMetric(bytes/float64(changes), "B/change")
 	}
 	return bytes
-}
-
-func waitFor(b *testing.B, within time.Duration, cond func() bool) {
-	b.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			b.Fatal("condition not met in time")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

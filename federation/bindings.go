@@ -228,7 +228,7 @@ func (f *Federation) saveCheck(key identity.AgentID, c bindingCheck) {
 
 // loadChecks restores stored verified bindings (at most 100,000).
 func (f *Federation) loadChecks() {
-	f.n.DB().View(func(txn *badger.Txn) error {
+	_ = f.n.DB().View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxCheck)})
 		defer it.Close()
 		for it.Rewind(); it.Valid() && len(f.checks) < 100_000; it.Next() {

@@ -19,6 +19,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // junkAddrs are n addresses nobody listens on: unspecified, private,
@@ -83,7 +84,7 @@ func TestDiscoveryHostileProviders(t *testing.T) {
 		_, k := rawDHTHost(t, ctx, *boot, dht.ModeClient, func([]ma.Multiaddr) []ma.Multiaddr { return junkAddrs(40) })
 		providers = append(providers, k)
 	}
-	eventually(t, 20*time.Second, "hostile routing tables hold A", func() bool {
+	testwait.Until(t, 20*time.Second, "hostile routing tables hold A", func() bool {
 		for _, k := range providers {
 			if k.RoutingTable().Size() == 0 {
 				return false
@@ -112,12 +113,12 @@ func TestDiscoveryHostileProviders(t *testing.T) {
 	// What one peer costs in goroutines with nothing to discover.
 	before := runtime.NumGoroutine()
 	c := fedtest.Start(t, "C", t.TempDir(), clock, 0, discoveryOptions())
-	eventually(t, 10*time.Second, "C ran two rounds", func() bool { return c.Fed.Stats().Discovery.Rounds.Load() >= 2 })
+	testwait.Until(t, 10*time.Second, "C ran two rounds", func() bool { return c.Fed.Stats().Discovery.Rounds.Load() >= 2 })
 	control := runtime.NumGoroutine() - before
 	base := runtime.NumGoroutine()
 	v := fedtest.Start(t, "V", t.TempDir(), clock, 0, discoveryOptions(a))
 	st := v.Fed.Stats()
-	eventually(t, 45*time.Second, "V ran three discovery rounds past the hostile records", func() bool {
+	testwait.Until(t, 45*time.Second, "V ran three discovery rounds past the hostile records", func() bool {
 		return st.Discovery.Rounds.Load() >= 4 && st.Discovery.Found.Load() >= 8
 	})
 	// Bounded by the caps, not by the records: 8 dials at once of 8
@@ -137,5 +138,5 @@ func TestDiscoveryHostileProviders(t *testing.T) {
 		rounds, st.Discovery.Found.Load(), dialled, st.Discovery.Connected.Load(), vcost, control)
 	// Every goroutine V started has an owner: stopping V ends them.
 	v.Stop()
-	eventually(t, 20*time.Second, "V's goroutines ended with V", func() bool { return runtime.NumGoroutine() <= base+50 })
+	testwait.Until(t, 20*time.Second, "V's goroutines ended with V", func() bool { return runtime.NumGoroutine() <= base+50 })
 }

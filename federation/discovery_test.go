@@ -8,6 +8,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // discoveryOptions: a DHT server on 127.0.0.1 (AutoNAT would never find
@@ -48,12 +49,12 @@ func TestDiscoveryFromOneBootstrap(t *testing.T) {
 		others[i] = fedtest.Start(t, string(rune('B'+i)), t.TempDir(), clock, 0, discoveryOptions(a))
 	}
 	for _, p := range append(others, a) {
-		eventually(t, 20*time.Second, p.Name+" advertised under the rendezvous key", func() bool {
+		testwait.Until(t, 20*time.Second, p.Name+" advertised under the rendezvous key", func() bool {
 			return p.Fed.Stats().Discovery.Advertised.Load() > 0
 		})
 	}
 	e := fedtest.Start(t, "E", t.TempDir(), clock, 0, discoveryOptions(a))
-	took := eventually(t, 30*time.Second, "E connected to B, C and D", func() bool {
+	took := testwait.Until(t, 30*time.Second, "E connected to B, C and D", func() bool {
 		for _, p := range others {
 			if !connectedTo(e, p) {
 				return false
@@ -66,20 +67,20 @@ func TestDiscoveryFromOneBootstrap(t *testing.T) {
 	if got := e.Fed.DHTMode(); got != federation.DHTServer {
 		t.Fatalf("E's DHT mode %s, want server", got)
 	}
-	eventually(t, 20*time.Second, "E read the rendezvous provider records of the others", func() bool {
+	testwait.Until(t, 20*time.Second, "E read the rendezvous provider records of the others", func() bool {
 		return e.Fed.Stats().Discovery.Found.Load() >= 4
 	})
 	// Index gossip reaches E through the peers it found, not only A.
-	eventually(t, 10*time.Second, "E's index mesh includes the discovered peers", func() bool { return e.Fed.IndexPeers() >= 3 })
+	testwait.Until(t, 10*time.Second, "E's index mesh includes the discovered peers", func() bool { return e.Fed.IndexPeers() >= 3 })
 
 	// Let a round write the peer cache, then restart E with its only
 	// bootstrap peer down.
-	eventually(t, 10*time.Second, "peer cache written", func() bool {
+	testwait.Until(t, 10*time.Second, "peer cache written", func() bool {
 		return e.Fed.Stats().Discovery.Rounds.Load() >= 3
 	})
 	a.Stop()
 	e = e.Restart(t)
-	eventually(t, 30*time.Second, "restarted E reconnected to B, C, D without its bootstrap peer", func() bool {
+	testwait.Until(t, 30*time.Second, "restarted E reconnected to B, C, D without its bootstrap peer", func() bool {
 		for _, p := range others {
 			if !connectedTo(e, p) {
 				return false

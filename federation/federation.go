@@ -499,7 +499,7 @@ func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
 	}
 	ctx, cancel := context.WithTimeout(m.f.ctx, 5*time.Second)
 	defer cancel()
-	m.f.h.Connect(ctx, ai)
+	_ = m.f.h.Connect(ctx, ai) // best effort: mDNS announces the peer again
 }
 
 // msgID identifies gossip messages by content, so that the same signed

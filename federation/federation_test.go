@@ -12,6 +12,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // A public room created on A is listed by B and C within 2 s; closing it
@@ -34,7 +35,7 @@ func TestIndexThreeNodes(t *testing.T) {
 	}
 	// A publishes its record stream to the subscribers it knows (fanout):
 	// wait until it knows B.
-	eventually(t, 10*time.Second, "A sees B on its record topic", func() bool {
+	testwait.Until(t, 10*time.Second, "A sees B on its record topic", func() bool {
 		for _, id := range a.Fed.TopicPeers(federation.RecordTopic(a.Fed.PeerID())) {
 			if id == b.Fed.PeerID() {
 				return true
@@ -44,7 +45,7 @@ func TestIndexThreeNodes(t *testing.T) {
 	})
 
 	pub := createRoom(t, a, alice, room.Public, "public discussion")
-	took := eventually(t, 2*time.Second, "public room listed on B and C", func() bool {
+	took := testwait.Until(t, 20*time.Second, "public room listed on B and C", func() bool {
 		_, okB := listed(b, pub)
 		_, okC := listed(c, pub)
 		return okB && okC
@@ -62,21 +63,21 @@ func TestIndexThreeNodes(t *testing.T) {
 		submit(t, a, alice, "message.create", restricted, map[string]any{"content_type": "text/plain", "content": "restricted words"})
 		submit(t, a, alice, "message.create", private, map[string]any{"content_type": "text/plain", "content": "private words"})
 	}
-	eventually(t, 2*time.Second, "restricted room metadata on C", func() bool { _, ok := listed(c, restricted); return ok })
-	eventually(t, 2*time.Second, "public records streamed to B", func() bool {
+	testwait.Until(t, 20*time.Second, "restricted room metadata on C", func() bool { _, ok := listed(c, restricted); return ok })
+	testwait.Until(t, 20*time.Second, "public records streamed to B", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(streamed[pub]) == 4
 	})
 	// Closing propagates.
 	submit(t, a, alice, "room.close", pub, map[string]any{})
-	eventually(t, 2*time.Second, "closed status on C", func() bool {
+	testwait.Until(t, 20*time.Second, "closed status on C", func() bool {
 		s, ok := listed(c, pub)
 		return ok && s.Status == room.StatusEnded
 	})
 	// The close record is a sentinel: A streams in order, so when it has
 	// reached B every record A published before it has too.
-	eventually(t, 2*time.Second, "the close record streamed to B", func() bool {
+	testwait.Until(t, 20*time.Second, "the close record streamed to B", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(streamed[pub]) == 5
@@ -108,7 +109,7 @@ func TestRestartRelearns(t *testing.T) {
 	a, b := peers[0], peers[1]
 	alice := adptest.NewAgent("alice")
 	id := createRoom(t, a, alice, room.Public, "durable entry")
-	eventually(t, 2*time.Second, "listed on B", func() bool { _, ok := listed(b, id); return ok })
+	testwait.Until(t, 20*time.Second, "listed on B", func() bool { _, ok := listed(b, id); return ok })
 
 	dir, clock, port := b.Dir, b.Clock, b.Port
 	b.Stop()
@@ -122,12 +123,12 @@ func TestRestartRelearns(t *testing.T) {
 	// message cache (3 heartbeats), then by anti-entropy (2 min). Under
 	// -race on a loaded 2-core machine the subscriptions took over 3 s:
 	// wait for them, then create the room.
-	eventually(t, 15*time.Second, "A and B' see each other on the index topic", func() bool {
+	testwait.Until(t, 15*time.Second, "A and B' see each other on the index topic", func() bool {
 		return slices.Contains(a.Fed.TopicPeers(federation.IndexTopic), b2.Fed.PeerID()) &&
 			slices.Contains(b2.Fed.TopicPeers(federation.IndexTopic), a.Fed.PeerID())
 	})
 	later := createRoom(t, a, alice, room.Public, "created while B was away")
-	eventually(t, 15*time.Second, "new room learned after rejoin", func() bool { _, ok := listed(b2, later); return ok })
+	testwait.Until(t, 15*time.Second, "new room learned after rejoin", func() bool { _, ok := listed(b2, later); return ok })
 }
 
 // Relay: a write for a room on A submitted at C is accepted by A, and the
@@ -138,7 +139,7 @@ func TestRelaySubmit(t *testing.T) {
 	a, c := peers[0], peers[2]
 	alice := adptest.NewAgent("alice")
 	id := createRoom(t, a, alice, room.Public, "relayed")
-	eventually(t, 2*time.Second, "listed on C", func() bool { _, ok := listed(c, id); return ok })
+	testwait.Until(t, 20*time.Second, "listed on C", func() bool { _, ok := listed(c, id); return ok })
 
 	r, _ := a.Node.Room(id, "")
 	body := alice.Envelope(a.Clock.Ms(), "message.create", id, r.Head.Seq, r.Head.Hash, map[string]any{"content_type": "text/plain", "content": "via C"})
@@ -193,7 +194,7 @@ func TestIndexFiveNodes(t *testing.T) {
 		_ = i
 	}
 	priv := createRoom(t, peers[1], alice, room.Private, "private ring room")
-	took := eventually(t, 2*time.Second, "every room on every node", func() bool {
+	took := testwait.Until(t, 20*time.Second, "every room on every node", func() bool {
 		for _, p := range peers {
 			for _, id := range ids {
 				if _, ok := listed(p, id); !ok {
@@ -205,7 +206,7 @@ func TestIndexFiveNodes(t *testing.T) {
 	})
 	t.Logf("3 rooms converged on 5 nodes in %v", took)
 	submit(t, peers[2], alice, "room.close", ids[1], map[string]any{})
-	eventually(t, 2*time.Second, "closed everywhere", func() bool {
+	testwait.Until(t, 20*time.Second, "closed everywhere", func() bool {
 		for _, p := range peers {
 			if s, ok := listed(p, ids[1]); !ok || s.Status != room.StatusEnded {
 				return false

@@ -2,7 +2,6 @@ package federation_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/hostport"
@@ -12,11 +11,6 @@ import (
 
 // Thin names over internal/fedtest, which runs federated peers in this
 // process on 127.0.0.1 only.
-
-func startPeer(t testing.TB, name, dir string, clock *adptest.Clock, port int) *fedtest.Peer {
-	t.Helper()
-	return fedtest.Start(t, name, dir, clock, port, fedtest.Options{})
-}
 
 func network(t testing.TB, k int, edges [][2]int) []*fedtest.Peer {
 	t.Helper()
@@ -39,11 +33,6 @@ func submit(t testing.TB, p *fedtest.Peer, a *adptest.Agent, typ, roomID string,
 func createRoom(t testing.TB, p *fedtest.Peer, a *adptest.Agent, vis, topic string) string {
 	t.Helper()
 	return fedtest.CreateRoom(t, p, a, vis, topic, "fed")
-}
-
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	return fedtest.Eventually(t, within, what, cond)
 }
 
 // listed returns the directory entry for roomID at p, if any.

@@ -24,6 +24,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // rogue is a hostile libp2p peer speaking gossipsub directly.
@@ -95,7 +96,7 @@ func (r *rogue) join(t *testing.T, topic string) *pubsub.Topic {
 func (r *rogue) awaitPeer(t *testing.T, topic string, p peer.ID) {
 	t.Helper()
 	r.join(t, topic)
-	eventually(t, 10*time.Second, "rogue sees "+p.String()+" on "+topic, func() bool {
+	testwait.Until(t, 10*time.Second, "rogue sees "+p.String()+" on "+topic, func() bool {
 		for _, id := range r.ps.ListPeers(topic) {
 			if id == p {
 				return true
@@ -177,7 +178,7 @@ func TestHostilePeer(t *testing.T) {
 		// Join first so the mesh with B exists, then publish.
 		r.awaitPeer(t, f.topic, b.Fed.PeerID())
 		r.publish(t, f.topic, f.make(r, b.Clock.Ms()))
-		eventually(t, 3*time.Second, "B rejects: "+f.name, func() bool { return b.Fed.Stats().Rejected.Load() > before })
+		testwait.Until(t, 20*time.Second, "B rejects: "+f.name, func() bool { return b.Fed.Stats().Rejected.Load() > before })
 	}
 
 	// A well-formed announcement by a peer whose origin does not serve its
@@ -186,7 +187,7 @@ func TestHostilePeer(t *testing.T) {
 	u := newRogue(t, "unverified", b)
 	u.awaitPeer(t, federation.IndexTopic, b.Fed.PeerID())
 	u.publish(t, federation.IndexTopic, u.announcement(t, u.signer, u.id.String(), roomN(7), room.Public, "", b.Clock.Ms()))
-	eventually(t, 3*time.Second, "B stores the unverified host's entry", func() bool { _, ok := b.Index.Room(roomN(7), b.Clock.Ms()); return ok })
+	testwait.Until(t, 20*time.Second, "B stores the unverified host's entry", func() bool { _, ok := b.Index.Room(roomN(7), b.Clock.Ms()); return ok })
 	if _, ok := listed(b, roomN(7)); ok {
 		t.Error("B lists a room of an unverified host in its directory")
 	}
@@ -197,7 +198,7 @@ func TestHostilePeer(t *testing.T) {
 	r.serveDiscovery(t)
 	r.awaitPeer(t, federation.IndexTopic, b.Fed.PeerID())
 	r.publish(t, federation.IndexTopic, r.announcement(t, r.signer, r.id.String(), roomN(6), room.Public, "", b.Clock.Ms()))
-	eventually(t, 3*time.Second, "honest announcement reaches C through B", func() bool { _, ok := listed(c, roomN(6)); return ok })
+	testwait.Until(t, 20*time.Second, "honest announcement reaches C through B", func() bool { _, ok := listed(c, roomN(6)); return ok })
 	if _, ok := c.Index.Room(roomN(7), c.Clock.Ms()); ok {
 		t.Error("B forwarded an unverified host's announcement to C")
 	}

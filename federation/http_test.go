@@ -10,6 +10,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // The HTTP face of the federation: the federated directory with scope,
@@ -20,7 +21,7 @@ func TestRelayOverHTTP(t *testing.T) {
 	a, c := peers[0], peers[2]
 	alice := adptest.NewAgent("alice")
 	id := createRoom(t, a, alice, room.Public, "over http")
-	eventually(t, 2*time.Second, "listed on C", func() bool { _, ok := listed(c, id); return ok })
+	testwait.Until(t, 20*time.Second, "listed on C", func() bool { _, ok := listed(c, id); return ok })
 
 	// Directory: federated by default, local on request.
 	var dir struct {

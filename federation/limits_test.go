@@ -49,7 +49,8 @@ func TestHostRate(t *testing.T) {
 func TestPeerSlots(t *testing.T) {
 	s := peerSlots{max: 2}
 	id := peer.ID("p")
-	if !s.acquire(id) || !s.acquire(id) || s.acquire(id) {
+	first, second, third := s.acquire(id), s.acquire(id), s.acquire(id)
+	if !first || !second || third {
 		t.Fatal("limit of 2 not enforced")
 	}
 	if !s.acquire("q") {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -130,17 +131,6 @@ func freeTCPPort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, within)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // A second host asked for a libp2p port already in use fails at Start,
 // naming the address, instead of sharing it through SO_REUSEPORT (TCP)
 // or listening on only some of its addresses (TCP and QUIC); the failed
@@ -167,7 +157,7 @@ func TestListenPortInUse(t *testing.T) {
 			t.Errorf("error for %v does not name the port in use: %v", addrs, err)
 		}
 	}
-	waitUntil(t, 10*time.Second, "goroutines of failed starts exit", func() bool { return runtime.NumGoroutine() <= before+5 })
+	testwait.Until(t, 10*time.Second, "goroutines of failed starts exit", func() bool { return runtime.NumGoroutine() <= before+5 })
 	// Hostile: a malformed address is refused before anything starts.
 	if _, err := b.start(Config{ListenAddrs: []string{"/ip4/127.0.0.1/tcp/notaport"}}); err == nil || !strings.Contains(err.Error(), "notaport") {
 		t.Errorf("malformed listen address: %v", err)
@@ -200,7 +190,7 @@ func TestStaticPeerLogs(t *testing.T) {
 	}
 	defer fa.Close()
 	const unreachable = "static peer unreachable; retrying with backoff"
-	waitUntil(t, 20*time.Second, "three failed dials", func() bool {
+	testwait.Until(t, 20*time.Second, "three failed dials", func() bool {
 		return len(logs.find("static peer dial failed", slog.LevelDebug)) >= 2
 	})
 	infos := logs.find(unreachable, slog.LevelInfo)
@@ -222,11 +212,11 @@ func TestStaticPeerLogs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitUntil(t, 20*time.Second, "the dial succeeds and is logged", func() bool {
+		testwait.Until(t, 20*time.Second, "the dial succeeds and is logged", func() bool {
 			return len(logs.find("static peer connected", slog.LevelInfo))+len(logs.find("static peer reconnected", slog.LevelInfo)) == round
 		})
 		fb.Close()
-		waitUntil(t, 20*time.Second, "a new failure streak is logged once", func() bool {
+		testwait.Until(t, 20*time.Second, "a new failure streak is logged once", func() bool {
 			return len(logs.find(unreachable, slog.LevelInfo)) == round+1
 		})
 	}
@@ -234,7 +224,7 @@ func TestStaticPeerLogs(t *testing.T) {
 		t.Errorf("%d reconnect records, want 2", n)
 	}
 	// Bound: the streaks stay one info record each, however many retries.
-	waitUntil(t, 20*time.Second, "more retries", func() bool { return len(logs.find("static peer dial failed", slog.LevelDebug)) >= 6 })
+	testwait.Until(t, 20*time.Second, "more retries", func() bool { return len(logs.find("static peer dial failed", slog.LevelDebug)) >= 6 })
 	if n := len(logs.find(unreachable, slog.LevelInfo)); n != 3 {
 		t.Errorf("%d unreachable records after three streaks, want 3", n)
 	}

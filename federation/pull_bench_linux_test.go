@@ -24,6 +24,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // pullVictimEnv names the data dir of BenchmarkPullVictimCPU's victim.
@@ -47,7 +48,7 @@ func TestPullVictimProcess(t *testing.T) {
 		fedtest.MustSubmit(t, v, alice, "room.create", "", map[string]any{"topic": fmt.Sprint("room ", i), "agenda": agenda,
 			"visibility": room.Public, "start_time": now, "end_time": now + 3_600_000, "tags": []string{}})
 	}
-	fedtest.Eventually(t, 30*time.Second, "the rooms announced", func() bool { return len(v.Index.Own()) == 300 })
+	testwait.Until(t, 30*time.Second, "the rooms announced", func() bool { return len(v.Index.Own()) == 300 })
 	// The node's clock runs on (the pull budget refills with it).
 	stop := make(chan struct{})
 	go func() {

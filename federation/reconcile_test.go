@@ -22,6 +22,7 @@ import (
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/negentropy"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 func frame(b []byte) []byte {
@@ -43,7 +44,7 @@ func TestReconcileCatchUp(t *testing.T) {
 	for i := range 6 {
 		ids = append(ids, createRoom(t, a, alice, room.Public, fmt.Sprintf("while C was away %d", i)))
 	}
-	eventually(t, 5*time.Second, "B lists A's rooms", func() bool {
+	testwait.Until(t, 20*time.Second, "B lists A's rooms", func() bool {
 		for _, id := range ids {
 			if _, ok := listed(b, id); !ok {
 				return false
@@ -57,7 +58,7 @@ func TestReconcileCatchUp(t *testing.T) {
 		}
 	}
 	connect(t, c, b) // C never talks to A
-	eventually(t, 5*time.Second, "C learns A's rooms from B", func() bool {
+	testwait.Until(t, 20*time.Second, "C learns A's rooms from B", func() bool {
 		for _, id := range ids {
 			if _, ok := listed(c, id); !ok {
 				return false
@@ -77,7 +78,7 @@ func TestReconcileCatchUp(t *testing.T) {
 	// The on-connect session may still run: retry until ours runs.
 	var res federation.ReconcileResult
 	var err error
-	eventually(t, 5*time.Second, "a reconciliation session with B", func() bool {
+	testwait.Until(t, 20*time.Second, "a reconciliation session with B", func() bool {
 		res, err = c.Fed.Reconcile(ctx, b.Fed.PeerID())
 		return err == nil
 	})
@@ -162,7 +163,7 @@ func TestReconcileHostileInitiator(t *testing.T) {
 		t.Fatalf("fetch of an unknown id: %s", body)
 	}
 	s.Close()
-	eventually(t, 5*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= before+5 })
+	testwait.Until(t, 20*time.Second, "goroutines back to baseline", func() bool { return runtime.NumGoroutine() <= before+5 })
 }
 
 // A hostile responder claims ids the node lacks and answers the fetch
@@ -238,7 +239,7 @@ func TestRestartDoesNotReannounce(t *testing.T) {
 	var nonce int64
 	// By gossip, or (if the mesh had not formed when A announced) by a
 	// reconciliation session.
-	eventually(t, 10*time.Second, "B holds A's entry", func() bool {
+	testwait.Until(t, 10*time.Second, "B holds A's entry", func() bool {
 		e, ok := b.Index.Room(id, b.Clock.Ms())
 		if ok {
 			nonce = e.Nonce
@@ -250,7 +251,7 @@ func TestRestartDoesNotReannounce(t *testing.T) {
 		return false
 	})
 	// Settled: B holds the announcement A keeps as its latest.
-	eventually(t, 10*time.Second, "B holds A's latest announcement", func() bool {
+	testwait.Until(t, 10*time.Second, "B holds A's latest announcement", func() bool {
 		e, ok := b.Index.Room(id, b.Clock.Ms())
 		if ok {
 			nonce = e.Nonce
@@ -263,7 +264,7 @@ func TestRestartDoesNotReannounce(t *testing.T) {
 	defer cancel()
 	// Item sets are rebuilt at most once a second: retry until the
 	// sessions see the same directories.
-	eventually(t, 5*time.Second, "a session after the restart finds nothing to exchange", func() bool {
+	testwait.Until(t, 20*time.Second, "a session after the restart finds nothing to exchange", func() bool {
 		res, err := b.Fed.Reconcile(ctx, a.Fed.PeerID())
 		return err == nil && res.Need == 0 && res.Have == 0
 	})
@@ -275,10 +276,10 @@ func TestRestartDoesNotReannounce(t *testing.T) {
 	// the restart, so let it move on as a real one would.
 	clock.Advance(time.Second)
 	submit(t, a, alice, "room.update", id, map[string]any{"topic": "renamed after restart"})
-	eventually(t, 5*time.Second, "A announces the change", func() bool { return string(a.Index.Own()[id]) != before })
+	testwait.Until(t, 20*time.Second, "A announces the change", func() bool { return string(a.Index.Own()[id]) != before })
 	// By gossip, or (if the restarted node's mesh was not formed yet)
 	// by reconciliation.
-	eventually(t, 10*time.Second, "the change reaches B", func() bool {
+	testwait.Until(t, 10*time.Second, "the change reaches B", func() bool {
 		if s, ok := listed(b, id); ok && s.Topic == "renamed after restart" {
 			return true
 		}
@@ -300,7 +301,7 @@ func TestReconcileCarriesSignedBytes(t *testing.T) {
 	b := fedtest.Start(t, "B", t.TempDir(), clock, 0, fedtest.Options{})
 	alice := adptest.NewAgent("alice")
 	id := fedtest.CreateRoom(t, a, alice, room.Public, "Q&A <live> & more", "r&d", "<b>")
-	eventually(t, 5*time.Second, "A keeps its announcement", func() bool { return a.Index.Own()[id] != nil })
+	testwait.Until(t, 20*time.Second, "A keeps its announcement", func() bool { return a.Index.Own()[id] != nil })
 	own := a.Index.Own()[id]
 	if !strings.Contains(string(own), "Q&A <live>") {
 		t.Fatalf("the signed announcement does not hold the topic verbatim: %s", own)
@@ -334,7 +335,7 @@ func TestReconcileCarriesSignedBytes(t *testing.T) {
 
 	// Reconciliation: B never saw the gossip and learns the room.
 	connect(t, b, a)
-	eventually(t, 10*time.Second, "B learns the room by reconciliation", func() bool {
+	testwait.Until(t, 10*time.Second, "B learns the room by reconciliation", func() bool {
 		if e, ok := b.Index.Room(id, b.Clock.Ms()); ok {
 			return string(e.Raw) == string(own)
 		}
@@ -349,7 +350,7 @@ func TestReconcileCarriesSignedBytes(t *testing.T) {
 		t.Fatal("the entry changed across B's restart")
 	}
 	connect(t, b, a)
-	eventually(t, 5*time.Second, "a session after the restart finds nothing to exchange", func() bool {
+	testwait.Until(t, 20*time.Second, "a session after the restart finds nothing to exchange", func() bool {
 		res, err := b.Fed.Reconcile(ctx, a.Fed.PeerID())
 		return err == nil && res.Need == 0 && res.Have == 0
 	})
@@ -389,7 +390,7 @@ func TestPullBudgetBoundsHostilePeer(t *testing.T) {
 			"agenda": agenda, "visibility": room.Public, "start_time": now, "end_time": now + 3_600_000, "tags": []string{}}).Record.RoomID)
 	}
 	var ids []byte
-	eventually(t, 5*time.Second, "V announces its rooms", func() bool {
+	testwait.Until(t, 20*time.Second, "V announces its rooms", func() bool {
 		own := v.Index.Own()
 		ids = ids[:0]
 		for _, id := range rooms {
@@ -437,7 +438,7 @@ func TestPullBudgetBoundsHostilePeer(t *testing.T) {
 	// V's item set is rebuilt at most once a second: until it holds the
 	// 40 rooms, a fetch answers fewer. Each id is answered once.
 	var list []json.RawMessage
-	eventually(t, 5*time.Second, "a fetch answers each of the 40 ids once", func() bool {
+	testwait.Until(t, 20*time.Second, "a fetch answers each of the 40 ids once", func() bool {
 		s, br := open(federation.ReconcileProtocol)
 		defer s.Close()
 		ans, err := exchange(s, br, fetch)
@@ -521,7 +522,7 @@ func TestReconcileClaimPenalised(t *testing.T) {
 	// Fed again and again (a session refusing a claim goes on until the
 	// peer's penalty reaches the graylist threshold), a session ends at
 	// the claim.
-	eventually(t, 5*time.Second, "a session ends at the claim", func() bool {
+	testwait.Until(t, 20*time.Second, "a session ends at the claim", func() bool {
 		_, err := a.Fed.Reconcile(ctx, r.id)
 		return err != nil && strings.Contains(err.Error(), "gossip would reject")
 	})
@@ -535,7 +536,7 @@ func TestReconcileClaimPenalised(t *testing.T) {
 	if !found {
 		t.Fatal("the claim is not kept as evidence")
 	}
-	eventually(t, 5*time.Second, "the claimer's score goes negative", func() bool {
+	testwait.Until(t, 20*time.Second, "the claimer's score goes negative", func() bool {
 		s, ok := a.Fed.PeerScore(r.id)
 		return ok && s < 0
 	})

@@ -162,7 +162,7 @@ func (f *Federation) FollowRecords(host peer.ID, fn func(*StreamedRecord)) error
 		old.cancel()
 		old.sub.Cancel()
 		old.topic.Close()
-		f.ps.UnregisterTopicValidator(RecordTopic(host))
+		_ = f.ps.UnregisterTopicValidator(RecordTopic(host))
 		delete(f.recSubs, host)
 	}
 	name := RecordTopic(host)

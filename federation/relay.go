@@ -86,7 +86,7 @@ func (f *Federation) serveRelay(s network.Stream) {
 		ans = httpwire.Submit(res, err)
 	}
 	out, _ := json.Marshal(ans)
-	writeFrame(s, out)
+	_ = writeFrame(s, out) // the peer reads the frame or sees the stream end
 }
 
 // Relay forwards an agent's write for a room this node does not host to
@@ -336,7 +336,7 @@ func (f *Federation) serveBackfill(s network.Stream) {
 			resp.Error = string(adp.CodeOf(err))
 		}
 	}
-	writeFrame(s, resp.encode())
+	_ = writeFrame(s, resp.encode()) // the peer reads the frame or sees the stream end
 }
 
 // Backfill fetches up to limit records of roomID after afterSeq from peer

@@ -17,6 +17,7 @@ import (
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // The scale tests run k ≥ 30 federated nodes in this process, connected
@@ -240,7 +241,6 @@ func benchScale(b *testing.B, k, rooms int) {
 	trustSynth(s.peers, hosts)
 	inject(b, s.peers, entries)
 	b.Logf("%d nodes: %d rooms signed and put in every directory in %v", k, rooms, time.Since(start).Round(time.Millisecond))
-	entries = nil
 	runtime.GC()
 	rss := rssBytes()
 	b.Logf("RSS: %d MiB before, %d MiB with %d idle nodes, %d MiB with %d rooms in every directory: %.1f MiB per node (%.1f MiB of it the directory)",
@@ -302,7 +302,7 @@ func (s *scaleNet) catchUp(b *testing.B, c, n, v int) (float64, time.Duration) {
 	for _, q := range nbrs {
 		p.Fed.Disconnect(q.Fed.PeerID())
 	}
-	waitFor(b, 10*time.Second, func() bool { return len(p.Fed.Peers()) == 0 })
+	testwait.Until(b, 10*time.Second, "the condition", func() bool { return len(p.Fed.Peers()) == 0 })
 	type want struct {
 		id    string
 		topic string
@@ -324,7 +324,7 @@ func (s *scaleNet) catchUp(b *testing.B, c, n, v int) (float64, time.Duration) {
 	for _, q := range nbrs {
 		fedtest.Connect(b, p, q)
 	}
-	waitFor(b, 60*time.Second, func() bool {
+	testwait.Until(b, 60*time.Second, "the condition", func() bool {
 		for _, w := range changed {
 			if e, ok := p.Index.Room(w.id, p.Clock.Ms()); !ok || e.Room.Topic != w.topic {
 				return false

@@ -8,6 +8,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -272,7 +273,7 @@ func TestSSEMembership(t *testing.T) {
 	if w := cs.nextRecord(); w.Seq != 4 {
 		t.Fatalf("creator stream seq %d", w.Seq)
 	}
-	eventually(t, 5*time.Second, "the left member's subscription to go", func() bool { return h.Node.Subscribers() == 1 })
+	testwait.Until(t, 20*time.Second, "the left member's subscription to go", func() bool { return h.Node.Subscribers() == 1 })
 	_, r = dialSSE(t, h, m, id)
 	expectCode(t, r, adp.CodeMembershipRequired)
 
@@ -285,7 +286,7 @@ func TestSSEMembership(t *testing.T) {
 	}
 	// A client that hangs up is unsubscribed.
 	cs.Close()
-	eventually(t, 5*time.Second, "the closed client to be unsubscribed", func() bool { return h.Node.Subscribers() == 0 })
+	testwait.Until(t, 20*time.Second, "the closed client to be unsubscribed", func() bool { return h.Node.Subscribers() == 0 })
 }
 
 // TestSSENoReplay: the stream carries only records accepted after the

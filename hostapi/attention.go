@@ -11,7 +11,7 @@ import (
 	"github.com/adpnode/adpnode/attention"
 )
 
-// Agent attention (issue 16): a host-local extension, not part of ADP
+// Agent attention: a host-local extension, not part of ADP
 // 1.0. Every endpoint takes the agent's request JWT; see docs/attention.md.
 func (s *Server) attentionRoutes(v1 *gin.RouterGroup) {
 	if s.opts.Attention == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -90,13 +91,13 @@ func TestAgentStreamCapAndNeverReads(t *testing.T) {
 	for _, resp := range opened {
 		resp.Body.Close()
 	}
-	eventually(t, 10*time.Second, "closed streams' slots back", func() bool { return h.Att.Watchers() == 0 })
+	testwait.Until(t, 10*time.Second, "closed streams' slots back", func() bool { return h.Att.Watchers() == 0 })
 	if resp, r, err := openAgentStream(h, carol); err != nil || resp == nil {
 		t.Fatalf("a stream after the closes: %v %s", err, short(r))
 	} else {
 		resp.Body.Close()
 	}
-	eventually(t, 10*time.Second, "carol's stream closed", func() bool { return h.Att.Watchers() == 0 })
+	testwait.Until(t, 10*time.Second, "carol's stream closed", func() bool { return h.Att.Watchers() == 0 })
 
 	// Streams that never read, and one that does.
 	honest, r := dialStream(t, h.URL+"/v1/me/stream", tok(h, alice), 1<<14)
@@ -113,7 +114,7 @@ func TestAgentStreamCapAndNeverReads(t *testing.T) {
 			c.Close()
 		}
 	}()
-	eventually(t, 10*time.Second, "streams open", func() bool { return h.Att.Watchers() == 5 })
+	testwait.Until(t, 10*time.Second, "streams open", func() bool { return h.Att.Watchers() == 5 })
 	if _, r, _ := openAgentStream(h, bob); r == nil || r.ErrorCode() != string(adp.CodeRateLimited) {
 		t.Fatalf("bob's fifth stream: %s", short(r))
 	}
@@ -135,7 +136,7 @@ func TestAgentStreamCapAndNeverReads(t *testing.T) {
 	for _, c := range stuck {
 		c.Close()
 	}
-	eventually(t, 10*time.Second, "bob's streams closed", func() bool { return h.Att.Watchers() == 1 })
+	testwait.Until(t, 10*time.Second, "bob's streams closed", func() bool { return h.Att.Watchers() == 1 })
 	fresh, r := dialStream(t, h.URL+"/v1/me/stream", tok(h, bob), 64)
 	if fresh == nil {
 		t.Fatalf("bob's stream after his clients left: %s", r)
@@ -144,7 +145,7 @@ func TestAgentStreamCapAndNeverReads(t *testing.T) {
 		t.Fatalf("bob's new stream opened with %+v", c)
 	}
 	fresh.Close()
-	eventually(t, 10*time.Second, "bob's new stream closed", func() bool { return h.Att.Watchers() == 1 })
+	testwait.Until(t, 10*time.Second, "bob's new stream closed", func() bool { return h.Att.Watchers() == 1 })
 	// The owner's Close ends the last stream with shutdown.
 	h.Att.DrainStreams()
 	if reason, _ := honest.waitEnd(10 * time.Second); reason != "shutdown" {
@@ -166,7 +167,7 @@ func TestAgentStreamCapAndNeverReads(t *testing.T) {
 	mention(t, h, writer, roomID, alice)
 	again.mustNext("mention")
 	var inbox feedPage
-	eventually(t, 10*time.Second, "every mention stored", func() bool {
+	testwait.Until(t, 10*time.Second, "every mention stored", func() bool {
 		inbox = readPage(t, h, alice, "/v1/me/mentions?limit=500")
 		return len(inbox.Items) == posts+1 || len(inbox.Items) == 500
 	})

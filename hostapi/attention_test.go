@@ -12,6 +12,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -93,7 +94,7 @@ func TestAttentionHTTP(t *testing.T) {
 	// A private room: carol mentions alice, who may not read it.
 	mention(t, h, carol, privID, alice, carol)
 	var cp feedPage
-	eventually(t, 10*time.Second, "carol's mention stored", func() bool {
+	testwait.Until(t, 10*time.Second, "carol's mention stored", func() bool {
 		cp = readPage(t, h, carol, "/v1/me/mentions")
 		return len(cp.Items) > 0
 	})
@@ -106,7 +107,7 @@ func TestAttentionHTTP(t *testing.T) {
 	}
 	// Ending the public room makes it unavailable in the feed.
 	h.MustPost(t, bob, pubID, "room.update", map[string]any{"topic": "renamed"})
-	eventually(t, 10*time.Second, "changed item", func() bool {
+	testwait.Until(t, 10*time.Second, "changed item", func() bool {
 		return len(readPage(t, h, alice, fmt.Sprintf("/v1/me/subscriptions/%s/feed?after=1", sub.ID)).Items) == 1
 	})
 

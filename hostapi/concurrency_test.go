@@ -10,6 +10,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -183,7 +184,7 @@ func TestSSEBootstrap(t *testing.T) {
 
 	// History while the writers run (some records already written after
 	// the subscription), in small pages, following cursors.
-	eventually(t, 10*time.Second, "writers to get going", func() bool {
+	testwait.Until(t, 10*time.Second, "writers to get going", func() bool {
 		hd, err := tryDo(http.MethodGet, h.URL+"/v1/rooms/"+id, "", nil)
 		var rv roomView
 		return err == nil && hd.JSON(&rv) == nil && rv.Seq >= subscribedAt+8

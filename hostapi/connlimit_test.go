@@ -16,6 +16,7 @@ import (
 
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -169,7 +170,7 @@ func (h *hoard) refreshed(t *testing.T) {
 	for w := range want {
 		want[w] = h.passes[w].Load() + 2
 	}
-	eventuallyT(t, time.Minute, "two refreshes of the hoard", func() bool {
+	testwait.Until(t, time.Minute, "two refreshes of the hoard", func() bool {
 		for w := range want {
 			if h.passes[w].Load() < want[w] {
 				return false
@@ -232,7 +233,7 @@ func TestConnectionCapsLeaveRoomForNewClients(t *testing.T) {
 	const refresh = idle / 4
 	settle := func(t *testing.T, h *adptest.Host, base int) {
 		t.Helper()
-		eventuallyT(t, 10*time.Second, "every connection released", func() bool {
+		testwait.Until(t, 10*time.Second, "every connection released", func() bool {
 			st := h.ConnStats()
 			return st.Open == 0 && st.Waiting == 0 && st.Addresses == 0
 		})

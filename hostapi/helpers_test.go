@@ -182,18 +182,6 @@ func eventType(t testing.TB, rec json.RawMessage) (string, wire) {
 	return env.Event.Type, w
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // sseItem is one parsed SSE item: an event with data, or a comment.
 type sseItem struct {
 	Event   string

@@ -14,6 +14,7 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
@@ -70,7 +71,7 @@ func TestHostLogEndToEnd(t *testing.T) {
 	}
 
 	var cp tlogproof.Checkpoint
-	eventually(t, 30*time.Second, "checkpoint covers every record", func() bool {
+	testwait.Until(t, 30*time.Second, "checkpoint covers every record", func() bool {
 		r := adptest.Do(t, http.MethodGet, logURL+"/tlog/checkpoint", "", nil)
 		if r.Status != http.StatusOK {
 			return false
@@ -144,7 +145,7 @@ func TestHostLogZeroSizeRefused(t *testing.T) {
 	if err != nil || len(hs) < 2 {
 		t.Fatalf("record hashes: %d, %v", len(hs), err)
 	}
-	eventually(t, 30*time.Second, "a checkpoint covers the room", func() bool {
+	testwait.Until(t, 30*time.Second, "a checkpoint covers the room", func() bool {
 		r := adptest.Do(t, http.MethodGet, logURL+"/v1/log/consistency?size1=1", "", nil)
 		var p tlogproof.ConsistencyProof
 		return r.Status == http.StatusOK && r.JSON(&p) == nil && p.Size2 >= uint64(len(hs))

@@ -11,6 +11,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -77,7 +78,7 @@ func TestMirrorStreamCloseReasons(t *testing.T) {
 	if _, err := b.Mir.AddTarget(mirror.TargetRoom, a.Node.RoomURL(kept)); err != nil {
 		t.Fatal(err)
 	}
-	fedtest.Eventually(t, 30*time.Second, "B verified both rooms' creation", func() bool {
+	testwait.Until(t, 30*time.Second, "B verified both rooms' creation", func() bool {
 		r1, ok1 := b.Mir.Room(purged, "")
 		r2, ok2 := b.Mir.Room(kept, "")
 		return ok1 && ok2 && r1.Tip() == 1 && r2.Tip() == 1
@@ -120,5 +121,5 @@ func TestMirrorStreamCloseReasons(t *testing.T) {
 	if got := b.Mir.Streams(); got != 0 {
 		t.Fatalf("%d mirror streams open after Close", got)
 	}
-	fedtest.Eventually(t, 10*time.Second, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= base })
+	testwait.Until(t, 10*time.Second, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= base })
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
@@ -869,7 +870,7 @@ func TestOpenAPIFederatedConformance(t *testing.T) {
 	r := do("createRoom", "POST", a.URL+"/v1/rooms", create)
 	want(r, 201, "")
 	id := decode[struct{ ID string }](t, r).ID
-	fedtest.Eventually(t, 10*time.Second, "B lists A's room", func() bool {
+	testwait.Until(t, 10*time.Second, "B lists A's room", func() bool {
 		list, _, _ := directory.Page(b.Fed.Directory(), directory.Query{Limit: 100})
 		return slices.ContainsFunc(list, func(s directory.Entry) bool { return s.ID == id })
 	})
@@ -886,7 +887,7 @@ func TestOpenAPIFederatedConformance(t *testing.T) {
 	want(do("submitEvent", "POST", b.URL+"/v1/rooms/"+id, alice.Envelope(a.Clock.Ms(), "message.create", id,
 		head.Head.Seq, head.Head.Hash, msg("stale"))), 409, adp.CodeRoomHeadMismatch)
 
-	fedtest.Eventually(t, 10*time.Second, "B verified the room", func() bool {
+	testwait.Until(t, 10*time.Second, "B verified the room", func() bool {
 		mr, ok := b.Mir.Room(id, "")
 		return ok && mr.Tip() == 2
 	})
@@ -906,7 +907,7 @@ func TestOpenAPIFederatedConformance(t *testing.T) {
 	want(do("listMirrorEvidence", "GET", b.URL+"/v1/mirrors/evidence", nil), 200, "")
 	want(do("getMirroredArchive", "GET", b.URL+"/v1/mirrors/rooms/"+id+"/archive", nil), 409, "archive_unavailable")
 	want(do("listFederationPeers", "GET", b.URL+"/v1/federation/peers", nil), 200, "")
-	fedtest.Eventually(t, 10*time.Second, "B knows A as a host", func() bool { return len(b.Fed.KnownHosts()) > 0 })
+	testwait.Until(t, 10*time.Second, "B knows A as a host", func() bool { return len(b.Fed.KnownHosts()) > 0 })
 	want(do("listFederationHosts", "GET", b.URL+"/v1/federation/hosts", nil), 200, "")
 	want(do("listFederationConflicts", "GET", b.URL+"/v1/federation/conflicts", nil), 200, "")
 	r = do("getMetrics", "GET", a.URL+"/metrics", nil)

@@ -11,13 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/optoken"
 )
 
-// Row 10 of issue 11: a reverse proxy on the node's own machine makes
+// Operator endpoints behind a proxy: a reverse proxy on the node's own machine makes
 // every client's request arrive from 127.0.0.1. Operator endpoints judge
 // the operator token, never the address: through the proxy, no token (or
 // a wrong one) is 403 permission_denied with data.reason
@@ -43,15 +42,11 @@ func TestOperatorTokenBehindProxy(t *testing.T) {
 		if auth != "" {
 			req.Header.Set("Authorization", auth)
 		}
-		start := time.Now()
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer resp.Body.Close()
-		if took := time.Since(start); took > 2*time.Second {
-			t.Errorf("%s %s took %v", method, path, took)
-		}
 		var out map[string]any
 		json.NewDecoder(resp.Body).Decode(&out)
 		return resp.StatusCode, out

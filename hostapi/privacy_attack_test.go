@@ -25,7 +25,7 @@ func noSecrets(t *testing.T, what string, body []byte) {
 	}
 }
 
-// Row 8: an outsider who knows a private room's ID applies and then reads
+// An outsider who knows a private room's ID applies and then reads
 // /v1/me/rooms and its request; a banned member reads /v1/me/rooms after
 // the topic changed. Both learn only their own standing, before and after
 // a restart on the same data dir.
@@ -112,7 +112,7 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
-// Row 11: one agent posting 300 join requests to a public room gets 10 an
+// One agent posting 300 join requests to a public room gets 10 an
 // hour; the stored requests per agent and room are capped, the cap
 // survives a restart, and terminal requests make room again.
 func TestAttackJoinRequestFlood(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/adpnode/adpnode/node"
 )
 
-// TestRestartAfterJoinReviews is the field failure of issue 10: a node whose
+// TestRestartAfterJoinReviews replays a failure seen in the field: a node whose
 // rooms went through join reviews (approved, rejected, consumed, pending)
 // must restart, and its join requests and members must be what they were.
 // Recovery judges the chain alone, never the live join-request store.

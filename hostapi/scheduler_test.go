@@ -11,6 +11,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -82,7 +83,7 @@ func TestSchedulerAcrossRestart(t *testing.T) {
 	// Past start_time: the scheduler announces active.
 	clock.Advance(time.Duration(start-clock.Ms())*time.Millisecond + time.Second)
 	h.Node.Wake()
-	eventually(t, 5*time.Second, "the scheduler to activate the room", func() bool {
+	testwait.Until(t, 20*time.Second, "the scheduler to activate the room", func() bool {
 		l := log.of(id)
 		return len(l) > 0 && l[len(l)-1] == room.StatusActive
 	})
@@ -100,7 +101,7 @@ func TestSchedulerAcrossRestart(t *testing.T) {
 	// Past end_time: ended, and every live stream closes.
 	clock.Advance(time.Duration(end-clock.Ms())*time.Millisecond + time.Second)
 	h.Node.Wake()
-	eventually(t, 5*time.Second, "the scheduler to end the room", func() bool {
+	testwait.Until(t, 20*time.Second, "the scheduler to end the room", func() bool {
 		l := log.of(id)
 		return len(l) > 0 && l[len(l)-1] == room.StatusEnded
 	})
@@ -122,7 +123,7 @@ func TestSchedulerAcrossRestart(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, 5*time.Second, "subscriptions to go", func() bool { return h.Node.Subscribers() == 0 })
+	testwait.Until(t, 20*time.Second, "subscriptions to go", func() bool { return h.Node.Subscribers() == 0 })
 	if got := getRoom(t, h, nil, id); got.Status != "ended" {
 		t.Fatalf("after end %+v", got)
 	}

@@ -67,10 +67,10 @@ type Options struct {
 	// operator endpoints refuse every request when it is empty.
 	OperatorToken string
 	// Attention, when set, serves subscriptions, the mentions inbox and
-	// the agent stream under /v1/me (host-local extension, issue 16).
+	// the agent stream under /v1/me (host-local extension).
 	Attention *attention.Attention
 	// HostLog, when set, serves the host log's tiles, checkpoint and
-	// proofs and names them in discovery (issue 15).
+	// proofs and names them in discovery.
 	HostLog HostLog
 }
 

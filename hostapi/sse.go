@@ -35,8 +35,7 @@ import (
 // interval for no gain. So a client that keeps reading is never cut sooner
 // than before (every write still has the full timeout), and one that
 // stops reading is cut within 5/4 of the timeout of the write that blocks,
-// freeing its handler goroutine and buffers instead of blocking in Write
-// (issue 11, row 5).
+// freeing its handler goroutine and buffers instead of blocking in Write.
 
 // sseConfig is what the writer needs of the server's options.
 type sseConfig struct {

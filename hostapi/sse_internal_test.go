@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/live"
 )
 
@@ -76,17 +77,6 @@ func (r *sseRecorder) state() (string, int) {
 	return r.buf.String(), r.flushes
 }
 
-func eventuallySSE(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 func frame(i int) *live.Item { return live.NewItem("room.event", fmt.Appendf(nil, `{"seq":%d}`, i)) }
 
 // A burst queued on a mirror-style stream is written with one flush, and
@@ -137,11 +127,11 @@ func streamSSE(buffer int, cfg sseConfig) (*live.Hub[struct{}], *live.Subscripti
 // stream gets heartbeats.
 func TestSSELiveItemsAndHeartbeat(t *testing.T) {
 	h, _, w, done := streamSSE(64, sseConfig{heartbeat: 20 * time.Millisecond, flushInterval: 5 * time.Millisecond, writeTimeout: time.Second})
-	eventuallySSE(t, "a heartbeat", func() bool { out, _ := w.state(); return strings.Contains(out, ": heartbeat\n\n") })
+	testwait.Until(t, 10*time.Second, "a heartbeat", func() bool { out, _ := w.state(); return strings.Contains(out, ": heartbeat\n\n") })
 	for i := range 20 {
 		h.Publish("room", frame(i), nil)
 	}
-	eventuallySSE(t, "the items flushed", func() bool {
+	testwait.Until(t, 10*time.Second, "the items flushed", func() bool {
 		out, _ := w.state()
 		return strings.Count(out, "event: room.event\n") == 20
 	})
@@ -157,7 +147,7 @@ func TestSSELiveItemsAndHeartbeat(t *testing.T) {
 // writer ends the stream with that reason when the client reads again.
 func TestSSESlowSubscriberDroppedWithReason(t *testing.T) {
 	h, sub, w, done := streamSSE(2, sseConfig{heartbeat: time.Hour, flushInterval: -1, writeTimeout: time.Second})
-	eventuallySSE(t, "the hello", func() bool { _, f := w.state(); return f == 1 })
+	testwait.Until(t, 10*time.Second, "the hello", func() bool { _, f := w.state(); return f == 1 })
 	release := make(chan struct{})
 	w.mu.Lock()
 	w.blocked = release
@@ -203,7 +193,7 @@ func TestSSEWriterReturnsAndLeavesNoGoroutines(t *testing.T) {
 			writeSSE(ctx, w, sseConfig{heartbeat: time.Hour, flushInterval: -1, writeTimeout: time.Second}, "subscribed", sub.C, sub.Reason)
 		})
 	}
-	eventuallySSE(t, "every stream subscribed", func() bool { return h.Count() == 200 })
+	testwait.Until(t, 10*time.Second, "every stream subscribed", func() bool { return h.Count() == 200 })
 	for _, w := range failing {
 		w.mu.Lock()
 		w.fail = errors.New("broken pipe")
@@ -222,7 +212,7 @@ func TestSSEWriterReturnsAndLeavesNoGoroutines(t *testing.T) {
 	if h.Count() != 0 {
 		t.Fatalf("%d subscriptions left", h.Count())
 	}
-	eventuallySSE(t, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= base })
+	testwait.Until(t, 10*time.Second, "goroutines back to the baseline", func() bool { return runtime.NumGoroutine() <= base })
 }
 
 // An idle stream's first item is written at once, however long the flush
@@ -230,9 +220,9 @@ func TestSSEWriterReturnsAndLeavesNoGoroutines(t *testing.T) {
 // an hour's interval, holding the item would time the test out.)
 func TestSSEIdleStreamWritesFirstItemAtOnce(t *testing.T) {
 	h, _, w, done := streamSSE(64, sseConfig{heartbeat: time.Hour, flushInterval: time.Hour, writeTimeout: time.Second})
-	eventuallySSE(t, "the hello", func() bool { _, f := w.state(); return f == 1 })
+	testwait.Until(t, 10*time.Second, "the hello", func() bool { _, f := w.state(); return f == 1 })
 	h.Publish("room", frame(0), nil)
-	eventuallySSE(t, "the first item flushed", func() bool {
+	testwait.Until(t, 10*time.Second, "the first item flushed", func() bool {
 		out, f := w.state()
 		return f == 2 && strings.Contains(out, string(frame(0).Frame))
 	})
@@ -249,7 +239,7 @@ func TestSSEWriteDeadlineRenewedPerQuarter(t *testing.T) {
 	h, _, w, done := streamSSE(64, sseConfig{heartbeat: time.Hour, flushInterval: -1, writeTimeout: timeout})
 	for i := range 20 {
 		h.Publish("room", frame(i), nil)
-		eventuallySSE(t, "the item flushed", func() bool {
+		testwait.Until(t, 10*time.Second, "the item flushed", func() bool {
 			out, _ := w.state()
 			return strings.Count(out, "event: room.event\n") == i+1
 		})
@@ -274,7 +264,7 @@ func TestSSEWaitingStreamHoldsNoBuffer(t *testing.T) {
 	h, sub, w, done := streamSSE(64, sseConfig{heartbeat: time.Hour, flushInterval: interval, writeTimeout: time.Second})
 	before := batchBuffersOut.Load()
 	h.Publish("room", frame(0), nil) // an idle stream writes at once
-	eventuallySSE(t, "the first item", func() bool { out, _ := w.state(); return strings.Contains(out, `{"seq":0}`) })
+	testwait.Until(t, 10*time.Second, "the first item", func() bool { out, _ := w.state(); return strings.Contains(out, `{"seq":0}`) })
 	sent := time.Now()
 	for i := 1; i <= 20; i++ {
 		h.Publish("room", frame(i), nil)
@@ -287,7 +277,7 @@ func TestSSEWaitingStreamHoldsNoBuffer(t *testing.T) {
 	if n := batchBuffersOut.Load() - before; n != 0 {
 		t.Fatalf("a stream waiting for its flush interval holds %d batch buffers; want 0", n)
 	}
-	eventuallySSE(t, "the burst", func() bool { out, _ := w.state(); return strings.Contains(out, `{"seq":20}`) })
+	testwait.Until(t, 10*time.Second, "the burst", func() bool { out, _ := w.state(); return strings.Contains(out, `{"seq":20}`) })
 	sub.Close()
 	<-done
 	if n := batchBuffersOut.Load() - before; n != 0 {

@@ -57,7 +57,7 @@ var viewerKey = func() []byte {
 
 // DefaultViewerStreamsPerClient caps the viewer streams one client (by
 // remote IP) may hold open, so that one client cannot spend the
-// process-wide MaxViewerStreams (issue 11, row 12).
+// process-wide MaxViewerStreams.
 const DefaultViewerStreamsPerClient = 16
 
 var viewerStreams atomic.Int64

@@ -30,6 +30,7 @@ import (
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 )
@@ -1092,7 +1093,7 @@ func browserMirror(t *testing.T, b *browser) {
 	if _, err := pb.Mir.AddTarget(mirror.TargetRoom, pa.URL+"/v1/rooms/"+id); err != nil {
 		t.Fatal(err)
 	}
-	fedtest.Eventually(t, 10*time.Second, "B verified the room", func() bool {
+	testwait.Until(t, 10*time.Second, "B verified the room", func() bool {
 		r, ok := pb.Mir.Room(id, "")
 		return ok && r.Tip() == 4 && r.Info().Checkpoint != nil
 	})
@@ -1121,7 +1122,7 @@ func browserMirror(t *testing.T, b *browser) {
 	// cosign the host log, which fedtest nodes do not keep: the witness
 	// card is exercised where a host log runs.)
 	fedtest.MustSubmit(t, pa, alice, "room.close", id, map[string]any{})
-	fedtest.Eventually(t, 10*time.Second, "A's archive of the ended room", func() bool {
+	testwait.Until(t, 10*time.Second, "A's archive of the ended room", func() bool {
 		_, err := pa.Node.Archive(id, "")
 		return err == nil
 	})

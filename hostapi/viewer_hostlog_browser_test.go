@@ -29,6 +29,7 @@ import (
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
@@ -104,7 +105,7 @@ func (lv *logViewer) restart(t *testing.T) *logViewer {
 // witness (if any) has cosigned it.
 func (lv *logViewer) covered(t *testing.T, n uint64) {
 	t.Helper()
-	eventually(t, 30*time.Second, "checkpoint covers the records and is cosigned", func() bool {
+	testwait.Until(t, 30*time.Second, "checkpoint covers the records and is cosigned", func() bool {
 		_, cp, err := lv.l.Checkpoint(t.Context())
 		if err != nil || cp.Size < n {
 			return false

@@ -28,7 +28,7 @@ type MyRoomsFilter struct {
 // MyRoom is one entry of GET /v1/me/rooms: the room's summary when the
 // agent may read the room, or else (a pending applicant, a banned or former
 // member of a private room) only the agent's own standing in Withheld:
-// nothing of the room's contract or activity (issue 11, row 8).
+// nothing of the room's contract or activity.
 type MyRoom struct {
 	Summary  *directory.Entry
 	Withheld *WithheldRoom

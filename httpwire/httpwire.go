@@ -174,5 +174,5 @@ func (a Answer) Write(w http.ResponseWriter) {
 		w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	}
 	w.WriteHeader(a.Status)
-	w.Write(a.Body)
+	_, _ = w.Write(a.Body)
 }

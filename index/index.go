@@ -644,7 +644,7 @@ func claimHead(raw []byte) (actor string, createdAt int64) {
 			CreatedAt int64  `json:"created_at"`
 		} `json:"event"`
 	}
-	json.Unmarshal(raw, &h)
+	_ = json.Unmarshal(raw, &h)
 	return h.Event.Actor, h.Event.CreatedAt
 }
 

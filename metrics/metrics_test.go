@@ -12,6 +12,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -71,7 +72,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	fedtest.Eventually(t, 10*time.Second, "B mirrored the room", func() bool {
+	testwait.Until(t, 10*time.Second, "B mirrored the room", func() bool {
 		r, ok := b.Mir.Room(id, "")
 		return ok && r.Tip() == 2
 	})
@@ -94,7 +95,7 @@ func TestMetricsAfterTraffic(t *testing.T) {
 	if r := post("live"); r.Status != http.StatusCreated {
 		t.Fatal(r)
 	}
-	fedtest.Eventually(t, 10*time.Second, "B mirrored the live record", func() bool {
+	testwait.Until(t, 10*time.Second, "B mirrored the live record", func() bool {
 		r, ok := b.Mir.Room(id, "")
 		return ok && r.Tip() == 3 && scrape(t, b.URL)[`adp_mirror_lag_seconds_count`] >= 1
 	})
@@ -136,7 +137,7 @@ func TestMirrorLagLiveOnly(t *testing.T) {
 	if _, err := b.Mir.AddTarget(mirror.TargetRoom, a.Node.RoomURL(id)); err != nil {
 		t.Fatal(err)
 	}
-	fedtest.Eventually(t, 10*time.Second, "B backfilled the room", func() bool {
+	testwait.Until(t, 10*time.Second, "B backfilled the room", func() bool {
 		r, ok := b.Mir.Room(id, "")
 		return ok && r.Tip() == 5
 	})
@@ -144,7 +145,7 @@ func TestMirrorLagLiveOnly(t *testing.T) {
 		t.Fatalf("backfilled records counted as lag: %v", n)
 	}
 	post("live")
-	fedtest.Eventually(t, 10*time.Second, "B took the live record", func() bool {
+	testwait.Until(t, 10*time.Second, "B took the live record", func() bool {
 		return scrape(t, b.URL)[`adp_mirror_lag_seconds_count`] == 1
 	})
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -177,7 +178,7 @@ func startBenchPair(b *testing.B, probe *lagProbe) (a, m *fedtest.Peer) {
 	m = fedtest.Start(b, "B", b.TempDir(), clock, 0, fedtest.Options{Rates: noRates, Log: quietLog, Mirror: true,
 		MirrorConfig: mirror.Config{OnVerified: probe.onVerified}})
 	fedtest.Connect(b, m, a)
-	fedtest.Eventually(b, 10*time.Second, "index topic subscriptions known", func() bool {
+	testwait.Until(b, 10*time.Second, "index topic subscriptions known", func() bool {
 		return a.Fed.IndexPeers() >= 1 && m.Fed.IndexPeers() >= 1
 	})
 	time.Sleep(1100 * time.Millisecond) // one gossipsub heartbeat grafts the meshes
@@ -324,7 +325,7 @@ func benchLag(b *testing.B, rate float64, over time.Duration, nRooms, agents int
 		res, _ := a.Node.Room(r.id, "")
 		want[r.id] = res.Seq
 	}
-	fedtest.Eventually(b, 20*time.Second, "B mirrors every room", func() bool { return caughtUp(m, want) })
+	testwait.Until(b, 20*time.Second, "B mirrors every room", func() bool { return caughtUp(m, want) })
 
 	t0 := a.Clock.Ms()
 	start := time.Now()
@@ -338,9 +339,9 @@ func benchLag(b *testing.B, rate float64, over time.Duration, nRooms, agents int
 		ids[i] = r.id
 	}
 	final := heads(b, a, ids)
-	drained := fedtest.Eventually(b, 60*time.Second, "B verified every record", func() bool { return caughtUp(m, final) })
+	drained := testwait.Until(b, 60*time.Second, "B verified every record", func() bool { return caughtUp(m, final) })
 
-	fedtest.Eventually(b, 10*time.Second, "B reported every record", func() bool { return int64(len(probe.between(t0, math.MaxInt64, nil))) >= acc })
+	testwait.Until(b, 10*time.Second, "B reported every record", func() bool { return int64(len(probe.between(t0, math.MaxInt64, nil))) >= acc })
 	samples := probe.between(t0, math.MaxInt64, nil)
 	if int64(len(samples)) < acc {
 		b.Fatalf("B verified %d of %d records", len(samples), acc)
@@ -482,7 +483,7 @@ func benchCatchUp(b *testing.B, behind int, liveRate float64) {
 	if _, err := m.Mir.AddTarget(mirror.TargetRoom, a.Node.RoomURL(big.id)); err != nil {
 		b.Fatal(err)
 	}
-	fedtest.Eventually(b, 120*time.Second, "B caught up the backlog", func() bool {
+	testwait.Until(b, 120*time.Second, "B caught up the backlog", func() bool {
 		r, ok := m.Mir.Room(big.id, "")
 		return ok && r.Tip() >= target
 	})
@@ -492,7 +493,7 @@ func benchCatchUp(b *testing.B, behind int, liveRate float64) {
 	close(stopLive)
 	<-liveDone
 	liveFinal := heads(b, a, []string{live.id})
-	fedtest.Eventually(b, 30*time.Second, "B verified the live room", func() bool { return caughtUp(m, liveFinal) })
+	testwait.Until(b, 30*time.Second, "B verified the live room", func() bool { return caughtUp(m, liveFinal) })
 
 	liveLag, _ := lags(probe.between(t0ms, t1ms, map[string]bool{live.id: true}))
 	rate := float64(target) / elapsed.Seconds()

@@ -9,6 +9,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -31,7 +32,7 @@ func TestBigRecordBackfill(t *testing.T) {
 		fedtest.MustSubmit(t, a, alice, "message.create", id, msg(big))
 	}
 	const tip = 206
-	fedtest.Eventually(t, 10*time.Second, "B indexes the room", func() bool {
+	testwait.Until(t, 10*time.Second, "B indexes the room", func() bool {
 		e, ok := b.Index.Room(id, b.Clock.Ms())
 		return ok && e.Room.Seq == tip
 	})
@@ -42,7 +43,7 @@ func TestBigRecordBackfill(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r *mirror.Room
-	fedtest.Eventually(t, 60*time.Second, "B backfills all 206 records", func() bool {
+	testwait.Until(t, 60*time.Second, "B backfills all 206 records", func() bool {
 		var ok bool
 		r, ok = b.Mir.Room(id, a.Fed.HostKey())
 		return ok && r.Info().VerifiedSeq == tip
@@ -61,11 +62,11 @@ func TestBigRecordBackfill(t *testing.T) {
 	// A third node backfills from the mirror (the host is not its peer).
 	c := fedtest.Start(t, "C", t.TempDir(), a.Clock, 0, fedtest.Options{Rates: noRates, Mirror: true})
 	fedtest.Connect(t, c, b)
-	fedtest.Eventually(t, 10*time.Second, "C indexes the room", func() bool { _, ok := c.Index.Room(id, c.Clock.Ms()); return ok })
+	testwait.Until(t, 10*time.Second, "C indexes the room", func() bool { _, ok := c.Index.Room(id, c.Clock.Ms()); return ok })
 	if _, err := c.Mir.AddTarget(mirror.TargetRoom, a.Node.RoomURL(id)); err != nil {
 		t.Fatal(err)
 	}
-	fedtest.Eventually(t, 60*time.Second, "C backfills all 206 records from B", func() bool {
+	testwait.Until(t, 60*time.Second, "C backfills all 206 records from B", func() bool {
 		cr, ok := c.Mir.Room(id, a.Fed.HostKey())
 		return ok && cr.Info().VerifiedSeq == tip
 	})
@@ -87,12 +88,12 @@ func TestMirrorStallReported(t *testing.T) {
 	a, b := peers[0], peers[1]
 	alice := adptest.NewAgent("alice")
 	id := fedtest.CreateRoom(t, a, alice, room.Public, "stalls")
-	fedtest.Eventually(t, 10*time.Second, "B indexes the room", func() bool { _, ok := b.Index.Room(id, b.Clock.Ms()); return ok })
+	testwait.Until(t, 10*time.Second, "B indexes the room", func() bool { _, ok := b.Index.Room(id, b.Clock.Ms()); return ok })
 	if _, err := b.Mir.AddTarget(mirror.TargetRoom, a.Node.RoomURL(id)); err != nil {
 		t.Fatal(err)
 	}
 	var r *mirror.Room
-	fedtest.Eventually(t, 10*time.Second, "B mirrors seq 1", func() bool {
+	testwait.Until(t, 10*time.Second, "B mirrors seq 1", func() bool {
 		var ok bool
 		r, ok = b.Mir.Room(id, a.Fed.HostKey())
 		return ok && r.Info().VerifiedSeq == 1
@@ -100,7 +101,7 @@ func TestMirrorStallReported(t *testing.T) {
 	// B learns that seq 50 exists but cannot reach anyone who has it.
 	b.Fed.Disconnect(a.Fed.PeerID())
 	r.WantSeqForTest(50)
-	fedtest.Eventually(t, 10*time.Second, "B reports the stall", func() bool { return r.Info().Stalled && r.Info().Error != "" })
+	testwait.Until(t, 10*time.Second, "B reports the stall", func() bool { return r.Info().Stalled && r.Info().Error != "" })
 	if b.Mir.Stats().Stalls.Load() == 0 || b.Mir.StalledRooms() != 1 {
 		t.Fatalf("stall not counted: %d %d", b.Mir.Stats().Stalls.Load(), b.Mir.StalledRooms())
 	}
@@ -108,7 +109,7 @@ func TestMirrorStallReported(t *testing.T) {
 		fedtest.MustSubmit(t, a, alice, "message.create", id, msg("later"))
 	}
 	fedtest.Connect(t, b, a)
-	fedtest.Eventually(t, 20*time.Second, "B catches up and clears the stall", func() bool {
+	testwait.Until(t, 20*time.Second, "B catches up and clears the stall", func() bool {
 		info := r.Info()
 		return info.VerifiedSeq == 50 && !info.Stalled
 	})

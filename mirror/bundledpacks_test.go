@@ -11,6 +11,7 @@ import (
 	"github.com/adpnode/adpnode/adp/types"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -36,14 +37,14 @@ func TestMirrorRoomWithBundledPacks(t *testing.T) {
 	res := fedtest.MustSubmit(t, a, bob, rounds.EventType, id, map[string]any{"type": "accept", "text": "ok",
 		"ref": ref, "choice": "x"})
 	tip := res.Record.Seq
-	fedtest.Eventually(t, 10*time.Second, "B indexes the room", func() bool {
+	testwait.Until(t, 10*time.Second, "B indexes the room", func() bool {
 		e, ok := b.Index.Room(id, b.Clock.Ms())
 		return ok && e.Room.Seq == tip
 	})
 	if _, err := b.Mir.AddTarget(mirror.TargetRoom, a.Node.RoomURL(id)); err != nil {
 		t.Fatal(err)
 	}
-	fedtest.Eventually(t, 30*time.Second, "B verifies the room", func() bool {
+	testwait.Until(t, 30*time.Second, "B verifies the room", func() bool {
 		r, ok := b.Mir.Room(id, a.Fed.HostKey())
 		return ok && r.Info().VerifiedSeq == tip
 	})

@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -43,6 +42,7 @@ import (
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -218,7 +218,7 @@ func (p *rawPeer) join(t *testing.T, topic string) *pubsub.Topic {
 func (p *rawPeer) awaitSubscriber(t *testing.T, topic string, who *fedtest.Peer) {
 	t.Helper()
 	p.join(t, topic)
-	fedtest.Eventually(t, 10*time.Second, who.Name+" subscribes to "+topic, func() bool {
+	testwait.Until(t, 10*time.Second, who.Name+" subscribes to "+topic, func() bool {
 		return slices.Contains(p.ps.ListPeers(topic), who.Fed.PeerID())
 	})
 }
@@ -359,9 +359,10 @@ func (p *rawPeer) backfill(t *testing.T, id peer.ID, req rawBackfillRequest) *fe
 // cache).
 func buildAdpnode(t *testing.T) string {
 	t.Helper()
+	// go test puts its own GOROOT/bin first on the test's PATH.
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
+		t.Skip("no go command to build adpnode with")
 	}
 	bin := filepath.Join(t.TempDir(), "adpnode")
 	args := []string{"build", "-o", bin}
@@ -474,7 +475,7 @@ func TestEquivocatingHost(t *testing.T) {
 	// periodically) until B has picked the room up.
 	fake.awaitSubscriber(t, federation.IndexTopic, b)
 	lastAnnounce := time.Time{}
-	fedtest.Eventually(t, 10*time.Second, "B mirrors the fake host's room", func() bool {
+	testwait.Until(t, 10*time.Second, "B mirrors the fake host's room", func() bool {
 		if time.Since(lastAnnounce) > 300*time.Millisecond {
 			fake.announce(t, hon.id, 0, alice.ID, now)
 			lastAnnounce = time.Now()
@@ -490,7 +491,7 @@ func TestEquivocatingHost(t *testing.T) {
 	br, _ := b.Mir.Room(hon.id, hostKey)
 	// A lost tail record is found through the host's re-announcement of
 	// its seq (then backfilled), as with real hosts.
-	fedtest.Eventually(t, 10*time.Second, "B verified the streamed chain", func() bool {
+	testwait.Until(t, 10*time.Second, "B verified the streamed chain", func() bool {
 		if time.Since(lastAnnounce) > 300*time.Millisecond {
 			fake.announce(t, hon.id, published, alice.ID, now)
 			lastAnnounce = time.Now()
@@ -503,7 +504,7 @@ func TestEquivocatingHost(t *testing.T) {
 
 	// (c) Equivocate.
 	lastAlt := time.Time{}
-	fedtest.Eventually(t, 10*time.Second, "B stores equivocation evidence", func() bool {
+	testwait.Until(t, 10*time.Second, "B stores equivocation evidence", func() bool {
 		if time.Since(lastAlt) > 500*time.Millisecond { // gossip may lose one message
 			fake.publishRecord(t, alt, now)
 			lastAlt = time.Now()
@@ -519,7 +520,7 @@ func TestEquivocatingHost(t *testing.T) {
 		ev.Seq != disputed || ev.Detector != b.Fed.HostKey() || len(ev.Checkpoints) != 2 {
 		t.Fatalf("evidence %s", evRaw)
 	}
-	fedtest.Eventually(t, 5*time.Second, "B marks the host faulty", func() bool { return b.Mir.Faulty(hostKey) && br.Info().Faulty })
+	testwait.Until(t, 20*time.Second, "B marks the host faulty", func() bool { return b.Mir.Faulty(hostKey) && br.Info().Faulty })
 	if n := b.Mir.Stats().Evidence.Load(); n != 1 {
 		t.Errorf("B counted %d pieces of evidence", n)
 	}
@@ -529,7 +530,7 @@ func TestEquivocatingHost(t *testing.T) {
 	// validates; the pause lets this one be delivered.)
 	accepted := b.Fed.Stats().Accepted.Load()
 	fake.publishRecord(t, next, now)
-	fedtest.Eventually(t, 5*time.Second, "B validates the record after the fork", func() bool {
+	testwait.Until(t, 20*time.Second, "B validates the record after the fork", func() bool {
 		return b.Fed.Stats().Accepted.Load() > accepted
 	})
 	time.Sleep(500 * time.Millisecond)
@@ -542,14 +543,14 @@ func TestEquivocatingHost(t *testing.T) {
 	}
 
 	// C, connected only to B, gets the evidence by gossip.
-	fedtest.Eventually(t, 10*time.Second, "C stores the gossiped evidence", func() bool { return len(c.Mir.EvidenceList()) == 1 })
+	testwait.Until(t, 10*time.Second, "C stores the gossiped evidence", func() bool { return len(c.Mir.EvidenceList()) == 1 })
 	cev := evidenceOf(t, c.Mir.EvidenceList()[0])
 	if err := cev.Verify(); err != nil || cev.Detector != b.Fed.HostKey() || cev.Seq != disputed || cev.Host != hostKey {
 		t.Fatalf("C's evidence: %v %+v", err, cev)
 	}
-	fedtest.Eventually(t, 5*time.Second, "C marks the host faulty", func() bool { return c.Mir.Faulty(hostKey) })
+	testwait.Until(t, 20*time.Second, "C marks the host faulty", func() bool { return c.Mir.Faulty(hostKey) })
 	// C knows the room from the index but will not mirror a faulty host.
-	fedtest.Eventually(t, 10*time.Second, "C indexed the room", func() bool {
+	testwait.Until(t, 10*time.Second, "C indexed the room", func() bool {
 		_, ok := c.Index.Room(hon.id, c.Clock.Ms())
 		return ok
 	})
@@ -792,11 +793,11 @@ func TestTamperedBackfill(t *testing.T) {
 	for i := 2; i <= n; i++ {
 		fedtest.MustSubmit(t, a, alice, "message.create", id, msg(fmt.Sprintf("message %d", i)))
 	}
-	fedtest.Eventually(t, 10*time.Second, "H verified the room", func() bool {
+	testwait.Until(t, 10*time.Second, "H verified the room", func() bool {
 		r, ok := h.Mir.Room(id, "")
 		return ok && r.Tip() == n
 	})
-	fedtest.Eventually(t, 10*time.Second, "H's index shows the room's last seq", func() bool {
+	testwait.Until(t, 10*time.Second, "H's index shows the room's last seq", func() bool {
 		e, ok := h.Index.Room(id, h.Clock.Ms())
 		return ok && e.Room.Seq == n
 	})
@@ -907,11 +908,11 @@ func TestTamperedBackfill(t *testing.T) {
 			defer l.Stop()
 			fedtest.Connect(t, l, h)
 			rogue.connect(t, l)
-			fedtest.Eventually(t, 10*time.Second, "L learns the room from H", func() bool {
+			testwait.Until(t, 10*time.Second, "L learns the room from H", func() bool {
 				_, ok := l.Index.Room(id, l.Clock.Ms())
 				return ok
 			})
-			fedtest.Eventually(t, 5*time.Second, "L sees the rogue first among its peers", func() bool {
+			testwait.Until(t, 20*time.Second, "L sees the rogue first among its peers", func() bool {
 				ps := l.Fed.Peers()
 				return len(ps) >= 2 && ps[0].PeerID == rogue.id.String() && ps[0].Connected
 			})
@@ -921,7 +922,7 @@ func TestTamperedBackfill(t *testing.T) {
 				t.Fatal(err)
 			}
 			lr := func() *mirror.Room { r, _ := l.Mir.Room(id, ""); return r }
-			fedtest.Eventually(t, 20*time.Second, "L catches up", func() bool { r := lr(); return r != nil && r.Tip() == n })
+			testwait.Until(t, 20*time.Second, "L catches up", func() bool { r := lr(); return r != nil && r.Tip() == n })
 			if rogue.asked.Load() == asked {
 				t.Fatal("the rogue was never asked")
 			}
@@ -938,7 +939,7 @@ func TestTamperedBackfill(t *testing.T) {
 			// Verified records are stored by the group committer, so
 			// reads may trail the tip for a moment.
 			var got []json.RawMessage
-			fedtest.Eventually(t, 5*time.Second, "L stored every verified record", func() bool {
+			testwait.Until(t, 20*time.Second, "L stored every verified record", func() bool {
 				var err error
 				got, _, err = lr().Events(0, 1000)
 				if err != nil {
@@ -984,7 +985,7 @@ func TestWitnessAnnouncements(t *testing.T) {
 	alice := adptest.NewAgent("alice")
 	id := fedtest.CreateRoom(t, a, alice, room.Public, "witnessed")
 	fedtest.MustSubmit(t, a, alice, "message.create", id, msg("one"))
-	fedtest.Eventually(t, 10*time.Second, "B mirrors the room", func() bool {
+	testwait.Until(t, 10*time.Second, "B mirrors the room", func() bool {
 		_, ok := b.Mir.Room(id, "")
 		return ok
 	})

@@ -33,6 +33,7 @@ import (
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
@@ -76,7 +77,7 @@ func startLogHost(t *testing.T, clock *adptest.Clock, witnesses ...witness.Targe
 func mirrorOf(t *testing.T, b, a *fedtest.Peer, ids ...string) {
 	t.Helper()
 	alice := adptest.NewAgent("alice")
-	fedtest.Eventually(t, 60*time.Second, "A announced its rooms' heads", func() bool {
+	testwait.Until(t, 60*time.Second, "A announced its rooms' heads", func() bool {
 		own := a.Index.Own()
 		for _, id := range ids {
 			head, err := a.Node.Room(id, alice.ID)
@@ -105,7 +106,7 @@ func mirrored(t *testing.T, a, b *fedtest.Peer, id string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fedtest.Eventually(t, 60*time.Second, "B mirrors "+id, func() bool {
+	testwait.Until(t, 60*time.Second, "B mirrors "+id, func() bool {
 		r, ok := b.Mir.Room(id, a.Fed.HostKey())
 		return ok && r.Tip() == head.Head.Seq
 	})
@@ -121,7 +122,7 @@ func covered(t *testing.T, l *tlog.Log, hash string) tlogproof.File {
 		t.Fatal(err)
 	}
 	var f tlogproof.File
-	fedtest.Eventually(t, 30*time.Second, "the host log covers "+hash, func() bool {
+	testwait.Until(t, 30*time.Second, "the host log covers "+hash, func() bool {
 		f, err = l.ProofFile(context.Background(), leaf)
 		return err == nil
 	})
@@ -146,7 +147,7 @@ func getBody(t *testing.T, url string) []byte {
 func scansPass(t *testing.T, b *fedtest.Peer, n int64) {
 	t.Helper()
 	from, _ := b.Mir.HostLogForTest()
-	fedtest.Eventually(t, 30*time.Second, "proof scans run", func() bool {
+	testwait.Until(t, 30*time.Second, "proof scans run", func() bool {
 		s, _ := b.Mir.HostLogForTest()
 		return s >= from+n
 	})
@@ -186,7 +187,7 @@ func TestMirrorArchiveHostLog(t *testing.T) {
 	clock.Advance(61 * time.Minute) // the room ends
 	base := b.URL + "/v1/mirrors/rooms/" + id
 	var doc *archive.Archive
-	fedtest.Eventually(t, 90*time.Second, "B's archive embeds a proof B's witness cosigned", func() bool {
+	testwait.Until(t, 90*time.Second, "B's archive embeds a proof B's witness cosigned", func() bool {
 		resp, err := http.Get(base + "/archive")
 		if err != nil {
 			t.Fatal(err)
@@ -410,7 +411,7 @@ func TestMirrorHostLogHostile(t *testing.T) {
 			b.Mir.ExpireHostLogBackoffForTest()
 		}
 		want := proofBackoff(i)
-		fedtest.Eventually(t, 30*time.Second, ans.what+" refused", func() bool {
+		testwait.Until(t, 30*time.Second, ans.what+" refused", func() bool {
 			bo, queued := b.Mir.HostLogBackoffForTest(hk, id)
 			return bo == want && !queued
 		})
@@ -431,7 +432,7 @@ func TestMirrorHostLogHostile(t *testing.T) {
 	honestAt, witnessedAt := len(answers)-2, len(answers)-1
 	embedded := func(stored int64, witnesses int) {
 		t.Helper()
-		fedtest.Eventually(t, 30*time.Second, fmt.Sprint(stored, " proofs stored"), func() bool {
+		testwait.Until(t, 30*time.Second, fmt.Sprint(stored, " proofs stored"), func() bool {
 			_, queued := b.Mir.HostLogBackoffForTest(hk, id)
 			return b.Mir.Stats().ProofsStored.Load() == stored && !queued
 		})
@@ -457,7 +458,7 @@ func TestMirrorHostLogHostile(t *testing.T) {
 		mode.Store(int64(step.answer))
 		fetched := b.Mir.Stats().ProofsFetched.Load()
 		b.Mir.ExpireHostLogBackoffForTest()
-		fedtest.Eventually(t, 30*time.Second, answers[step.answer].what+" fetched", func() bool {
+		testwait.Until(t, 30*time.Second, answers[step.answer].what+" fetched", func() bool {
 			_, queued := b.Mir.HostLogBackoffForTest(hk, id)
 			return b.Mir.Stats().ProofsFetched.Load() > fetched && !queued
 		})
@@ -480,10 +481,9 @@ func TestMirrorHostLogHostile(t *testing.T) {
 		t.Fatal(err)
 	}
 	mode.Store(int64(witnessedAt))
-	fetched := b.Mir.Stats().ProofsFetched.Load()
 	b.Mir.ExpireHostLogBackoffForTest()
 	embedded(3, 1)
-	fetched = b.Mir.Stats().ProofsFetched.Load()
+	fetched := b.Mir.Stats().ProofsFetched.Load()
 	b.Mir.ExpireHostLogBackoffForTest()
 	scansPass(t, b, 3)
 	if n := b.Mir.Stats().ProofsFetched.Load(); n != fetched {
@@ -580,13 +580,13 @@ func TestMirrorHostLogBounded(t *testing.T) {
 	b.Mir.SetHostLogBaseForTest(srv.URL)
 
 	clock.Advance(61 * time.Minute) // every room ends
-	fedtest.Eventually(t, 30*time.Second, "2 fetches in flight", func() bool { return inflight.Load() >= 2 })
+	testwait.Until(t, 30*time.Second, "2 fetches in flight", func() bool { return inflight.Load() >= 2 })
 	scansPass(t, b, 3) // scans keep finding 22 rooms due; none gets a third fetch
 	if n := inflight.Load(); n != 2 || most.Load() != 2 {
 		t.Fatalf("%d fetches in flight (at most %d seen)", n, most.Load())
 	}
 	close(gate)
-	fedtest.Eventually(t, 60*time.Second, "every proof stored", func() bool { return b.Mir.Stats().ProofsStored.Load() == rooms })
+	testwait.Until(t, 60*time.Second, "every proof stored", func() bool { return b.Mir.Stats().ProofsStored.Load() == rooms })
 	if _, m := b.Mir.HostLogForTest(); m > 2 || most.Load() > 2 {
 		t.Fatalf("at most %d fetches in flight in the mirror, %d at the server", m, most.Load())
 	}
@@ -608,7 +608,7 @@ func TestMirrorHostLogBounded(t *testing.T) {
 	if n := proofGoroutines(); n != 0 {
 		t.Fatalf("%d proof goroutines after Close", n)
 	}
-	fedtest.Eventually(t, 30*time.Second, "the mirror's connections to the host closed", func() bool { return conns.Load() == 0 })
+	testwait.Until(t, 30*time.Second, "the mirror's connections to the host closed", func() bool { return conns.Load() == 0 })
 }
 
 // proofGoroutinesRunning are the fetcher's goroutines: the scan and 2 workers.

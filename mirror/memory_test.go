@@ -13,6 +13,7 @@ import (
 
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 )
@@ -104,7 +105,7 @@ func TestMirrorMemoryPerRecord(t *testing.T) {
 	a := fedtest.Start(t, "A", dirA, clock, 0, fedtest.Options{Rates: noRates})
 	b := fedtest.Start(t, "B", t.TempDir(), clock, 0, restartOpts)
 	fedtest.Connect(t, b, a)
-	fedtest.Eventually(t, 20*time.Second, "B indexes the bulk room", func() bool {
+	testwait.Until(t, 20*time.Second, "B indexes the bulk room", func() bool {
 		_, ok := b.Index.Room(bulkRoomID, clock.Ms())
 		return ok
 	})
@@ -117,12 +118,12 @@ func TestMirrorMemoryPerRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r *mirror.Room
-	fedtest.Eventually(t, 300*time.Second, "B mirrors every record", func() bool {
+	testwait.Until(t, 300*time.Second, "B mirrors every record", func() bool {
 		var ok bool
 		r, ok = b.Mir.Room(bulkRoomID, "")
 		return ok && r.Tip() == int64(records)
 	})
-	fedtest.Eventually(t, 20*time.Second, "B's writes are durable", func() bool { return r.HistoryPendingForTest() == 0 })
+	testwait.Until(t, 20*time.Second, "B's writes are durable", func() bool { return r.HistoryPendingForTest() == 0 })
 	// A catch-up still in flight (a second gap worker comparing a batch
 	// it fetched with the stored chain) holds its parsed batch until it
 	// ends; what is measured is what stays once the mirror is idle.

@@ -7,6 +7,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 )
@@ -60,7 +61,7 @@ func TestMirrorBasic(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		fedtest.MustSubmit(t, a, alice, "message.create", id, msg("hello"))
 	}
-	fedtest.Eventually(t, 10*time.Second, "B verified all 201 records", func() bool {
+	testwait.Until(t, 10*time.Second, "B verified all 201 records", func() bool {
 		r, ok := b.Mir.Room(id, "")
 		return ok && r.Tip() == 201
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/witness"
 )
@@ -84,7 +85,7 @@ func TestMirrorWitnessLearnsNewOrigin(t *testing.T) {
 	mirrorOf(t, b, a, id)
 	mirrored(t, a, b, id)
 	oldOrigin := a.HostLog.Origin()
-	fedtest.Eventually(t, 60*time.Second, "B's witness cosigns A's log", func() bool {
+	testwait.Until(t, 60*time.Second, "B's witness cosigns A's log", func() bool {
 		st, err := b.Mir.Witness().State(oldOrigin)
 		return err == nil && st != nil && st.Size == 2
 	})
@@ -98,7 +99,7 @@ func TestMirrorWitnessLearnsNewOrigin(t *testing.T) {
 	}
 	fedtest.Connect(t, a, b)
 	fedtest.MustSubmit(t, a, alice, "message.create", id, msg("after"))
-	fedtest.Eventually(t, 90*time.Second, "B's witness cosigns A's log under its new origin", func() bool {
+	testwait.Until(t, 90*time.Second, "B's witness cosigns A's log under its new origin", func() bool {
 		st, err := b.Mir.Witness().State(newOrigin)
 		return err == nil && st != nil && st.Size == 3
 	})
@@ -109,7 +110,7 @@ func TestMirrorWitnessLearnsNewOrigin(t *testing.T) {
 		t.Fatalf("%d pieces of evidence against a host that only moved", n)
 	}
 	// A serves B's cosignature of the new origin's checkpoint.
-	fedtest.Eventually(t, 30*time.Second, "A keeps B's cosignature", func() bool {
+	testwait.Until(t, 30*time.Second, "A keeps B's cosignature", func() bool {
 		_, size, vkeys := a.Witness.Witnessed()
 		return size == 3 && slices.Contains(vkeys, bv.Key())
 	})
@@ -119,7 +120,7 @@ func TestMirrorWitnessLearnsNewOrigin(t *testing.T) {
 	// it with B's own cosignature.
 	mirrored(t, a, b, id)
 	clock.Advance(61 * time.Minute)
-	fedtest.Eventually(t, 90*time.Second, "B's archive embeds the new origin's proof", func() bool {
+	testwait.Until(t, 90*time.Second, "B's archive embeds the new origin's proof", func() bool {
 		resp, err := http.Get(b.URL + "/v1/mirrors/rooms/" + id + "/archive")
 		if err != nil {
 			t.Fatal(err)
@@ -168,7 +169,7 @@ func TestMirrorWitnessIgnoresUnverifiedOrigin(t *testing.T) {
 	mirrorOf(t, b, a, id)
 	mirrored(t, a, b, id)
 	oldOrigin := a.HostLog.Origin()
-	fedtest.Eventually(t, 30*time.Second, "B learns A's origin", func() bool {
+	testwait.Until(t, 30*time.Second, "B learns A's origin", func() bool {
 		b.Mir.ReconcileForTest()
 		return slices.Contains(b.Mir.WitnessedLogsForTest(), oldOrigin)
 	})
@@ -180,7 +181,7 @@ func TestMirrorWitnessIgnoresUnverifiedOrigin(t *testing.T) {
 	fedtest.Connect(t, a, b)
 	fedtest.MustSubmit(t, a, alice, "message.create", id, msg("moved?"))
 	var lie *index.Entry
-	fedtest.Eventually(t, 60*time.Second, "B indexes A's announcement under the claimed URL", func() bool {
+	testwait.Until(t, 60*time.Second, "B indexes A's announcement under the claimed URL", func() bool {
 		for _, e := range b.Index.Entries(clock.Ms(), false) {
 			if e.Host.Key == a.Fed.HostKey() && e.Host.Origin == b.URL {
 				lie = e

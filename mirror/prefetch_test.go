@@ -9,6 +9,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -28,7 +29,7 @@ func TestCatchUpAcrossBatches(t *testing.T) {
 	for i := 1; i < tip; i++ {
 		fedtest.MustSubmit(t, a, alice, "message.create", id, msg(fmt.Sprint("m", i)))
 	}
-	fedtest.Eventually(t, 20*time.Second, "B indexes the room", func() bool {
+	testwait.Until(t, 20*time.Second, "B indexes the room", func() bool {
 		e, ok := b.Index.Room(id, b.Clock.Ms())
 		return ok && e.Room.Seq == tip
 	})
@@ -37,7 +38,7 @@ func TestCatchUpAcrossBatches(t *testing.T) {
 		t.Fatal(err)
 	}
 	var r *mirror.Room
-	fedtest.Eventually(t, 120*time.Second, "B catches up all records", func() bool {
+	testwait.Until(t, 120*time.Second, "B catches up all records", func() bool {
 		var ok bool
 		r, ok = b.Mir.Room(id, a.Fed.HostKey())
 		return ok && r.Info().VerifiedSeq == tip
@@ -53,7 +54,7 @@ func TestCatchUpAcrossBatches(t *testing.T) {
 	}
 	// Cost bound: what the catch-up started has ended (a mirrored room
 	// keeps its live subscription: a few goroutines, not one per batch).
-	fedtest.Eventually(t, 10*time.Second, "catch-up goroutines end", func() bool {
+	testwait.Until(t, 10*time.Second, "catch-up goroutines end", func() bool {
 		return runtime.NumGoroutine() <= before+20
 	})
 

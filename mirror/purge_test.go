@@ -9,6 +9,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -26,7 +27,7 @@ func TestMirrorPurge(t *testing.T) {
 	for i := 0; i < 50; i++ {
 		fedtest.MustSubmit(t, a, alice, "message.create", id, msg("hello"))
 	}
-	fedtest.Eventually(t, 10*time.Second, "B verified all 51 records", func() bool {
+	testwait.Until(t, 10*time.Second, "B verified all 51 records", func() bool {
 		r, ok := b.Mir.Room(id, "")
 		return ok && r.Tip() == 51
 	})
@@ -45,7 +46,7 @@ func TestMirrorPurge(t *testing.T) {
 		return n
 	}
 	// The verified tip can run ahead of the group committer's writes.
-	fedtest.Eventually(t, 10*time.Second, "B stored all 51 records", func() bool { return mirrorKeys() >= 51 })
+	testwait.Until(t, 10*time.Second, "B stored all 51 records", func() bool { return mirrorKeys() >= 51 })
 	if err := b.Mir.RemoveTarget(tg.ID, true); err != nil {
 		t.Fatal(err)
 	}

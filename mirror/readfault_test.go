@@ -12,6 +12,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -75,7 +76,7 @@ func TestHistoryReadFaultIsNoEvidence(t *testing.T) {
 
 	fake.awaitSubscriber(t, federation.IndexTopic, b)
 	last := time.Time{}
-	fedtest.Eventually(t, 10*time.Second, "B mirrors the room", func() bool {
+	testwait.Until(t, 20*time.Second, "B mirrors the room", func() bool {
 		if time.Since(last) > 300*time.Millisecond {
 			fake.announce(t, hon.id, 0, alice.ID, now)
 			last = time.Now()
@@ -88,7 +89,7 @@ func TestHistoryReadFaultIsNoEvidence(t *testing.T) {
 		fake.publishRecord(t, rec, now)
 	}
 	br, _ := b.Mir.Room(hon.id, hostKey)
-	fedtest.Eventually(t, 10*time.Second, "B verified the chain", func() bool {
+	testwait.Until(t, 20*time.Second, "B verified the chain", func() bool {
 		if time.Since(last) > 300*time.Millisecond {
 			fake.announce(t, hon.id, first, alice.ID, now)
 			last = time.Now()
@@ -99,7 +100,7 @@ func TestHistoryReadFaultIsNoEvidence(t *testing.T) {
 	// The disk fails; the host streams its next record.
 	br.FailHistoryReadsForTest(true)
 	last = time.Time{}
-	fedtest.Eventually(t, 10*time.Second, "B checked the record against its store", func() bool {
+	testwait.Until(t, 20*time.Second, "B checked the record against its store", func() bool {
 		if time.Since(last) > 300*time.Millisecond { // gossip may lose one message
 			fake.publishRecord(t, next, now)
 			last = time.Now()
@@ -115,7 +116,7 @@ func TestHistoryReadFaultIsNoEvidence(t *testing.T) {
 	// host announces nothing more) and verifies it.
 	served.Store(int64(len(hon.recs)))
 	br.FailHistoryReadsForTest(false)
-	fedtest.Eventually(t, 30*time.Second, "B verified the record after the fault", func() bool {
+	testwait.Until(t, 30*time.Second, "B verified the record after the fault", func() bool {
 		return br.Tip() == next.Seq
 	})
 	if info := br.Info(); info.Faulty || len(b.Mir.EvidenceList()) != 0 {

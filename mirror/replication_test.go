@@ -20,6 +20,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -329,7 +330,7 @@ func TestMirrorReplication(t *testing.T) {
 	final = heads(t, a, ids)
 
 	for _, mp := range []*fedtest.Peer{b, c} {
-		d := fedtest.Eventually(t, 60*time.Second, mp.Name+" caught up to A", func() bool { return caughtUp(mp, final) })
+		d := testwait.Until(t, 60*time.Second, mp.Name+" caught up to A", func() bool { return caughtUp(mp, final) })
 		t.Logf("%s caught up %v after the writers stopped", mp.Name, d.Round(time.Millisecond))
 	}
 	now := a.Clock.Ms()
@@ -358,7 +359,7 @@ func TestMirrorReplication(t *testing.T) {
 		fedtest.MustSubmit(t, a, owner, "message.create", burst, msg(fmt.Sprintf("top-up %d", seq)))
 	}
 	announced := heads(t, a, ids)[burst]
-	fedtest.Eventually(t, 10*time.Second, "B's index announces the topped-up room", func() bool {
+	testwait.Until(t, 10*time.Second, "B's index announces the topped-up room", func() bool {
 		e, ok := b.Index.Room(burst, b.Clock.Ms())
 		return ok && e.Room.Seq == announced
 	})
@@ -367,7 +368,7 @@ func TestMirrorReplication(t *testing.T) {
 	}
 	final = heads(t, a, ids)
 	hostChains[burst] = hostRecords(t, a, burst)
-	fedtest.Eventually(t, 10*time.Second, "B verified the last burst", func() bool { return caughtUp(b, final) })
+	testwait.Until(t, 10*time.Second, "B verified the last burst", func() bool { return caughtUp(b, final) })
 	aID, aAddr, aURLs, aKey := a.Fed.PeerID(), a.Fed.Addrs()[0], map[string]string{}, a.Fed.HostKey()
 	for _, id := range ids {
 		aURLs[id] = a.Node.RoomURL(id)
@@ -383,7 +384,7 @@ func TestMirrorReplication(t *testing.T) {
 		t.Fatal(err)
 	}
 	fedtest.Connect(t, d, b)
-	took := fedtest.Eventually(t, 60*time.Second, "D caught up from B", func() bool { return caughtUp(d, final) })
+	took := testwait.Until(t, 60*time.Second, "D caught up from B", func() bool { return caughtUp(d, final) })
 	t.Logf("D backfilled %d records from B in %v", d.Mir.Stats().Backfilled.Load(), took.Round(time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 )
@@ -195,7 +196,7 @@ func TestMirrorRestartFromSnapshot(t *testing.T) {
 	fedtest.MustSubmit(t, a, alice, "message.create", ended, map[string]any{"content_type": "text/plain", "content": "re",
 		"references": []string{first.Record.Hash, envHash(t, first)}})
 	fedtest.MustSubmit(t, a, alice, "room.close", ended, map[string]any{"reason": "done"})
-	fedtest.Eventually(t, 20*time.Second, "B verified both rooms", func() bool { return tipIs(b, live, 41)() && tipIs(b, ended, 4)() })
+	testwait.Until(t, 20*time.Second, "B verified both rooms", func() bool { return tipIs(b, live, 41)() && tipIs(b, ended, 4)() })
 	now = a.Clock.Ms()
 	before := map[string]mirrorView{live: viewOf(t, b, live, now), ended: viewOf(t, b, ended, now)}
 	if before[ended].archive == nil {
@@ -218,7 +219,7 @@ func TestMirrorRestartFromSnapshot(t *testing.T) {
 	for i := 0; i < 18; i++ {
 		fedtest.MustSubmit(t, a, alice, "message.create", live, msg("after"))
 	}
-	fedtest.Eventually(t, 20*time.Second, "B verified the records after the restart", tipIs(b, live, 61))
+	testwait.Until(t, 20*time.Second, "B verified the records after the restart", tipIs(b, live, 61))
 	sameState(t, a, b, live)
 	if n := b.Mir.Stats().Refused.Load(); n != 0 {
 		t.Fatalf("B refused %d records after the restart", n)
@@ -233,7 +234,7 @@ func TestMirrorRestartFromSnapshot(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		fedtest.MustSubmit(t, a, alice, "message.create", live, msg("later"))
 	}
-	fedtest.Eventually(t, 20*time.Second, "B verified 71 records", tipIs(b, live, 71))
+	testwait.Until(t, 20*time.Second, "B verified 71 records", tipIs(b, live, 71))
 	b, st = restartWith(t, b, a, func(db *badger.DB) { setKey(t, db, mirror.SnapshotKeyForTest(a.Fed.HostKey(), live), old) })
 	if st.FromSnapshot != 2 || st.Replayed != 10 {
 		t.Fatalf("restart from an older snapshot: %+v, want the 10 records after it replayed", st)
@@ -261,7 +262,7 @@ func TestMirrorSnapshotHostile(t *testing.T) {
 	for i := 0; i < 30; i++ {
 		fedtest.MustSubmit(t, a, alice, "message.create", y, msg("y"))
 	}
-	fedtest.Eventually(t, 20*time.Second, "B verified both rooms", func() bool { return tipIs(b, x, 11)() && tipIs(b, y, 31)() })
+	testwait.Until(t, 20*time.Second, "B verified both rooms", func() bool { return tipIs(b, x, 11)() && tipIs(b, y, 31)() })
 	host := a.Fed.HostKey()
 	kx, ky := mirror.SnapshotKeyForTest(host, x), mirror.SnapshotKeyForTest(host, y)
 
@@ -313,7 +314,7 @@ func TestMirrorSnapshotHostile(t *testing.T) {
 	if st.FromSnapshot != 1 || st.Replayed != 28 {
 		t.Fatalf("snapshot ahead of the chain: %+v, want room y replayed whole (28 records)", st)
 	}
-	fedtest.Eventually(t, 20*time.Second, "B backfills the lost records", tipIs(b, y, 31))
+	testwait.Until(t, 20*time.Second, "B backfills the lost records", tipIs(b, y, 31))
 	sameState(t, a, b, y)
 	if n := b.Mir.Stats().Refused.Load(); n != 0 || len(b.Mir.EvidenceList()) != 0 {
 		t.Fatalf("B refused %d records, holds %d evidence", n, len(b.Mir.EvidenceList()))
@@ -364,7 +365,7 @@ func TestMirrorUpgradeFromOldLayout(t *testing.T) {
 	json.Unmarshal(getField(t, recs[4], "envelope"), &env)
 	fedtest.MustSubmit(t, a, alice, "message.create", id, map[string]any{"content_type": "text/plain", "content": "re",
 		"references": []string{string(getField(t, recs[2], "hash")), env.Hash}})
-	fedtest.Eventually(t, 20*time.Second, "B verifies the reply", tipIs(b, id, 32))
+	testwait.Until(t, 20*time.Second, "B verifies the reply", tipIs(b, id, 32))
 	sameState(t, a, b, id)
 }
 

@@ -539,20 +539,6 @@ func (r *Room) remove() [][]byte {
 	return [][]byte{[]byte(pfxProof + r.rk), []byte(pfxRec + r.rk + "/"), []byte(pfxCp + r.rk + "/"), []byte(pfxHash + r.rk + "/"), []byte(pfxSnap + r.rk), []byte(pfxMeta + r.rk)}
 }
 
-// ingestBatch verifies a backfill batch and applies the part a checkpoint
-// vouches for. Checks: every record parses and verifies; records are
-// consecutive and hash-linked; a checkpoint signed by the room's host names
-// a record of the batch with the same hash. Records at or below the tip
-// must match the stored chain. It returns how many records were applied,
-// or an error naming why the batch was refused.
-func (r *Room) ingestBatch(b *federation.BackfillBatch) (int, error) {
-	p, err := r.prepareBatch(b)
-	if err != nil || p == nil {
-		return 0, err
-	}
-	return r.applyBatch(p)
-}
-
 // preparedBatch is a backfill batch whose records parsed, verified and
 // chain among themselves, cut at the highest record a host checkpoint of
 // this room vouches for; it is not yet compared with the room's chain.

@@ -9,6 +9,7 @@ import (
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -53,7 +54,7 @@ func TestMirrorSealedRoom(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fedtest.Eventually(t, 10*time.Second, "B verified the sealed room", func() bool {
+	testwait.Until(t, 10*time.Second, "B verified the sealed room", func() bool {
 		r, ok := b.Mir.Room(id, "")
 		return ok && r.Tip() == last.Seq
 	})

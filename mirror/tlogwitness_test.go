@@ -21,6 +21,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -87,7 +88,7 @@ func TestMirrorWitnessCatchesForkedHost(t *testing.T) {
 	}
 	alice := adptest.NewAgent("alice")
 	id := fedtest.CreateRoom(t, a, alice, room.Public, "witnessed")
-	fedtest.Eventually(t, 30*time.Second, "B mirrors A's room", func() bool { _, ok := b.Mir.Room(id, ""); return ok })
+	testwait.Until(t, 30*time.Second, "B mirrors A's room", func() bool { _, ok := b.Mir.Room(id, ""); return ok })
 
 	// B names its witness in discovery.
 	resp, err := http.Get(b.URL + "/.well-known/agent-discourse")
@@ -136,7 +137,7 @@ func TestMirrorWitnessCatchesForkedHost(t *testing.T) {
 	if status, body := postWitness(t, b, tlogwitness.FormatRequest(5, nil, fork.signed(t, origin, aKey))); status != 409 || body != "5\n" {
 		t.Fatalf("same-size fork: %d %s", status, body)
 	}
-	fedtest.Eventually(t, 10*time.Second, "B freezes A's rooms", func() bool { return b.Mir.Faulty(a.Fed.HostKey()) })
+	testwait.Until(t, 10*time.Second, "B freezes A's rooms", func() bool { return b.Mir.Faulty(a.Fed.HostKey()) })
 	list := b.Mir.EvidenceList()
 	if len(list) != 1 {
 		t.Fatalf("%d pieces of evidence", len(list))

@@ -10,6 +10,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -33,7 +34,7 @@ func TestMirrorTranscript(t *testing.T) {
 	forged := "\n# forged heading\n**seq 99** by someone else"
 	fedtest.MustSubmit(t, a, alice, "message.create", id, msg(forged))
 	last := fedtest.MustSubmit(t, a, alice, "room.close", id, map[string]any{"reason": "done"}).Record
-	fedtest.Eventually(t, 20*time.Second, "B verified the closed room", func() bool {
+	testwait.Until(t, 20*time.Second, "B verified the closed room", func() bool {
 		r, ok := b.Mir.Room(id, "")
 		return ok && r.Tip() == last.Seq
 	})

@@ -87,7 +87,7 @@ func (m *Mirror) storeEvidence(ev *Evidence, b []byte) bool {
 // EvidenceList returns every stored piece of evidence.
 func (m *Mirror) EvidenceList() []json.RawMessage {
 	var out []json.RawMessage
-	scan(m.db, []byte(pfxEvidence), func(_, v []byte) error {
+	_ = scan(m.db, []byte(pfxEvidence), func(_, v []byte) error {
 		out = append(out, v)
 		return nil
 	})
@@ -141,7 +141,7 @@ func (m *Mirror) regossipEvidence(ctx context.Context) {
 			return
 		}
 		if len(b) <= maxEvidenceGossip {
-			m.evTopic.Publish(ctx, b)
+			_ = m.evTopic.Publish(ctx, b) // best effort: published again on the next pass
 		}
 	}
 }

@@ -13,11 +13,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/optoken"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -143,14 +145,14 @@ func TestBackupRestore(t *testing.T) {
 			}
 		}
 	}()
-	for w.last.Load() < 20 { // the writer is under way
+	testwait.Until(t, 60*time.Second, "the writer under way", func() bool {
 		select {
 		case <-done:
 			t.Fatalf("writer stopped after %d records", w.last.Load())
 		default:
 		}
-		pollPause()
-	}
+		return w.last.Load() >= 20
+	})
 	if err := node.BackupDir(filepath.Join(dir, "live"), io.Discard); !errors.Is(err, node.ErrLocked) {
 		t.Fatalf("offline backup of a running node's dir: %v", err)
 	}
@@ -176,14 +178,14 @@ func TestBackupRestore(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET /v1/admin/backup: %d", resp.StatusCode)
 	}
-	for w.last.Load() < ackedBefore+20 { // writes kept going meanwhile
+	testwait.Until(t, 60*time.Second, "writes kept going meanwhile", func() bool {
 		select {
 		case <-done:
 			t.Fatalf("writer stopped at %d", w.last.Load())
 		default:
 		}
-		pollPause()
-	}
+		return w.last.Load() >= ackedBefore+20
+	})
 	close(stop)
 	<-done
 	if w.fails.Load() != 0 {

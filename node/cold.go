@@ -15,7 +15,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 )
 
-// Ended rooms cost no RAM (issue 10). Once a terminal room's end-of-room
+// Ended rooms cost no RAM. Once a terminal room's end-of-room
 // work ran (archivedAt) its state is stored (s/<room>) with a compact
 // summary (t/<room>) and an index of its members (a/<agent>/<room>), in one
 // transaction, and the in-memory state is dropped: the room is cold. The

@@ -22,6 +22,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/hostport"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // buildRooms writes rooms public rooms into a new data dir, each created at
@@ -132,17 +133,10 @@ func openAt(t testing.TB, dir string, clock *atomic.Int64) *Node {
 
 func waitAllCold(t testing.TB, n *Node, want int) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if cold, _ := n.ColdRooms(); cold == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			cold, _ := n.ColdRooms()
-			t.Fatalf("%d of %d rooms cold", cold, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, 60*time.Second, fmt.Sprintf("all %d rooms cold", want), func() bool {
+		cold, _ := n.ColdRooms()
+		return cold == want
+	})
 }
 
 // roomsHeap is the heap the node holds for its rooms: the heap after GC
@@ -165,7 +159,7 @@ func roomsHeap(n *Node) uint64 {
 	return before - after
 }
 
-// TestEndedRoomsCostNoRAM (issue 10): 2000 ended rooms (400 under -race) of a dozen members
+// TestEndedRoomsCostNoRAM: 2000 ended rooms (400 under -race) of a dozen members
 // each hold under 2 KiB of heap apiece once cold (their full states hold
 // several times that), answer as their states do, stay cold across a
 // restart that decodes none of them, and a crowd of readers of random cold

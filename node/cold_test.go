@@ -13,6 +13,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -176,17 +177,10 @@ func sameAnswers(t *testing.T, what string, before, after map[string]string) {
 
 func waitCold(t *testing.T, n *node.Node, want int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.Until(t, 30*time.Second, fmt.Sprintf("%d cold rooms", want), func() bool {
 		cold, _ := n.ColdRooms()
-		if cold == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d cold rooms, want %d", cold, want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return cold == want
+	})
 }
 
 // TestColdRoomsAnswerAsHot: an ended, a closed and a cancelled room answer

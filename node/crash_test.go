@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -131,11 +130,10 @@ func TestCrashRecovery(t *testing.T) {
 // buildAdpnode builds the adpnode command once into dir.
 func buildAdpnode(t *testing.T, dir string) string {
 	t.Helper()
-	goTool := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(goTool); err != nil {
-		if goTool, err = exec.LookPath("go"); err != nil {
-			t.Skip("no go command to build adpnode with")
-		}
+	// go test puts its own GOROOT/bin first on the test's PATH.
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command to build adpnode with")
 	}
 	bin := filepath.Join(dir, "adpnode")
 	out, err := exec.Command(goTool, "build", "-o", bin, "github.com/adpnode/adpnode/cmd/adpnode").CombinedOutput()

@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
@@ -143,6 +142,3 @@ func truncate(t *testing.T, name string) {
 		t.Fatal(err)
 	}
 }
-
-// pollPause is the pause between polls of a condition.
-func pollPause() { time.Sleep(time.Millisecond) }

@@ -3,7 +3,6 @@ package node
 import (
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -302,7 +301,7 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 				Data: map[string]any{"reason": "approved_request", "request_id": r.ID}}
 		}
 	}
-	// Quota and stored cap (issue 11, row 11): an agent cannot fill a
+	// Quota and stored cap: an agent cannot fill a
 	// room's request store or its moderators' queue.
 	qkey, qlimit := string(applicant)+"|"+roomID, n.cfg.Rates.JoinRequests
 	if !n.joins.created.allow(qkey, qlimit, now) {
@@ -331,7 +330,7 @@ func (n *Node) CreateJoinRequest(roomID string, applicant identity.AgentID, body
 		return nil, adp.Reason(adp.CodeInvalidRequest, "json", err.Error())
 	}
 	jr := &hostport.JoinRequest{Request: canon, Status: "pending"}
-	parseJoinFact(jr)
+	_ = parseJoinFact(jr) // canon was marshalled from a joinFact just above
 	// Auto-approval: public rooms, or a listed moderator asking for
 	// moderator (§11, DECISIONS 15), never a banned agent (§10.5).
 	if st.AutoApprovable(applicant, role) && (st.Visibility == room.Public || role == adp.RoleModerator) {
@@ -400,5 +399,3 @@ func (n *Node) isManager(roomID string, a identity.AgentID) bool {
 	}
 	return creator == a || s.member && s.m.Active && s.m.Role == adp.RoleModerator
 }
-
-var errNotFound = errors.New("not found")

@@ -313,7 +313,7 @@ func (n *Node) ExternalPacks() types.PackSource {
 		defer cancel()
 		b, err := n.packs.fetch(ctx, uri, digest)
 		if err == nil {
-			n.packs.remember(digest, b)
+			_ = n.packs.remember(digest, b) // a cache: a pack not kept is fetched again
 		}
 		return b, err
 	}}

@@ -16,7 +16,7 @@ import (
 	"github.com/adpnode/adpnode/node"
 )
 
-// Row 6: an attacker whose key shares the victim's actor-lock stripe
+// An attacker whose key shares the victim's actor-lock stripe
 // creates a room whose external pack answers slowly. The fetch runs before
 // any shared lock, so the victim's unrelated write is not held up.
 func TestAttackSlowPackSharesStripe(t *testing.T) {
@@ -61,15 +61,11 @@ func TestAttackSlowPackSharesStripe(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the pack server was never asked")
 	}
-	// The attacker's fetch is in flight: the victim writes, twice.
+	// The attacker's fetch is in flight: the victim writes, twice, and both
+	// writes are accepted while the fetch is still held (checked below: the
+	// attacker's create has not finished), so neither waited on it.
 	for i := 0; i < 2; i++ {
-		start := time.Now()
 		h.MustPost(t, victim, room, "message.create", map[string]any{"content_type": "text/plain", "content": "hello"})
-		d := time.Since(start)
-		if d > time.Second {
-			t.Fatalf("victim's write took %v while the attacker's pack fetch was held", d)
-		}
-		t.Logf("victim's write %d: %v while the attacker's pack fetch is held", i, d)
 	}
 	select {
 	case r := <-done:
@@ -97,7 +93,7 @@ func tryPost(url string, body []byte) (*adptest.Response, error) {
 	return &adptest.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, err
 }
 
-// Row 7: 40 room.create with a wrong pack digest dial once (the failure is
+// 40 room.create with a wrong pack digest dial once (the failure is
 // cached per URL and digest); 40 with 40 different wrong digests dial at
 // most the room.create quota, because every fetch is charged before it
 // dials. Another agent is unaffected.
@@ -149,7 +145,7 @@ func TestAttackWrongDigestCreates(t *testing.T) {
 	}
 }
 
-// Row 14: pack URLs in every non-public range are refused without a dial,
+// Pack URLs in every non-public range are refused without a dial,
 // with a generic message; loopback is allowed only when the operator says.
 func TestPackSSRFRanges(t *testing.T) {
 	h := adptest.StartHost(t, node.Config{})
@@ -158,16 +154,14 @@ func TestPackSSRFRanges(t *testing.T) {
 	for _, host := range []string{"127.0.0.1", "100.64.0.1", "198.18.0.1", "192.0.0.1", "240.0.0.1", "[64:ff9b::7f00:1]", "[::ffff:127.0.0.1]", "169.254.169.254", "10.0.0.1"} {
 		p := h.RoomPayload("public")
 		p["types"] = []any{map[string]any{"pack": "https://" + host + ":1/p.json", "digest": d}}
-		start := time.Now()
+		// "not a public address" is said before any dial, so the node
+		// did not wait on an address that does not answer.
 		r := adptest.Do(t, http.MethodPost, h.URL+"/v1/rooms", "", alice.Envelope(h.Clock.Ms(), "room.create", "", 0, "", p))
 		if r.ErrorCode() != "pack_unavailable" || !strings.Contains(string(r.Body), "not a public address") {
 			t.Errorf("%s: %s", host, r)
 		}
 		if strings.Contains(string(r.Body), "dial") || strings.Contains(string(r.Body), "connect") {
 			t.Errorf("%s: raw dial error echoed: %s", host, r)
-		}
-		if time.Since(start) > 2*time.Second {
-			t.Errorf("%s: refusal took %v", host, time.Since(start))
 		}
 	}
 }

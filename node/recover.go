@@ -368,8 +368,7 @@ func (n *Node) loadArchiveMarkers() error {
 		it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxArchive)})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			id := string(it.Item().Key()[len(pfxArchive):])
-			if r, ok := n.rooms[id]; ok {
+			if r, ok := n.rooms[string(it.Item().Key()[len(pfxArchive):])]; ok {
 				err := it.Item().Value(func(v []byte) error {
 					if len(v) == 8 {
 						r.archivedAt.Store(int64(binary.BigEndian.Uint64(v)))

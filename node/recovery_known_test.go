@@ -10,7 +10,7 @@ import (
 )
 
 // TestRecoveryKeepsAutoApprovedPerspective is a known bug found by
-// TestRecoveryProperty (issue 10). A room.join with request_id must not
+// TestRecoveryProperty. A room.join with request_id must not
 // carry a perspective (§10.2): the join request's perspective is
 // authoritative. For a request that a room.join.review decided, the chain
 // holds it (the review carries the request). For an auto-approved request

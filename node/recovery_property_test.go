@@ -30,7 +30,7 @@ import (
 	"github.com/adpnode/adpnode/internal/adptest"
 )
 
-// Recovery property (issue 10): a node in a child process is driven by a
+// Recovery property: a node in a child process is driven by a
 // seeded random sequence of every kind of event and flow of the spec —
 // public, restricted and private rooms with policies, direct joins, join
 // requests approved, rejected, expired and consumed, role updates, leaves,

@@ -48,11 +48,11 @@ func (n *Node) Submit(ctx context.Context, body []byte, pathRoom string) (*hostp
 	}
 
 	// External packs are fetched before the actor lock: the stripe is
-	// shared with other agents, and a slow pack server must not stall them
-	// (issue 11, row 6). Stale or replayed envelopes are refused first so
-	// they cannot make this node dial, and every fetch that needs the
-	// network is charged to the actor's room.create quota before it dials
-	// (row 7); failures are cached per URL and digest by the fetcher.
+	// shared with other agents, and a slow pack server must not stall them.
+	// Stale or replayed envelopes are refused first so they cannot make
+	// this node dial, and every fetch that needs the network is charged to
+	// the actor's room.create quota before it dials; failures are cached
+	// per URL and digest by the fetcher.
 	if err := n.precheck(env, pathRoom); err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-// Package tlog is the host log (issue 15): every record the node accepts is
+// Package tlog is the host log: every record the node accepts is
 // appended, after it is durable and off the write path, as a leaf whose
 // data is the record hash's 32 raw bytes, to a C2SP tlog-tiles log kept by
 // transparency-dev/tessera's POSIX driver in DATA/tlog. Checkpoints are

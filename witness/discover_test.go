@@ -18,6 +18,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/internal/storelayout"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/witness"
 )
@@ -133,7 +134,7 @@ func TestSubmitterDiscovery(t *testing.T) {
 		s.Offer(pubOf(k3), f3.w.VerifierKey(), honest.url())
 	}
 	v3 := f3.verifier()
-	waitFor(t, "the honest discovered witness cosigns", func() bool { return cosignedBy(t, s, h, h.size(), v3) })
+	testwait.Until(t, 10*time.Second, "the honest discovered witness cosigns", func() bool { return cosignedBy(t, s, h, h.size(), v3) })
 	if n := honest.docHits.Load(); n != 1 {
 		t.Errorf("50 offers of one witness fetched its discovery document %d times, want 1", n)
 	}
@@ -145,6 +146,20 @@ func TestSubmitterDiscovery(t *testing.T) {
 		t.Fatalf("document fetches: lying %d, huge %d", lying.docHits.Load(), huge.docHits.Load())
 	}
 
+	// decided waits until the checker has decided every offer made so far:
+	// it offers a marker the checker refuses (its origin names another
+	// witness) and waits for the marker's fetch. The checker takes offers
+	// in order, one at a time, so by then the earlier ones are done.
+	decided := func() {
+		t.Helper()
+		marker := newMirrorSite(t, good.f)
+		k := mustKey(t)
+		if err := s.Offer(pubOf(k), tlogwitness.CosignatureVerifierKey("marker.test/w", pubOf(k)), marker.url()); err != nil {
+			t.Fatal(err)
+		}
+		testwait.Until(t, 10*time.Second, "the checker reached the marker", func() bool { return marker.docHits.Load() >= 1 })
+	}
+
 	// Many keys naming one origin: its document is fetched once.
 	crowded := newMirrorSite(t, good.f)
 	for i := 0; i < 20; i++ {
@@ -152,8 +167,7 @@ func TestSubmitterDiscovery(t *testing.T) {
 		vk := tlogwitness.CosignatureVerifierKey("crowd.test/w", pubOf(k))
 		s.Offer(pubOf(k), vk, crowded.url())
 	}
-	waitFor(t, "the crowded origin checked", func() bool { return crowded.docHits.Load() >= 1 })
-	time.Sleep(100 * time.Millisecond)
+	decided()
 	if n := crowded.docHits.Load(); n != 1 {
 		t.Errorf("20 keys naming one origin fetched its document %d times, want 1", n)
 	}
@@ -170,9 +184,9 @@ func TestSubmitterDiscovery(t *testing.T) {
 		if err := s.Offer(pubOf(k), f.w.VerifierKey(), site.url()); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the offer checked", func() bool { return site.docHits.Load() == 1 })
+		testwait.Until(t, 10*time.Second, "the offer checked", func() bool { return site.docHits.Load() == 1 })
 	}
-	time.Sleep(50 * time.Millisecond) // let the checker add (or refuse) the last one
+	decided()
 	if st := s.Stats(); len(st) != 2 {
 		t.Fatalf("%d witnesses kept, want the cap of 2: %+v", len(st), st)
 	}
@@ -191,7 +205,7 @@ func noLeaks(t *testing.T) {
 	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
 		http.DefaultClient.CloseIdleConnections()
-		waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before+2 })
+		testwait.Until(t, 10*time.Second, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before+2 })
 	})
 }
 
@@ -260,10 +274,10 @@ func TestSubmitterHostileWitnesses(t *testing.T) {
 	}
 	hv := honest.verifier()
 	for i := 0; i < 3; i++ {
-		waitFor(t, "the honest witness cosigns", func() bool { return cosignedBy(t, s, h, h.size(), hv) })
+		testwait.Until(t, 10*time.Second, "the honest witness cosigns", func() bool { return cosignedBy(t, s, h, h.size(), hv) })
 		h.grow(5, "b")
 	}
-	waitFor(t, "every hostile witness failed at least twice", func() bool {
+	testwait.Until(t, 10*time.Second, "every hostile witness failed at least twice", func() bool {
 		st := s.Stats()
 		return st[1].Failures >= 2 && st[2].Failures >= 2 && st[3].Failures >= 2
 	})
@@ -308,7 +322,7 @@ func TestSubmitterCosignaturesSurviveRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := w.verifier()
-	waitFor(t, "cosigned", func() bool { return cosignedBy(t, s, h, 6, v) })
+	testwait.Until(t, 10*time.Second, "cosigned", func() bool { return cosignedBy(t, s, h, 6, v) })
 	s.Close()
 	w.close() // the witness is gone
 

@@ -26,6 +26,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 	tlogpkg "github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
@@ -233,7 +234,7 @@ func TestOmniwitnessInterop(t *testing.T) {
 	defer hl.Close()
 	ctx := context.Background()
 	waitSize := func(n uint64) {
-		waitFor(t, "host checkpoint of size "+strconv.FormatUint(n, 10), func() bool {
+		testwait.Until(t, 10*time.Second, "host checkpoint of size "+strconv.FormatUint(n, 10), func() bool {
 			_, cp, err := hl.Checkpoint(ctx)
 			return err == nil && cp.Size >= n
 		})
@@ -267,7 +268,7 @@ func TestOmniwitnessInterop(t *testing.T) {
 		cp, err := tlogproof.ParseCheckpoint([]byte(nt.Text))
 		return raw, cp, err == nil && len(nt.Sigs) == 2 && cp.Size >= min
 	}
-	waitFor(t, "omniwitness cosignature", func() bool { _, _, ok := witnessed(120); return ok })
+	testwait.Until(t, 10*time.Second, "omniwitness cosignature", func() bool { _, _, ok := witnessed(120); return ok })
 
 	// More records: the omniwitness now needs the host's consistency
 	// proofs.
@@ -276,7 +277,7 @@ func TestOmniwitnessInterop(t *testing.T) {
 		src.add(hl, "room-d", 13)
 		want := uint64(120 + 38*(round+1))
 		waitSize(want)
-		waitFor(t, "omniwitness cosignature after growth", func() bool { _, _, ok := witnessed(want); return ok })
+		testwait.Until(t, 10*time.Second, "omniwitness cosignature after growth", func() bool { _, _, ok := witnessed(want); return ok })
 	}
 	raw, cp, _ := witnessed(0)
 	if st := sub.Stats()[0]; st.Size != cp.Size {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/witness"
 )
 
@@ -64,18 +65,6 @@ func target(t *testing.T, f *fixture) witness.Target {
 	return tg
 }
 
-// waitFor polls cond until it holds or 10 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func cosignedBy(t *testing.T, s *witness.Submitter, h *hostLog, size uint64, vs ...note.Verifier) bool {
 	raw, n := s.Cosigned()
 	if n < len(vs) {
@@ -114,10 +103,10 @@ func TestSubmitterCollectsCosignatures(t *testing.T) {
 	}
 	v1, v2 := w1.verifier(), w2.verifier()
 	for i := 0; i < 4; i++ {
-		waitFor(t, "both witnesses cosign", func() bool { return cosignedBy(t, s, h, h.size(), v1, v2) })
+		testwait.Until(t, 10*time.Second, "both witnesses cosign", func() bool { return cosignedBy(t, s, h, h.size(), v1, v2) })
 		h.grow(3+i*7, "b")
 	}
-	waitFor(t, "the last checkpoint cosigned", func() bool { return cosignedBy(t, s, h, h.size(), v1, v2) })
+	testwait.Until(t, 10*time.Second, "the last checkpoint cosigned", func() bool { return cosignedBy(t, s, h, h.size(), v1, v2) })
 	st := s.Stats()
 	if st[0].Size != h.size() || st[2].Size != h.size() || st[1].Failures == 0 || st[3].Failures == 0 {
 		t.Fatalf("stats %+v", st)
@@ -134,7 +123,7 @@ func TestSubmitterCollectsCosignatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "cosigned after the host's restart", func() bool { return cosignedBy(t, s, h, h.size(), v1, v2) })
+	testwait.Until(t, 10*time.Second, "cosigned after the host's restart", func() bool { return cosignedBy(t, s, h, h.size(), v1, v2) })
 	s.Close()
 
 	// A witness restarted on its data keeps its state and the host goes
@@ -144,14 +133,14 @@ func TestSubmitterCollectsCosignatures(t *testing.T) {
 	cfg.Targets[0] = target(t, w1)
 	h.grow(2, "d")
 	s, _ = witness.NewSubmitter(cfg)
-	waitFor(t, "cosigned after the witness's restart", func() bool { return cosignedBy(t, s, h, h.size(), w1.verifier(), v2) })
+	testwait.Until(t, 10*time.Second, "cosigned after the witness's restart", func() bool { return cosignedBy(t, s, h, h.size(), w1.verifier(), v2) })
 	s.Close()
 
 	w1.close()
 	w2.close()
 	liar.Close()
 	http.DefaultClient.CloseIdleConnections()
-	waitFor(t, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before+2 })
+	testwait.Until(t, 10*time.Second, "goroutines to end", func() bool { return runtime.NumGoroutine() <= before+2 })
 }
 
 func TestParseTarget(t *testing.T) {

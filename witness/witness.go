@@ -285,5 +285,5 @@ func (w *Witness) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	rw.WriteHeader(http.StatusOK)
-	io.WriteString(rw, line)
+	_, _ = io.WriteString(rw, line)
 }

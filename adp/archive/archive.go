@@ -23,7 +23,7 @@ import (
 
 // Manifest is the §19 archive manifest. ArchiveRoot is the RFC 6962
 // Merkle root over the records' hashes in seq order (§19's "MAY use a
-// Merkle tree"; docs/decisions.md, issue 15); an archive written before
+// Merkle tree"; docs/decisions.md); an archive written before
 // that has ArchiveRoot equal to EventsSHA3, which still verifies.
 type Manifest struct {
 	Protocol    string            `json:"protocol"`
@@ -425,7 +425,9 @@ func WriteJSONL(w *bufio.Writer, m Manifest, packs []PackDoc, recs []*record.Rec
 	}
 	for _, r := range recs {
 		b, _ := r.MarshalJSON()
-		w.Write(b)
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
 		if err := w.WriteByte('\n'); err != nil {
 			return err
 		}

@@ -242,7 +242,7 @@ func (b *BadWrap) Unwrap() error { return ErrOpen }
 func (r *Reader) CheckWraps(find KeyFinder) []*BadWrap {
 	if find != nil {
 		for _, e := range r.unchecked {
-			r.EpochKey(e, find)
+			_, _ = r.EpochKey(e, find)
 		}
 		r.unchecked = r.unchecked[:0]
 	}

@@ -1,4 +1,4 @@
-// Package tlogproof is the pure half of the host log (issue 15): the C2SP
+// Package tlogproof is the pure half of the host log: the C2SP
 // tlog-checkpoint text, its signed note with the host's Ed25519 key, RFC
 // 6962 leaf and node hashing of record hashes, per-room roots, and offline
 // verification of inclusion and consistency proofs.

@@ -93,7 +93,7 @@ func jsonID(doc []byte) string {
 	var v struct {
 		ID string `json:"id"`
 	}
-	json.Unmarshal(doc, &v)
+	_ = json.Unmarshal(doc, &v)
 	return v.ID
 }
 

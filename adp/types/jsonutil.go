@@ -29,8 +29,6 @@ func objectMembers(raw []byte, what string) ([]member, error) {
 	return o.Members, nil
 }
 
-func isNull(v json.RawMessage) bool { return string(v) == "null" }
-
 // jsonString decodes a JSON string value.
 func jsonString(v json.RawMessage, field string) (string, error) {
 	var s string

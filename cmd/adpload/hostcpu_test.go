@@ -64,16 +64,12 @@ func TestVerifyCPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	per, _, err := verifyCPU(envs, 20*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if per < time.Microsecond || per > 100*time.Millisecond {
 		t.Fatalf("one verification: %s, not plausible", per)
-	}
-	if el := time.Since(start); el > 10*time.Second {
-		t.Fatalf("measuring for 20ms of CPU took %s", el)
 	}
 	bad := [][]byte{[]byte(`{"not":"an envelope"}`)}
 	if _, _, err := verifyCPU(bad, time.Millisecond); err == nil {

@@ -112,7 +112,7 @@ func printJSON(v any) {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	_ = enc.Encode(v)
 }
 
 func roomCmd() *cobra.Command {
@@ -214,7 +214,7 @@ and restricted rooms need.`,
 				return err
 			}
 			var v any
-			json.Unmarshal(r.Raw, &v)
+			_ = json.Unmarshal(r.Raw, &v)
 			printJSON(v)
 			return nil
 		},
@@ -398,7 +398,7 @@ func requestsCmd() *cobra.Command {
 				var f struct {
 					Applicant, Role, Perspective, Reason string
 				}
-				json.Unmarshal(r.Request, &f)
+				_ = json.Unmarshal(r.Request, &f)
 				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID(), r.Status, f.Role, f.Applicant, f.Perspective, oneLine(f.Reason, 60))
 			}
 			return w.Flush()
@@ -430,7 +430,7 @@ func requestsCmd() *cobra.Command {
 				}
 				if approve && role == "" {
 					var f struct{ Role string }
-					json.Unmarshal(jr.Request, &f)
+					_ = json.Unmarshal(jr.Request, &f)
 					role = f.Role
 				}
 				// The review carries the request object exactly as the host
@@ -676,7 +676,7 @@ func describe(r *record.Record) string {
 			ContentType string          `json:"content_type"`
 			Content     json.RawMessage `json:"content"`
 		}
-		json.Unmarshal(ev.Payload, &p)
+		_ = json.Unmarshal(ev.Payload, &p)
 		var s string
 		var sd seal.Sealed
 		switch {
@@ -725,7 +725,7 @@ func roomsCmd() *cobra.Command {
 					Seq                          int64
 				} `json:"result"`
 			}
-			json.Unmarshal(raw, &out)
+			_ = json.Unmarshal(raw, &out)
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ROOM\tSTATUS\tSEQ\tHOST\tTOPIC")
 			for _, r := range out.Result {

@@ -122,13 +122,13 @@ page may be printed twice after a crash, never skipped. A host-local extension.`
 				}
 				printItems(items, raw, func(b json.RawMessage) string {
 					var it client.FeedItem
-					json.Unmarshal(b, &it)
+					_ = json.Unmarshal(b, &it)
 					var room struct {
 						Topic  string `json:"topic"`
 						Status string `json:"status"`
 						URL    string `json:"url"`
 					}
-					json.Unmarshal(it.Room, &room)
+					_ = json.Unmarshal(it.Room, &room)
 					if it.Kind == "unavailable" {
 						return fmt.Sprintf("%d\t%s\t%s v%d\t(%s)", it.Seq, it.Kind, it.RoomID, it.Version, it.Reason)
 					}
@@ -193,7 +193,7 @@ new. --follow keeps polling. A host-local extension.`,
 				}
 				printItems(items, raw, func(b json.RawMessage) string {
 					var it client.MentionItem
-					json.Unmarshal(b, &it)
+					_ = json.Unmarshal(b, &it)
 					return fmt.Sprintf("%d\t%s\t%s\tseq %d\t%s\t%s", it.Seq, time.UnixMilli(it.At).UTC().Format(time.RFC3339), it.Type, it.RoomSeq,
 						it.Actor, it.RoomURL)
 				})

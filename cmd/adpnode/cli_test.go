@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/federation"
@@ -212,16 +211,12 @@ func TestPublicRoomWithoutKeyTailAndVerify(t *testing.T) {
 	}
 	mustCLI(t, append([]string{"room", "close", id}, alice...)...)
 
-	start := time.Now()
 	code, out, errOut := cli(t, "tail", "--node", e.node, "--poll", "20ms", id)
 	if code != 0 || strings.Count(out, "\n") != 3 || !strings.Contains(out, "message.create") {
 		t.Fatalf("tail: exit %d\n%s\n%s", code, out, errOut)
 	}
 	if !strings.Contains(errOut, "tail: room ended at seq 3") {
 		t.Errorf("tail did not say why it ended: %q", errOut)
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("tail of an ended room took %v", d)
 	}
 	// Bob has a key but is not a member: tail falls back to reading events.
 	code, out, errOut = cli(t, "tail", "--node", e.node, "--key", e.key("bob"), "--poll", "20ms", id)

@@ -62,7 +62,7 @@ func TestEnvOverrides(t *testing.T) {
 	}
 }
 
-// Row 13: a partial rates: block keeps the defaults of what it does not
+// A partial rates: block keeps the defaults of what it does not
 // name, a written 0 disables, and discovery on the running node shows what
 // is in force.
 func TestPartialRatesKeepDefaults(t *testing.T) {

@@ -412,7 +412,9 @@ func readSalt(path string) ([]byte, error) {
 // interrupted write leaves the old file or the new one.
 func writeReceipt(path string, r *receipt.Receipt) error {
 	var buf bytes.Buffer
-	json.Indent(&buf, r.Marshal(), "", "  ")
+	if err := json.Indent(&buf, r.Marshal(), "", "  "); err != nil {
+		return err
+	}
 	buf.WriteByte('\n')
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, buf.Bytes(), 0o644); err != nil {

@@ -208,7 +208,7 @@ func stepEvent(st demoStep, hashes []string) (string, adp.Kind, any) {
 }
 
 // describeStep is the line printed for an accepted step; a reply or a
-// reaction names the record it answers by the seq printed for it (#4).
+// reaction names the record it answers by the seq printed for it.
 func describeStep(st demoStep, seqs []int64) string {
 	switch st.kind {
 	case "reply":

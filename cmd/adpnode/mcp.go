@@ -97,7 +97,7 @@ See docs/agents-mcp.md.`,
 				<-ctx.Done()
 				sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				srv.Shutdown(sctx)
+				_ = srv.Shutdown(sctx)
 			}()
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				return err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 type bearer struct {
@@ -175,7 +176,7 @@ func TestMCPOverStdioAndHTTP(t *testing.T) {
 			URL string `json:"url"`
 		} `json:"rooms"`
 	}
-	fedtest.Eventually(t, 30*time.Second, "bob finds the room through node B", func() bool {
+	testwait.Until(t, 30*time.Second, "bob finds the room through node B", func() bool {
 		mcpCall(t, bob, "search_rooms", map[string]any{"tag": "transports"}, &found)
 		return len(found.Rooms) == 1 && found.Rooms[0].URL == room.URL
 	})

@@ -66,7 +66,7 @@ Management requests carry the node's operator token, read from
 				return err
 			}
 			var t mirror.Target
-			json.Unmarshal(b, &t)
+			_ = json.Unmarshal(b, &t)
 			fmt.Printf("mirroring %s\n", t.ID)
 			if !wait || kind != mirror.TargetRoom {
 				return nil

@@ -46,7 +46,7 @@ broken, 2 usage error or a dir that cannot be checked (locked, not a data dir).`
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
-				enc.Encode(map[string]any{"ok": rep.OK(), "report": rep})
+				_ = enc.Encode(map[string]any{"ok": rep.OK(), "report": rep})
 			} else {
 				printCheck(rep)
 			}
@@ -125,7 +125,9 @@ while it keeps serving.`,
 				if _, serr := tmp.Seek(0, io.SeekStart); serr != nil {
 					return serr
 				}
-				tmp.Truncate(0)
+				if serr := tmp.Truncate(0); serr != nil {
+					return serr
+				}
 				err = onlineBackup(nodeURL, data, tmp)
 			}
 			if err == nil {

@@ -117,7 +117,10 @@ func resolveServe(cmd *cobra.Command) (*serveSettings, error) {
 // the stack take, with the checks that span several settings.
 func settingsFrom(v *settings.Values) (*serveSettings, error) {
 	ss := &serveSettings{vals: v, listen: v.String("listen"), logLevel: v.String("log_level")}
-	ss.level.UnmarshalText([]byte(ss.logLevel))
+	// log_level's own validation (validLogLevel) has already accepted it.
+	if err := ss.level.UnmarshalText([]byte(ss.logLevel)); err != nil {
+		return nil, fmt.Errorf("log_level: %w", err)
+	}
 	var err error
 	if ss.tls, err = resolveTLS(tlsSettings{certFile: v.String("tls_cert"), keyFile: v.String("tls_key"),
 		acmeDomains: v.List("acme_domains"), acmeEmail: v.String("acme_email"), acmeDirectory: v.String("acme_directory"),

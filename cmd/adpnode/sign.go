@@ -119,7 +119,7 @@ func tokenCmd() *cobra.Command {
 	cmd.Flags().StringVar(&keyPath, "key", "agent.key", "agent key file")
 	cmd.Flags().StringVar(&nodeURL, "node", "http://127.0.0.1:8080", "the host's origin (the JWT audience)")
 	cmd.Flags().StringVar(&aud, "aud", "", "deprecated alias of --node")
-	cmd.Flags().MarkDeprecated("aud", "use --node")
+	_ = cmd.Flags().MarkDeprecated("aud", "use --node")
 	cmd.Flags().DurationVar(&ttl, "ttl", 120*time.Second, "token lifetime (at most 300s)")
 	return cmd
 }

@@ -17,7 +17,7 @@ import (
 var unitPath = filepath.Join("..", "..", "configs", "adpnode.service")
 
 // maxExposure is the highest `systemd-analyze security` rating the shipped
-// unit may have (issue 12: it was 8.5 EXPOSED).
+// unit may have (0 is fully locked down, 10 fully exposed).
 const maxExposure = 3.0
 
 var exposureRE = regexp.MustCompile(`Overall exposure level for \S+: ([0-9]+(?:\.[0-9]+)?) `)

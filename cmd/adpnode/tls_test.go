@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // selfSigned writes a self-signed certificate for 127.0.0.1 and its key
@@ -143,7 +144,7 @@ func TestServeStaticTLS(t *testing.T) {
 		// and follows their state through TLS. The plain and TLS 1.1
 		// connections above close on the server's side after their
 		// answer: wait until the cap counts none of them.
-		waitFor(t, func() bool { return openConns(s) == 0 })
+		testwait.Until(t, 10*time.Second, "the condition", func() bool { return openConns(s) == 0 })
 		dial := func() (*tls.Conn, error) {
 			return tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", s.addr, &tls.Config{RootCAs: pool})
 		}
@@ -175,7 +176,7 @@ func TestServeStaticTLS(t *testing.T) {
 			}
 			held = append(held, c)
 		}
-		waitFor(t, func() bool { return openConns(s) == 3 })
+		testwait.Until(t, 10*time.Second, "the condition", func() bool { return openConns(s) == 3 })
 		// All three idle: a fourth is served, and the longest-idle one is
 		// closed to make room.
 		extra, err := dial()
@@ -196,7 +197,7 @@ func TestServeStaticTLS(t *testing.T) {
 		for _, c := range held {
 			io.WriteString(c, "POST /v1/rooms HTTP/1.1\r\nHost: adp\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{")
 		}
-		waitFor(t, func() bool {
+		testwait.Until(t, 10*time.Second, "the condition", func() bool {
 			st, _ := hostapi.ListenerStats(s.ln)
 			return st.Open == 3 && st.Waiting == 0
 		})
@@ -216,18 +217,6 @@ func TestServeStaticTLS(t *testing.T) {
 
 // openConns is the number of connections the stack's HTTP listener holds.
 func openConns(s *stack) int { return hostapi.OpenConnections(s.ln) }
-
-// waitFor polls cond for up to 10 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 10 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // Broken TLS settings are configuration errors (exit 2) that name the
 // file or the conflicting settings.

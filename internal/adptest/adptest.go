@@ -280,7 +280,7 @@ func (r *Response) ErrorCode() string {
 			Code string `json:"code"`
 		} `json:"error"`
 	}
-	json.Unmarshal(r.Body, &e)
+	_ = json.Unmarshal(r.Body, &e)
 	return e.Error.Code
 }
 
@@ -291,7 +291,7 @@ func (r *Response) ErrorData() map[string]any {
 			Data map[string]any `json:"data"`
 		} `json:"error"`
 	}
-	json.Unmarshal(r.Body, &e)
+	_ = json.Unmarshal(r.Body, &e)
 	return e.Error.Data
 }
 

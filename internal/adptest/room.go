@@ -46,7 +46,7 @@ func (h *Host) CreateRoom(t testing.TB, a *Agent, payload map[string]any) string
 	var out struct {
 		ID string `json:"id"`
 	}
-	r.JSON(&out)
+	_ = r.JSON(&out)
 	return out.ID
 }
 
@@ -60,7 +60,7 @@ func (h *Host) Head(t testing.TB, a *Agent, roomID string) Head {
 	var out struct {
 		Head Head `json:"head"`
 	}
-	r.JSON(&out)
+	_ = r.JSON(&out)
 	return out.Head
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -143,7 +144,7 @@ func Network(t testing.TB, k int, edges [][2]int, o Options) []*Peer {
 		degree[e[0]]++
 		degree[e[1]]++
 	}
-	Eventually(t, 10*time.Second, "index topic subscriptions known", func() bool {
+	testwait.Until(t, 10*time.Second, "index topic subscriptions known", func() bool {
 		for i, p := range peers {
 			if p.Fed.IndexPeers() < degree[i] {
 				return false
@@ -199,18 +200,4 @@ func CreateRoom(t testing.TB, p *Peer, a *adptest.Agent, vis, topic string, tags
 	}
 	return MustSubmit(t, p, a, "room.create", "", map[string]any{"topic": topic, "visibility": vis, "start_time": now,
 		"end_time": now + 3_600_000, "tags": tags}).Record.RoomID
-}
-
-// Eventually polls cond every 10 ms until it holds, or fails the test.
-func Eventually(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for time.Since(start) < within {
-		if cond() {
-			return time.Since(start)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("not within %v: %s", within, what)
-	return 0
 }

@@ -62,7 +62,7 @@ func importersOf(pkgs []Package, target string, allow []string) []string {
 // whose non-test files import node.
 func hostImporters(pkgs []Package) []string { return importersOf(pkgs, "node", hostKnowers) }
 
-// TestOnlyTheRootKnowsTheHost is issue 13's acceptance: the layers above
+// TestOnlyTheRootKnowsTheHost checks the ports rule: the layers above
 // the host (the HTTP API, mirror, federation, index, metrics, attention,
 // directory, live, hostport) and the test helpers (internal/adptest,
 // internal/fedtest) reach it through interfaces or through the stack,

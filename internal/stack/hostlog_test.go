@@ -25,6 +25,7 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/witness"
 )
@@ -190,19 +191,6 @@ func (p *poster) post(s *stack.Stack, k int) {
 	}
 }
 
-// waitUntil polls cond (a condition, not a sleep to synchronise) for up
-// to a generous bound.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // Property: after the public URL (so the log origin) changes, every proof
 // the host serves — the inclusion answer and an archive's host_log —
 // verifies with the verifier key it names, and lists no witness that
@@ -218,7 +206,7 @@ func TestHostLogOriginChangeProofsVerify(t *testing.T) {
 	s, _ := openHost(t, dir, "http://old.adp.test", clock, wOld.target(t))
 	p := newPoster(t, s, clock, "alice")
 	p.post(s, 9)
-	waitUntil(t, "the old origin's witness cosigns all 10 records", func() bool {
+	testwait.Until(t, 30*time.Second, "the old origin's witness cosigns all 10 records", func() bool {
 		_, size, _ := s.Witness.Witnessed()
 		return size == 10
 	})
@@ -264,7 +252,7 @@ func TestHostLogOriginChangeProofsVerify(t *testing.T) {
 	// Restart under the new URL with the old witness still configured
 	// (it refuses the new origin) and no witness of the new origin yet.
 	s, url := openHost(t, dir, "http://new.adp.test", clock, wOld.target(t))
-	waitUntil(t, "a checkpoint of the new origin", func() bool {
+	testwait.Until(t, 30*time.Second, "a checkpoint of the new origin", func() bool {
 		_, cp, err := s.HostLog.Checkpoint(context.Background())
 		return err == nil && cp.Origin == newOrigin && cp.Size == 10
 	})
@@ -277,8 +265,8 @@ func TestHostLogOriginChangeProofsVerify(t *testing.T) {
 	// restart on the same data dir.
 	s, url = openHost(t, dir, "http://new.adp.test", clock, wNew.target(t))
 	p.post(s, 1)
-	waitUntil(t, "the new origin's witness cosigns", func() bool { return wNew.size(newOrigin) == 11 })
-	waitUntil(t, "the host keeps the cosignature", func() bool { _, size, _ := s.Witness.Witnessed(); return size == 11 })
+	testwait.Until(t, 30*time.Second, "the new origin's witness cosigns", func() bool { return wNew.size(newOrigin) == 11 })
+	testwait.Until(t, 30*time.Second, "the host keeps the cosignature", func() bool { _, size, _ := s.Witness.Witnessed(); return size == 11 })
 	check(s, url, wNew.w.VerifierKey())
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -306,7 +294,7 @@ func copyKey(t *testing.T, dir, dir2 string) {
 // witness saw a fork.
 func waitRefused(t *testing.T, s *stack.Stack, w *testWitness) {
 	t.Helper()
-	waitUntil(t, "the restored log to hold back, or a fork", func() bool {
+	testwait.Until(t, 30*time.Second, "the restored log to hold back, or a fork", func() bool {
 		if splits, refused := w.faults(); splits > 0 || len(refused) > 0 {
 			return true
 		}
@@ -337,13 +325,13 @@ func TestHostLogRestoreNeverForks(t *testing.T) {
 	s, _ := openHost(t, dir, "http://adp.test", clock, w.target(t))
 	p := newPoster(t, s, clock, "alice")
 	p.post(s, 10)
-	waitUntil(t, "the witness cosigns 11 records", func() bool { return w.size(origin) == 11 })
+	testwait.Until(t, 30*time.Second, "the witness cosigns 11 records", func() bool { return w.size(origin) == 11 })
 	var early bytes.Buffer
 	if err := s.Node.Backup(&early); err != nil {
 		t.Fatal(err)
 	}
 	p.post(s, 10)
-	waitUntil(t, "the witness cosigns 21 records", func() bool { return w.size(origin) == 21 })
+	testwait.Until(t, 30*time.Second, "the witness cosigns 21 records", func() bool { return w.size(origin) == 21 })
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +386,7 @@ func TestHostLogRestoreNeverForks(t *testing.T) {
 	s, _ = openHost(t, dir3, "http://adp.test", clock, w.target(t))
 	defer s.Close()
 	p.post(s, 5)
-	waitUntil(t, "the witness cosigns the restored log's growth", func() bool { return w.size(origin) == 26 })
+	testwait.Until(t, 30*time.Second, "the witness cosigns the restored log's growth", func() bool { return w.size(origin) == 26 })
 	if splits, refused := w.faults(); splits != 0 || len(refused) != 0 {
 		t.Fatalf("the witness saw a fork: %d split views, refusals %v", splits, refused)
 	}
@@ -433,7 +421,7 @@ func TestHostLogRestoreNeverForks(t *testing.T) {
 	s5, _ := openHost(t, dir5, "http://lone.adp.test", clock)
 	defer s5.Close()
 	r.post(s5, 2)
-	waitUntil(t, "the witness-less restored log resumes", func() bool {
+	testwait.Until(t, 30*time.Second, "the witness-less restored log resumes", func() bool {
 		_, cp, err := s5.HostLog.Checkpoint(context.Background())
 		return err == nil && cp.Size == 6
 	})

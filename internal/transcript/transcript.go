@@ -54,7 +54,7 @@ func Write(w io.Writer, m archive.Manifest, st *room.State, res *room.Resource, 
 				ContentType string          `json:"content_type"`
 				Content     json.RawMessage `json:"content"`
 			}
-			json.Unmarshal(env.Event.Payload, &p)
+			_ = json.Unmarshal(env.Event.Payload, &p)
 			var text string
 			if json.Unmarshal(p.Content, &text) != nil {
 				text = string(p.Content)

@@ -60,7 +60,7 @@ func FileOpts(w io.Writer, name string, b []byte, m Member, o Options) (ok bool,
 		return verifyReceipt(w, b), nil
 	}
 	if isMarkdown(name, b) {
-		return false, errors.New("Markdown transcripts are not verifiable; use the json or jsonl archive (adpnode export --format json)")
+		return false, errors.New("Markdown transcripts are not verifiable; use the json or jsonl archive (adpnode export --format json)") //nolint:staticcheck // ST1005: Markdown is a proper noun
 	}
 	var rep *archive.Report
 	var raws [][]byte

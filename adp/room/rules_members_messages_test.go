@@ -1,3 +1,7 @@
+// The room's rules for members and what they post (§10.3–§13): leaving,
+// role updates, removal and bans, join reviews, messages and types. The
+// envelope, lifecycle, create, update and join rules are in rules_test.go.
+
 package room
 
 import (
