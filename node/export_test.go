@@ -12,3 +12,6 @@ func (n *Node) HoldCold(on bool) { n.holdCold.Store(on) }
 
 // EvictEnded makes every finished terminal room cold now.
 func (n *Node) EvictEnded() { n.evictFinished() }
+
+// PruneFeed prunes the change feed now, keeping at most keep entries.
+func (n *Node) PruneFeed(keep uint64) error { return n.pruneFeed(keep) }

@@ -27,6 +27,8 @@ const (
 	Room     = "h/"       // h/<room>
 	Terminal = "t/"       // t/<room>
 	Member   = "a/"       // a/<agent id>/<room>
+	Feed     = "f/"       // f/<feed seq:8 BE>
+	FeedPos  = "fp/"      // fp/<follower>
 	Layout   = "v/layout" // the single key holding Version
 	// Restored is written by a restore from a backup: a fresh random ID,
 	// so that what a data dir hands out (attention's stream IDs) can tell
@@ -118,6 +120,8 @@ var Table = []Space{
 	{"Room", Room, false, "node", "h/<room>", "empty: the room exists (written with its room.create)", 3},
 	{"Terminal", Terminal, false, "node", "t/<room>", "cold room summary JSON, with its final s/<room>", 2},
 	{"Member", Member, false, "node", "a/<agent id>/<room>", "flags:1 | role, for cold rooms", 2},
+	{"Feed", Feed, false, "node", "f/<feed seq:8 BE>", "record seq:8 BE | record hash:32 | room ID: the change feed, one entry per stored record, written in the record's transaction, seqs dense in commit order; pruned behind the slowest follower (node.Follow)", 3},
+	{"FeedPos", FeedPos, false, "node", "fp/<follower>", "feed seq:8 BE, the last entry the follower handled, written by the follower with its own writes (tlog: host-log); the node reads them to prune", 3},
 	{"Layout", Layout, true, "node", "v/layout", "layout version:8 BE", 2},
 	{"Restored", Restored, true, "node", "v/restored", "random ID (hex) written by each restore from a backup", 3},
 	{"MirrorTarget", MirrorTarget, false, "mirror", "m/t/<target id>", "Target JSON", 1},
