@@ -24,7 +24,8 @@ import (
 //
 // Followers store their position (fp/<follower>, the last entry they
 // handled) in the same transaction as their own writes. Entries at or
-// below every stored position are pruned; at most FeedKeep entries are
+// below every stored position are pruned (never the newest: the next
+// start numbers from it); at most FeedKeep entries are
 // kept whatever the positions, so a follower stopped for good cannot make
 // the feed grow without bound. A follower whose position falls below the
 // oldest kept entry gets hostport.ErrFeedBehind and resynchronises from
@@ -228,6 +229,11 @@ func (n *Node) pruneFeed(keep uint64) error {
 	}
 	if head > keep {
 		cut = max(cut, head-keep)
+	}
+	// The newest entry stays: it is where the next start numbers from.
+	cut = min(cut, head-1)
+	if head == 0 {
+		return nil
 	}
 	from := n.feedFloor.Load()
 	if cut <= from {

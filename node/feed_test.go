@@ -229,3 +229,31 @@ func TestFeedPruneAndBehind(t *testing.T) {
 	}
 	g.stop()
 }
+
+// TestFeedSeqsSurvivePruneAndRestart. Property: feed seqs are never
+// reused: with every entry handled and pruned, a restart numbers the next
+// record after the old head.
+func TestFeedSeqsSurvivePruneAndRestart(t *testing.T) {
+	h := adptest.StartHostAt(t, node.Config{DataDir: t.TempDir(), Rates: manyWrites}, adptest.NewClock())
+	c := adptest.NewAgent("feeds-creator")
+	id := busyRoom(t, h, c, []*adptest.Agent{adptest.NewAgent("feeds-a")}, 5)
+	head := h.Node.FeedHead()
+	if err := h.Node.DB().Update(func(txn *badger.Txn) error {
+		return txn.Set(node.FeedPosKey("test"), node.FeedPosValue(head))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Node.PruneFeed(node.FeedKeep); err != nil {
+		t.Fatal(err)
+	}
+	h = h.Restart(t)
+	if got := h.Node.FeedHead(); got != head {
+		t.Fatalf("feed head after prune and restart: %d, want %d", got, head)
+	}
+	f := follow(h.Node, head, nil)
+	h.MustPost(t, c, id, "message.create", map[string]any{"content_type": "text/plain", "content": "after"})
+	if got := f.waitFor(t, 1); got[0].Seq != head+1 {
+		t.Fatalf("next entry %d, want %d", got[0].Seq, head+1)
+	}
+	f.stop()
+}

@@ -66,7 +66,7 @@ const (
 	TlogRun   = "l/r/"    // l/r/<room>/<last seq:8 BE>
 	TlogMark  = "l/w/"    // l/w/<room>
 	TlogNext  = "l/n"     // the journal length
-	TlogClean = "l/clean" // the clean-stop mark
+	TlogClean = "l/clean" // retired: the clean-stop mark
 	TlogFence = "l/fence" // restored from a backup: hold the log back
 	// TlogIndex and TlogHash were journal v1 (two keys per leaf); retired,
 	// converted to parts and runs at start.
@@ -145,7 +145,7 @@ var Table = []Space{
 	{"TlogHash", TlogHash, false, "tlog", "l/h/<record hash:32>", "retired (journal v1): index:8 BE; dropped at start", 3},
 	{"TlogMark", TlogMark, false, "tlog", "l/w/<room>", "highest logged seq:8 BE", 3},
 	{"TlogNext", TlogNext, true, "tlog", "l/n", "journal length:8 BE (the next leaf index)", 3},
-	{"TlogClean", TlogClean, true, "tlog", "l/clean", "empty: the log stopped cleanly (deleted at start)", 3},
+	{"TlogClean", TlogClean, true, "tlog", "l/clean", "retired: the clean-stop mark of the log before it followed the change feed; deleted at start", 3},
 	{"TlogFence", TlogFence, true, "tlog", "l/fence", "empty: the database was restored from a backup (written by `adpnode restore`); the log publishes nothing beyond the journal until its witnesses confirm they hold no larger tree (deleted then)", 3},
 	{"TlogCosigned", TlogCosigned, true, "witness", "l/cosigned", "JSON {note, size, lines: {witness vkey: cosignature/v1 line}}: the newest checkpoint witnesses cosigned", 3},
 	{"AttentionInstance", AttentionInstance, true, "attention", "at/id", "random instance ID (stream IDs)", 3},
