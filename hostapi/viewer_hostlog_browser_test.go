@@ -27,7 +27,6 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/hostapi"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
@@ -52,17 +51,11 @@ func startLogViewer(t *testing.T, h *adptest.Host, key ed25519.PrivateKey, targe
 	t.Helper()
 	lv := &logViewer{h: h, key: key, target: target}
 	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(h.Node.Config().DataDir, tlog.Dir), DB: h.Node.DB(), Key: key,
-		Origin: tlogproof.Origin(h.Node.Host()), Source: h.Node, CheckpointInterval: 100 * time.Millisecond})
+		Origin: tlogproof.Origin(h.Node.Host()), Source: h.Node, Feed: h.Node, CheckpointInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lv.l = l
-	h.Node.Listen(func(e hostport.Event) {
-		if e.Kind == hostport.EventRecord {
-			leaf, _ := tlogproof.RecordLeaf(e.Record.Hash)
-			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: leaf})
-		}
-	})
 	h.Node.SetArchiveHostLog(identity.AgentIDFromKey(key.Public().(ed25519.PublicKey)), func(lastHash string) any {
 		if p := l.ArchiveProof(lastHash); p != nil {
 			return p

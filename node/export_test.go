@@ -16,3 +16,6 @@ func (n *Node) EvictEnded() { n.evictFinished() }
 // FailStoreReads makes every room history read fail while on, as a disk
 // that stopped answering reads would.
 func (n *Node) FailStoreReads(on bool) { n.readFault.Store(on) }
+
+// PruneFeed prunes the change feed now, keeping at most keep entries.
+func (n *Node) PruneFeed(keep uint64) error { return n.pruneFeed(keep) }

@@ -47,6 +47,8 @@ type Node struct {
 	viewers    *live.Hub[struct{}] // viewer streams (viewer.go)
 	packs      *packFetcher
 	sched      *scheduler
+	feed       *feed         // the change feed's notifier (feed.go)
+	feedFloor  atomic.Uint64 // feed entries at or below it are pruned
 	lisMu      sync.RWMutex
 	listens    []func(hostport.Event)
 	archiveKey identity.AgentID          // SetArchiveHostLog
@@ -145,6 +147,12 @@ func Open(cfg Config) (*Node, error) {
 	debug.FreeOSMemory()
 	n.commit = groupcommit.New(db, 4096)
 	n.commit.OnError(func(err error) { n.disk.noteWriteError(err) })
+	if err := n.openFeed(); err != nil {
+		n.commit.Close()
+		cancel()
+		db.Close()
+		return nil, err
+	}
 	n.startStorage()
 	n.sched = newScheduler(n)
 	n.bg.Add(2)

@@ -65,5 +65,8 @@ func (n *Node) runSnapshots(ctx context.Context) {
 			n.log.Warn("store room snapshots", "err", err)
 		}
 		n.evictFinished()
+		if err := n.pruneFeed(FeedKeep); err != nil {
+			n.log.Warn("prune the change feed", "err", err)
+		}
 	})
 }

@@ -300,7 +300,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	if jrUpdate != nil {
 		sets = append(sets, n.joins.kv(jrUpdate))
 	}
-	if err := n.commit.Commit(sets); err != nil {
+	if err := n.commit.CommitEntry(sets, feedEntryValue(rec)); err != nil {
 		n.log.Error("durable write failed", "room", hr.id, "seq", rec.Seq, "err", err)
 		return nil, &adp.Error{Code: adp.CodeUnavailable, Message: "storage write failed; nothing was accepted"}
 	}

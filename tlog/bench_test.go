@@ -15,7 +15,6 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp/tlogproof"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/tlog"
@@ -54,7 +53,7 @@ func BenchmarkCoveredLatency(b *testing.B) {
 		mu.Lock()
 		appended[i] = time.Now()
 		mu.Unlock()
-		e.log.Append(e.src.accept("r"))
+		e.src.accept("r")
 		time.Sleep(2 * time.Millisecond)
 	}
 	<-done
@@ -102,17 +101,11 @@ func benchWritePath(b *testing.B, with bool) {
 	if with {
 		_, key, _ := ed25519.GenerateKey(nil)
 		l, err = tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: n.DB(), Key: key, Origin: "127.0.0.1:1/adp-log",
-			Source: n, Log: slog.New(slog.DiscardHandler)})
+			Source: n, Feed: n, Log: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer l.Close()
-		n.Listen(func(e hostport.Event) {
-			if e.Kind == hostport.EventRecord {
-				h, _ := tlogproof.RecordLeaf(e.Record.Hash)
-				l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
-			}
-		})
 	}
 	alice := adptest.NewAgent("alice")
 	now := time.Now().UnixMilli()
@@ -187,18 +180,14 @@ func BenchmarkIntegration(b *testing.B) {
 				_, key, _ := ed25519.GenerateKey(nil)
 				src := newRooms()
 				l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: db, Key: key, Origin: "127.0.0.1:1/adp-log",
-					Source: src, BatchMaxAge: v.age, CheckpointInterval: v.cpInt, Log: slog.New(slog.DiscardHandler)})
+					Source: src, Feed: src, BatchMaxAge: v.age, CheckpointInterval: v.cpInt, Log: slog.New(slog.DiscardHandler)})
 				if err != nil {
 					b.Fatal(err)
 				}
-				batch := make([]tlog.Leaf, leaves)
-				for i := range batch {
-					batch[i] = src.accept(fmt.Sprintf("r%d", i%64))
-				}
 				b.StartTimer()
 				start := time.Now()
-				for _, lf := range batch {
-					l.Append(lf)
+				for i := range leaves {
+					src.accept(fmt.Sprintf("r%d", i%64))
 				}
 				for {
 					if _, cp, err := l.Checkpoint(context.Background()); err == nil && cp.Size == leaves {
@@ -238,17 +227,11 @@ func BenchmarkBurstCoveredLatency(b *testing.B) {
 	defer n.Close()
 	_, key, _ := ed25519.GenerateKey(nil)
 	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: n.DB(), Key: key, Origin: "127.0.0.1:1/adp-log",
-		Source: n, Log: slog.New(slog.DiscardHandler)})
+		Source: n, Feed: n, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	n.Listen(func(e hostport.Event) {
-		if e.Kind == hostport.EventRecord {
-			h, _ := tlogproof.RecordLeaf(e.Record.Hash)
-			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
-		}
-	})
 	type chain struct {
 		agent      *adptest.Agent
 		id, hash   string

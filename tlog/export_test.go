@@ -16,3 +16,11 @@ func SetChunkForTest(n int) func() {
 func PutLeavesForTest(txn *badger.Txn, first uint64, leaves []Leaf) error {
 	return putLeaves(txn, first, leaves)
 }
+
+// CrashForTest stops the writer as a killed process would after its
+// last journalled round: what it gathered since is not journalled, and
+// the feed is not drained.
+func (l *Log) CrashForTest() error {
+	l.noDrain.Store(true)
+	return l.Close()
+}

@@ -168,10 +168,15 @@ func groupByRoom(leaves []Leaf) []Leaf {
 
 // journal makes leaves first, first+1, … durable in the journal, with the
 // watermarks and the journal length that count them, in one transaction.
-func (l *Log) journal(first uint64, leaves []Leaf) error {
+func (l *Log) journal(first uint64, leaves []Leaf, pos uint64) error {
 	return l.cfg.DB.Update(func(txn *badger.Txn) error {
 		if err := putLeaves(txn, first, leaves); err != nil {
 			return err
+		}
+		if pos > 0 {
+			if err := txn.Set([]byte(keyPos), binary.BigEndian.AppendUint64(nil, pos)); err != nil {
+				return err
+			}
 		}
 		top := map[string]int64{}
 		for _, lf := range leaves {

@@ -5,13 +5,22 @@
 // signed notes with the host's Ed25519 key (adp/tlogproof has the pure
 // formats and verification).
 //
+// The log follows the node's change feed (Config.Feed): every stored
+// record has a feed entry written in its own transaction, and the log
+// stores its feed position (storelayout.FeedPos + "host-log") in the
+// transaction that journals the leaves it handled, so after any stop it
+// replays the feed from there.
+//
 // Restart safety: a journal in the node's Badger maps leaf indices to
 // records and keeps each room's highest logged seq (its watermark). A
 // leaf is journalled before it is handed to tessera, so after a crash the
 // journal's tail beyond tessera's integrated size is handed again, in the
-// same order, and records accepted but never journalled are found by
-// comparing room heads with watermarks. No record is logged twice: a leaf
-// is added only above its room's watermark, and only once per index.
+// same order. No record is logged twice: a leaf is added only above its
+// room's watermark, and only once per index. When the feed no longer
+// holds the entries after the log's position (none stored yet, or it fell
+// more than the feed's bound behind), the log resynchronises: it appends
+// every record above its room's watermark, comparing every room's head
+// with the watermarks, then follows the feed from the head it read first.
 package tlog
 
 import (
@@ -37,6 +46,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
@@ -50,7 +60,16 @@ type Leaf struct {
 	Hash   [32]byte // the record hash's raw bytes: the leaf data
 }
 
-// Source is what the log reads from the node to catch up.
+// Feed is the node's change feed (node.Follow).
+type Feed interface {
+	// FeedHead returns the newest entry's seq.
+	FeedHead() uint64
+	// Follow hands fn the entries after since, in order, until ctx ends
+	// or fn fails; hostport.ErrFeedBehind when they were pruned.
+	Follow(ctx context.Context, since uint64, fn func([]hostport.FeedEntry) error) error
+}
+
+// Source is what the log reads from the node to resynchronise.
 type Source interface {
 	// RoomHeads calls fn with every hosted room's last seq.
 	RoomHeads(fn func(roomID string, seq int64) bool) error
@@ -72,6 +91,7 @@ type Config struct {
 	Key    ed25519.PrivateKey
 	Origin string
 	Source Source
+	Feed   Feed
 	// CheckpointInterval is the least time between two published
 	// checkpoints (default 1 s, at least 100 ms).
 	CheckpointInterval time.Duration
@@ -87,11 +107,7 @@ type Config struct {
 	// sooner. A record arriving after a quiet spell starts a round at
 	// once.
 	RoundInterval time.Duration
-	// MaxQueue bounds records waiting to be journalled (default 1<<20,
-	// about 100 MiB at most); beyond it they are dropped from memory and
-	// found again by a catch-up scan.
-	MaxQueue int
-	Log      *slog.Logger
+	Log           *slog.Logger
 }
 
 // Journal key space: key and value shapes are in the storage layout
@@ -103,14 +119,17 @@ const (
 	keyNext    = storelayout.TlogNext
 	keyClean   = storelayout.TlogClean
 	keyFence   = storelayout.TlogFence
+	keyPos     = storelayout.FeedPos + FeedFollower
 	pfxV1Index = storelayout.TlogIndex
 	pfxV1Hash  = storelayout.TlogHash
 )
 
+// FeedFollower is the log's name among the feed's followers.
+const FeedFollower = "host-log"
+
 const (
-	maxMarks    = 1 << 16 // watermarks cached in memory
-	readHashes  = 4096    // record hashes read per gap-fill step
-	defaultMaxQ = 1 << 20
+	maxMarks   = 1 << 16 // watermarks cached in memory
+	readHashes = 4096    // record hashes read per gap-fill step
 )
 
 // chunk is the leaves per journal transaction and tessera round (a
@@ -132,19 +151,25 @@ type Log struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
-
-	mu       sync.Mutex
-	queue    []Leaf
-	overflow bool
-	wake     chan struct{}
+	// follow ends the live follow at Close (the writer then drains the
+	// feed up to closeHead).
+	follow    context.Context
+	endFollow context.CancelFunc
+	closeHead atomic.Uint64
+	noDrain   atomic.Bool // tests: stop as a crash would (CrashForTest)
 
 	closing atomic.Bool
 	stop    chan struct{} // closed when Close begins: ends a pace wait
-	dirty   atomic.Bool   // an Append arrived after Close began
 	rounds  atomic.Uint64 // rounds begun (Rounds)
 	next    uint64        // journal length; writer goroutine only after Open
+	pos     uint64        // the feed position journalled; writer goroutine
 	marks   map[string]int64
 	failed  atomic.Pointer[error]
+
+	// The round being gathered (writer goroutine).
+	pending    []Leaf
+	pendingPos uint64
+	lastRound  time.Time
 
 	nodeMu sync.Mutex
 	nodes  map[compact.NodeID][]byte // complete subtrees' hashes (proof.go)
@@ -176,14 +201,11 @@ func Open(cfg Config) (*Log, error) {
 	if cfg.BatchMaxAge == 0 {
 		cfg.BatchMaxAge = 50 * time.Millisecond
 	}
-	if cfg.MaxQueue == 0 {
-		cfg.MaxQueue = defaultMaxQ
-	}
 	if cfg.RoundInterval <= 0 {
 		cfg.RoundInterval = cfg.CheckpointInterval
 	}
-	if cfg.DB == nil || cfg.Source == nil || len(cfg.Key) != ed25519.PrivateKeySize || cfg.Origin == "" {
-		return nil, errors.New("tlog: DB, Source, Key and Origin are required")
+	if cfg.DB == nil || cfg.Source == nil || cfg.Feed == nil || len(cfg.Key) != ed25519.PrivateKeySize || cfg.Origin == "" {
+		return nil, errors.New("tlog: DB, Source, Feed, Key and Origin are required")
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
@@ -226,8 +248,9 @@ func Open(cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("tlog: %w", err)
 	}
 	l := &Log{cfg: cfg, log: cfg.Log, add: app.Add, shutdown: shutdown, reader: reader, verifier: v, vkey: vkey,
-		ctx: ctx, cancel: cancel, done: make(chan struct{}), stop: make(chan struct{}), wake: make(chan struct{}, 1), marks: map[string]int64{}, nodes: map[compact.NodeID][]byte{}}
-	clean, err := l.loadJournal()
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), stop: make(chan struct{}), marks: map[string]int64{}, nodes: map[compact.NodeID][]byte{}}
+	l.follow, l.endFollow = context.WithCancel(ctx)
+	havePos, err := l.loadJournal()
 	if err == nil {
 		err = l.convertV1()
 	}
@@ -242,7 +265,7 @@ func Open(cfg Config) (*Log, error) {
 		cancel()
 		return nil, err
 	}
-	go l.run(!clean)
+	go l.run(!havePos)
 	return l, nil
 }
 
@@ -297,9 +320,9 @@ func checkOrigin(cfg Config) error {
 	return os.Remove(path)
 }
 
-// loadJournal reads the journal length and the clean mark (removing it:
-// from now on a crash must scan).
-func (l *Log) loadJournal() (clean bool, err error) {
+// loadJournal reads the journal length and the feed position (false:
+// none stored), and drops the retired clean-stop mark.
+func (l *Log) loadJournal() (havePos bool, err error) {
 	err = l.cfg.DB.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get([]byte(keyNext))
 		switch {
@@ -311,15 +334,25 @@ func (l *Log) loadJournal() (clean bool, err error) {
 				return err
 			}
 		}
+		item, err = txn.Get([]byte(keyPos))
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+		case err != nil:
+			return err
+		default:
+			if err := item.Value(func(v []byte) error { l.pos = binary.BigEndian.Uint64(v); return nil }); err != nil {
+				return err
+			}
+			havePos = true
+		}
 		if _, err := txn.Get([]byte(keyClean)); err == nil {
-			clean = true
 			return txn.Delete([]byte(keyClean))
 		} else if !errors.Is(err, badger.ErrKeyNotFound) {
 			return err
 		}
 		return nil
 	})
-	return clean, err
+	return havePos, err
 }
 
 // loadFence reads the restore fence (storelayout.TlogFence, written by
@@ -360,7 +393,8 @@ func (l *Log) Fenced() (size uint64, fenced bool) {
 }
 
 // Unfence lifts the restore fence for good: the log goes on from the
-// backup's tree, logging every record accepted since (a catch-up scan).
+// backup's tree, logging every record accepted since (it follows the
+// feed from its position, or resynchronises).
 func (l *Log) Unfence() error {
 	if !l.fenced.Load() {
 		return nil
@@ -428,28 +462,6 @@ func (l *Log) integrate(first uint64, hashes [][32]byte) error {
 	return nil
 }
 
-// Append queues an accepted record. It never blocks and never fails: the
-// write path's durability does not depend on the log.
-func (l *Log) Append(leaf Leaf) {
-	if l.closing.Load() {
-		l.dirty.Store(true)
-		return
-	}
-	l.mu.Lock()
-	if len(l.queue) >= l.cfg.MaxQueue || l.fenced.Load() {
-		// Fenced: not queued (the fence may last); the catch-up scan
-		// after Unfence finds it.
-		l.overflow = true
-	} else {
-		l.queue = append(l.queue, leaf)
-	}
-	l.mu.Unlock()
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
-}
-
 // Err reports why the writer stopped, if it did.
 func (l *Log) Err() error {
 	if p := l.failed.Load(); p != nil {
@@ -458,7 +470,10 @@ func (l *Log) Err() error {
 	return nil
 }
 
-func (l *Log) run(scan bool) {
+// errDrained ends the follow that drains the feed at Close.
+var errDrained = errors.New("tlog: drained")
+
+func (l *Log) run(resync bool) {
 	defer close(l.done)
 	fail := func(err error) {
 		if err != nil && l.ctx.Err() == nil {
@@ -469,37 +484,100 @@ func (l *Log) run(scan bool) {
 	if l.fenced.Load() {
 		select {
 		case <-l.unfenced:
-			scan = true // records accepted while fenced
 		case <-l.stop:
 			return
 		case <-l.ctx.Done():
 			return
 		}
 	}
-	if scan {
-		if err := l.catchUp(); err != nil {
+	// Every pass of the loop but the first follows a resync: the only
+	// case that loops is a feed that no longer holds the log's position.
+	for ; ; resync = true {
+		if resync {
+			if err := l.resync(); err != nil {
+				fail(err)
+				return
+			}
+		}
+		err := l.cfg.Feed.Follow(l.follow, l.since(), l.take)
+		switch {
+		case errors.Is(err, hostport.ErrFeedBehind):
+			l.log.Warn("host log: the change feed no longer holds the entries after the log's position; resynchronising from every room's head", "position", l.since())
+		case l.follow.Err() != nil && l.noDrain.Load():
+			return
+		case l.follow.Err() != nil && l.ctx.Err() == nil:
+			// Close: log what the feed held when it began, in one round.
+			err = nil
+			if l.since() < l.closeHead.Load() {
+				err = l.cfg.Feed.Follow(l.ctx, l.since(), l.take)
+				if errors.Is(err, errDrained) {
+					err = nil
+				}
+			}
+			if err == nil {
+				err = l.flushPending()
+			}
+			fail(err)
+			return
+		default:
 			fail(err)
 			return
 		}
 	}
-	var last time.Time // when the last round began
-	for {
-		l.mu.Lock()
-		work := len(l.queue) > 0 || l.overflow
-		l.mu.Unlock()
-		if !work {
-			if l.closing.Load() {
-				return
-			}
-			select {
-			case <-l.wake:
-			case <-l.ctx.Done():
-				return
-			}
-			continue
+}
+
+// since is the feed position to follow from: after what is journalled
+// and what the round being gathered holds.
+func (l *Log) since() uint64 { return max(l.pos, l.pendingPos) }
+
+// resync appends every record above its room's watermark, and sets the
+// position to the feed's head as it was before the scan (what the feed
+// holds beyond it the watermarks skip). It drops the round being
+// gathered: the scan covers it.
+func (l *Log) resync() error {
+	head := l.cfg.Feed.FeedHead()
+	l.pending, l.pendingPos = nil, 0
+	before := l.next
+	if err := l.catchUp(); err != nil {
+		return err
+	}
+	if l.next != before {
+		l.rounds.Add(1)
+		l.lastRound = time.Now()
+	}
+	l.pos = head
+	return l.cfg.DB.Update(func(txn *badger.Txn) error {
+		return txn.Set([]byte(keyPos), binary.BigEndian.AppendUint64(nil, head))
+	})
+}
+
+// maxPending bounds the leaves a round gathers (about 100 MiB).
+const maxPending = 1 << 20
+
+// take gathers a batch of feed entries into the round, and runs the round
+// once RoundInterval has passed since the last one began (a record after
+// a quiet spell starts one at once); what the feed holds meanwhile joins
+// the round. Once Close began, it gathers up to the feed's head at that
+// moment and runs one round.
+func (l *Log) take(batch []hostport.FeedEntry) error {
+	for _, e := range batch {
+		l.pending = append(l.pending, Leaf{RoomID: e.RoomID, Seq: e.RecordSeq, Hash: e.Hash})
+	}
+	l.pendingPos = batch[len(batch)-1].Seq
+	if l.closing.Load() {
+		if l.noDrain.Load() || l.pendingPos < l.closeHead.Load() {
+			return nil
 		}
-		// Pace: what arrives during the wait joins this round.
-		if wait := l.cfg.RoundInterval - time.Since(last); wait > 0 && !l.closing.Load() {
+		if err := l.flushPending(); err != nil {
+			return err
+		}
+		return errDrained
+	}
+	if len(l.pending) < maxPending {
+		if wait := l.cfg.RoundInterval - time.Since(l.lastRound); wait > 0 {
+			if l.cfg.Feed.FeedHead() > l.pendingPos {
+				return nil // read what is there first
+			}
 			t := time.NewTimer(wait)
 			select {
 			case <-t.C:
@@ -507,30 +585,28 @@ func (l *Log) run(scan bool) {
 			case <-l.ctx.Done():
 			}
 			t.Stop()
-		}
-		last = time.Now()
-		l.rounds.Add(1)
-		l.mu.Lock()
-		batch := l.queue
-		l.queue = nil
-		overflow := l.overflow
-		l.overflow = false
-		l.mu.Unlock()
-		if len(batch) > 0 {
-			if err := l.process(batch); err != nil {
-				fail(err)
-				return
-			}
-		}
-		if overflow {
-			// Records were dropped from the full queue: the scan finds
-			// them (and skips what this batch logged).
-			if err := l.catchUp(); err != nil {
-				fail(err)
-				return
+			if l.cfg.Feed.FeedHead() > l.pendingPos || l.closing.Load() {
+				return nil // it joins this round
 			}
 		}
 	}
+	return l.flushPending()
+}
+
+// flushPending runs a round over what was gathered.
+func (l *Log) flushPending() error {
+	if l.pendingPos <= l.pos {
+		return nil
+	}
+	l.lastRound = time.Now()
+	l.rounds.Add(1)
+	batch, pos := l.pending, l.pendingPos
+	l.pending = nil
+	if err := l.process(batch, pos); err != nil {
+		return err
+	}
+	l.pos = pos
+	return nil
 }
 
 // Rounds returns how many rounds the writer has begun since Open (each
@@ -538,8 +614,10 @@ func (l *Log) run(scan bool) {
 func (l *Log) Rounds() uint64 { return l.rounds.Load() }
 
 // process journals and integrates a batch, filling any gap below a leaf
-// from the store and skipping what a room's watermark already covers.
-func (l *Log) process(batch []Leaf) error {
+// from the store and skipping what a room's watermark already covers,
+// and journals pos, the feed position after the batch, with its last
+// chunk (alone when the batch had nothing new).
+func (l *Log) process(batch []Leaf, pos uint64) error {
 	var pending []Leaf
 	for _, lf := range batch {
 		wm, err := l.mark(lf.RoomID)
@@ -559,16 +637,18 @@ func (l *Log) process(batch []Leaf) error {
 		pending = append(pending, lf)
 		l.marks[lf.RoomID] = lf.Seq
 		if len(pending) >= chunk {
-			if err := l.commit(pending); err != nil {
+			if err := l.commit(pending, 0); err != nil {
 				return err
 			}
 			pending = nil
 		}
 	}
 	if len(pending) > 0 {
-		return l.commit(pending)
+		return l.commit(pending, pos)
 	}
-	return nil
+	return l.cfg.DB.Update(func(txn *badger.Txn) error {
+		return txn.Set([]byte(keyPos), binary.BigEndian.AppendUint64(nil, pos))
+	})
 }
 
 // readGap returns the leaves of roomID with after < seq <= upto.
@@ -616,15 +696,20 @@ func (l *Log) mark(roomID string) (int64, error) {
 	return wm, nil
 }
 
-// commit journals leaves, a chunk at a time, and hands them to tessera.
+// commit journals leaves, a chunk at a time, and hands them to tessera;
+// pos (0: none) is the feed position journalled with the last chunk.
 // Each chunk is grouped by room first (journal.go: one run per room).
-func (l *Log) commit(leaves []Leaf) error {
+func (l *Log) commit(leaves []Leaf, pos uint64) error {
 	for len(leaves) > 0 {
 		n := min(len(leaves), chunk)
 		part := groupByRoom(leaves[:n])
 		leaves = leaves[n:]
 		first := l.next
-		err := l.journal(first, part)
+		p := uint64(0)
+		if len(leaves) == 0 {
+			p = pos
+		}
+		err := l.journal(first, part, p)
 		if err != nil {
 			// Nothing of this chunk counts as journalled: forget the
 			// cached watermarks so the rooms are read again.
@@ -668,7 +753,7 @@ func (l *Log) catchUp() error {
 			l.marks[id] = seq
 		}
 		if len(batch) >= chunk {
-			if ferr = l.commit(batch); ferr != nil {
+			if ferr = l.commit(batch, 0); ferr != nil {
 				return false
 			}
 			batch = nil
@@ -681,24 +766,23 @@ func (l *Log) catchUp() error {
 		return ferr
 	}
 	if len(batch) > 0 {
-		return l.commit(batch)
+		return l.commit(batch, 0)
 	}
 	return nil
 }
 
-// Close ends a round's pace wait, drains the queue, waits until tessera has published a checkpoint
-// covering every leaf it was handed, and stops. The caller closes the
-// database afterwards. A Close that drained everything leaves a clean mark
-// so that the next start needs no scan.
+// Close ends a round's pace wait, logs every record the feed held when
+// it began, waits until tessera has published a checkpoint covering every
+// leaf it was handed, and stops. The caller closes the database
+// afterwards. Records stored after Close began are logged at the next
+// start, which follows the feed from the journalled position.
 func (l *Log) Close() error {
 	if l.closing.Swap(true) {
 		return nil
 	}
+	l.closeHead.Store(l.cfg.Feed.FeedHead())
 	close(l.stop)
-	select {
-	case l.wake <- struct{}{}:
-	default:
-	}
+	l.endFollow()
 	<-l.done
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
@@ -707,20 +791,8 @@ func (l *Log) Close() error {
 		err = l.shutdown(ctx)
 	}
 	l.cancel()
-	if err == nil && l.Err() == nil && !l.dirty.Load() {
-		l.mu.Lock()
-		drained := len(l.queue) == 0 && !l.overflow
-		l.mu.Unlock()
-		if drained {
-			err = l.cfg.DB.Update(func(txn *badger.Txn) error { return txn.Set([]byte(keyClean), nil) })
-		}
-	}
 	return err
 }
-
-// MarkDirty records that records may have been accepted after Close (the
-// next start scans).
-func (l *Log) MarkDirty() { l.dirty.Store(true) }
 
 // Origin returns the log origin.
 func (l *Log) Origin() string { return l.cfg.Origin }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/tlog"
 )
 
@@ -32,14 +33,76 @@ func code(err error) adp.Code {
 	return "other: " + adp.Code(fmt.Sprint(err))
 }
 
-// rooms is a fake node: each room's record hashes in seq order.
+// rooms is a fake node: each room's record hashes in seq order, and its
+// change feed.
 type rooms struct {
-	mu sync.Mutex
-	r  map[string][][32]byte
-	at map[[32]byte]tlog.Leaf // record hash → its room and seq
+	mu    sync.Mutex
+	r     map[string][][32]byte
+	at    map[[32]byte]tlog.Leaf // record hash → its room and seq
+	feed  []hostport.FeedEntry
+	floor uint64 // entries at or below it are pruned
+	wake  chan struct{}
 }
 
-func newRooms() *rooms { return &rooms{r: map[string][][32]byte{}, at: map[[32]byte]tlog.Leaf{}} }
+func newRooms() *rooms {
+	return &rooms{r: map[string][][32]byte{}, at: map[[32]byte]tlog.Leaf{}, wake: make(chan struct{})}
+}
+
+func (s *rooms) FeedHead() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return uint64(len(s.feed))
+}
+
+func (s *rooms) Follow(ctx context.Context, since uint64, fn func([]hostport.FeedEntry) error) error {
+	pos := since
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		if pos < s.floor {
+			s.mu.Unlock()
+			return hostport.ErrFeedBehind
+		}
+		batch := append([]hostport.FeedEntry(nil), s.feed[pos:min(uint64(len(s.feed)), pos+512)]...)
+		wake := s.wake
+		s.mu.Unlock()
+		if len(batch) > 0 {
+			if err := fn(batch); err != nil {
+				return err
+			}
+			pos = batch[len(batch)-1].Seq
+			continue
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// entry adds a feed entry for lf (under s.mu).
+func (s *rooms) entry(lf tlog.Leaf) {
+	s.feed = append(s.feed, hostport.FeedEntry{Seq: uint64(len(s.feed) + 1), RoomID: lf.RoomID, RecordSeq: lf.Seq, Hash: lf.Hash})
+	close(s.wake)
+	s.wake = make(chan struct{})
+}
+
+// again hands lf to the feed once more (a follower replaying).
+func (s *rooms) again(lf tlog.Leaf) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.entry(lf)
+}
+
+// prune drops the feed's entries at or below floor.
+func (s *rooms) prune(floor uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.floor = floor
+}
 
 func (s *rooms) Locate(h [32]byte) (string, int64, bool, error) {
 	s.mu.Lock()
@@ -92,6 +155,7 @@ func (s *rooms) accept(id string) tlog.Leaf {
 	s.at[h] = tlog.Leaf{RoomID: id, Seq: seq, Hash: h}
 	// The node also finds a record by its envelope's hash.
 	s.at[envelopeHash(h)] = s.at[h]
+	s.entry(s.at[h])
 	return s.at[h]
 }
 
@@ -133,7 +197,7 @@ func (e *env) open() {
 		batch = 0 // the daemon's defaults
 	}
 	e.log, err = tlog.Open(tlog.Config{Dir: filepath.Join(e.dir, tlog.Dir), DB: db, Key: e.key,
-		Origin: e.origin(), Source: e.src, CheckpointInterval: e.cpInt, BatchMaxAge: batch, RoundInterval: e.round, Log: e.logs})
+		Origin: e.origin(), Source: e.src, Feed: e.src, CheckpointInterval: e.cpInt, BatchMaxAge: batch, RoundInterval: e.round, Log: e.logs})
 	if err != nil {
 		db.Close()
 		e.db = nil
@@ -161,10 +225,13 @@ func (e *env) close() {
 	}
 }
 
-// crash stops the log without a clean mark (the database closes as a
-// crashed process's would have been left: without l/clean).
+// crash stops the log as a killed process would: what it had not
+// journalled is lost with it.
 func (e *env) crash() {
-	e.log.MarkDirty()
+	if err := e.log.CrashForTest(); err != nil {
+		e.t.Errorf("crash: %v", err)
+	}
+	e.log = nil
 	e.close()
 }
 
@@ -264,7 +331,7 @@ func TestEveryRecordProvesAcrossTiles(t *testing.T) {
 		if i%23 == 0 {
 			id = tracked[(i/23)%len(tracked)]
 		}
-		e.log.Append(e.src.accept(id))
+		e.src.accept(id)
 	}
 	start := time.Now()
 	cp := e.waitSize(uint64(n))
@@ -308,7 +375,7 @@ func TestConsistencyAcrossCheckpoints(t *testing.T) {
 	for round := range 12 {
 		k := 1 + round*round*37
 		for i := range k {
-			e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%3)))
+			e.src.accept(fmt.Sprintf("r%d", i%3))
 		}
 		total += uint64(k)
 		cps = append(cps, e.waitSize(total))
@@ -351,22 +418,21 @@ func TestConsistencyAcrossCheckpoints(t *testing.T) {
 func TestRestartAppendsMissedRecordsOnce(t *testing.T) {
 	e := newEnv(t)
 	for i := range 1000 {
-		e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%7)))
+		e.src.accept(fmt.Sprintf("r%d", i%7))
 	}
 	e.waitSize(1000)
 	e.close()
 	e.open()
 	e.waitSize(1000)
 
-	// Accepted while the log was down or behind: never handed to Append.
+	// Accepted while the log was down or behind.
 	for i := range 300 {
 		e.src.accept(fmt.Sprintf("r%d", i%11))
 	}
-	// And some handed over, including a duplicate and a stale one.
+	// And a record the feed hands over twice, and a stale one.
 	lf := e.src.accept("r3")
-	e.log.Append(lf)
-	e.log.Append(lf)
-	e.log.Append(tlog.Leaf{RoomID: "r0", Seq: 1, Hash: e.src.r["r0"][0]})
+	e.src.again(lf)
+	e.src.again(tlog.Leaf{RoomID: "r0", Seq: 1, Hash: e.src.r["r0"][0]})
 	e.crash()
 	e.open()
 	cp := e.waitSize(e.total())
@@ -376,7 +442,7 @@ func TestRestartAppendsMissedRecordsOnce(t *testing.T) {
 	e.close()
 	e.open() // clean start: no scan
 	e.waitSize(e.total())
-	e.log.Append(e.src.accept("r-new"))
+	e.src.accept("r-new")
 	cp = e.waitSize(e.total())
 	e.checkAll(cp)
 	e.close()
@@ -391,7 +457,7 @@ func TestRestartAppendsMissedRecordsOnce(t *testing.T) {
 func loggedAndStopped(t *testing.T, n int) *env {
 	e := newEnv(t)
 	for range n {
-		e.log.Append(e.src.accept("r"))
+		e.src.accept("r")
 	}
 	e.waitSize(uint64(n))
 	e.close()
@@ -566,7 +632,6 @@ func TestJournalPartEntriesBeyondLengthDropped(t *testing.T) {
 		t.Fatalf("an entry beyond the journal's length answers as a leaf: %+v", lf)
 	}
 	lf := e.src.accept("t")
-	e.log.Append(lf)
 	e.checkAll(e.waitSize(11))
 	if got, ok, _ := e.log.Leaf(10); !ok || got != lf {
 		t.Fatalf("leaf 10 is %+v (%v), want room t's record", got, ok)
@@ -580,7 +645,7 @@ func TestHostileRequests(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	for range 600 {
-		e.log.Append(e.src.accept("r"))
+		e.src.accept("r")
 	}
 	cp := e.waitSize(600)
 	last := e.src.r["r"][599]
@@ -642,7 +707,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	base := runtime.NumGoroutine()
 	e := newEnv(t)
 	for range 100 {
-		e.log.Append(e.src.accept("r"))
+		e.src.accept("r")
 	}
 	e.waitSize(100)
 	e.close()
@@ -656,36 +721,60 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 }
 
-// TestQueueOverflowIsCaughtUp: records dropped from a full queue are
-// appended by the catch-up scan.
-func TestQueueOverflowIsCaughtUp(t *testing.T) {
-	_, key, _ := ed25519.GenerateKey(nil)
-	dir := t.TempDir()
-	src := newRooms()
-	db, err := badger.Open(badger.DefaultOptions(filepath.Join(dir, "db")).WithLogger(nil))
+// TestFeedBehindResyncs. Property: a log whose feed position falls
+// below what the feed still holds (pruned, or beyond its bound) is told
+// so, resynchronises from every room's head against its watermarks, and
+// ends with every record logged exactly once; it then follows the feed
+// again.
+func TestFeedBehindResyncs(t *testing.T) {
+	e := newEnv(t)
+	for i := range 200 {
+		e.src.accept(fmt.Sprintf("r%d", i%7))
+	}
+	e.waitSize(200)
+	e.close()
+	for i := range 300 {
+		e.src.accept(fmt.Sprintf("r%d", i%11))
+	}
+	e.src.prune(e.src.FeedHead() - 10) // the log's position (200) is gone
+	e.open()
+	cp := e.waitSize(e.total())
+	e.checkAll(cp)
+	e.src.accept("r-after")
+	e.checkAll(e.waitSize(e.total()))
+	e.close()
+	e.open()
+	if got := e.log.Journalled(); got != e.total() {
+		t.Fatalf("journal holds %d leaves, want %d", got, e.total())
+	}
+}
+
+// TestPositionJournalledWithLeaves. Property: the log's feed position
+// moves in the transactions that journal its leaves: after a clean stop
+// it is the feed's head, so the next start neither rescans nor replays.
+func TestPositionJournalledWithLeaves(t *testing.T) {
+	e := newEnv(t)
+	for i := range 50 {
+		e.src.accept(fmt.Sprintf("r%d", i%3))
+	}
+	e.waitSize(50)
+	e.close()
+	e.src.prune(50) // nothing before the head is left: a start that needed it would resync
+	db, err := badger.Open(badger.DefaultOptions(filepath.Join(e.dir, "db")).WithLogger(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: db, Key: key, Origin: "o/adp-log", Source: src,
-		CheckpointInterval: 100 * time.Millisecond, MaxQueue: 8})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	for i := range 2000 {
-		l.Append(src.accept(fmt.Sprintf("r%d", i%50)))
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, cp, err := l.Checkpoint(context.Background())
-		if err == nil && cp.Size == 2000 {
-			break
+	var pos uint64
+	err = db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte("fp/" + tlog.FeedFollower))
+		if err != nil {
+			return err
 		}
-		if err == nil && cp.Size > 2000 || time.Now().After(deadline) {
-			t.Fatalf("checkpoint size %d", cp.Size)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return item.Value(func(v []byte) error { pos = binary.BigEndian.Uint64(v); return nil })
+	})
+	db.Close()
+	if err != nil || pos != 50 {
+		t.Fatalf("position after a clean stop: %d (%v), want 50", pos, err)
 	}
 }
 
@@ -711,7 +800,7 @@ func TestRoundsArePaced(t *testing.T) {
 	tick := time.NewTicker(time.Millisecond) // the load's pace, not a synchronisation
 	for i := range n {
 		<-tick.C
-		e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%5)))
+		e.src.accept(fmt.Sprintf("r%d", i%5))
 	}
 	tick.Stop()
 	cp := e.waitSize(n)
@@ -733,11 +822,11 @@ func TestRoundsArePaced(t *testing.T) {
 // after a quiet spell at once, not an interval later.
 func TestCloseEndsPaceWait(t *testing.T) {
 	e := newEnvRound(t, time.Hour)
-	e.log.Append(e.src.accept("r0")) // the first record after a quiet spell: a round at once
+	e.src.accept("r0") // the first record after a quiet spell: a round at once
 	e.waitSize(1)
 	const n = 500
 	for i := 1; i < n; i++ {
-		e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%3)))
+		e.src.accept(fmt.Sprintf("r%d", i%3))
 	}
 	l := e.log
 	if r := l.Rounds(); r != 1 {
@@ -758,7 +847,7 @@ func TestCloseEndsPaceWait(t *testing.T) {
 	if got := e.log.Journalled(); got != n {
 		t.Fatalf("journal holds %d leaves, want %d", got, n)
 	}
-	e.log.Append(e.src.accept("r-after"))
+	e.src.accept("r-after")
 	e.checkAll(e.waitSize(n + 1))
 }
 
@@ -803,7 +892,7 @@ func (b *syncBuffer) warnings(t *testing.T) []map[string]any {
 func TestOriginChangeAcrossRestart(t *testing.T) {
 	e := newEnv(t)
 	for i := range 20 {
-		e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%3)))
+		e.src.accept(fmt.Sprintf("r%d", i%3))
 	}
 	old := e.waitSize(20)
 	oldOrigin := e.log.Origin()
@@ -822,7 +911,7 @@ func TestOriginChangeAcrossRestart(t *testing.T) {
 	if cp.Origin != newOrigin || cp.Hash != old.Hash {
 		t.Fatalf("first checkpoint under the new origin: %q, same tree %v", cp.Origin, cp.Hash == old.Hash)
 	}
-	e.log.Append(e.src.accept("r-new"))
+	e.src.accept("r-new")
 	cp = e.waitSize(21)
 	if cp.Origin != newOrigin {
 		t.Fatalf("checkpoint origin %q", cp.Origin)
@@ -848,7 +937,7 @@ func TestOriginChangeAcrossRestart(t *testing.T) {
 func TestDamagedCheckpointRepublished(t *testing.T) {
 	e := newEnv(t)
 	for i := range 10 {
-		e.log.Append(e.src.accept(fmt.Sprintf("r%d", i%2)))
+		e.src.accept(fmt.Sprintf("r%d", i%2))
 	}
 	old := e.waitSize(10)
 	e.close()
@@ -878,11 +967,11 @@ func TestDamagedCheckpointRepublished(t *testing.T) {
 func TestJournalKeysPerRound(t *testing.T) {
 	defer tlog.SetChunkForTest(1024)()
 	e := newEnvRound(t, time.Hour) // one round takes everything queued
-	e.log.Append(e.src.accept("first"))
+	e.src.accept("first")
 	e.waitSize(1)
 	const n = 4096
 	for i := range n {
-		e.log.Append(e.src.accept(fmt.Sprint("room", i%8)))
+		e.src.accept(fmt.Sprint("room", i%8))
 	}
 	e.log.Close() // ends the pace wait; drains the queue in one round
 	e.log = nil

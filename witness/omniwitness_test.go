@@ -26,16 +26,50 @@ import (
 
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 	tlogpkg "github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
 )
 
-// rooms is a tlog.Source of made-up rooms whose records are only hashes.
+// rooms is a tlog.Source and tlog.Feed of made-up rooms whose records
+// are only hashes.
 type rooms struct {
 	mu     sync.Mutex
 	hashes map[string][][32]byte
+	feed   []hostport.FeedEntry
+	wake   chan struct{}
+}
+
+func (r *rooms) FeedHead() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return uint64(len(r.feed))
+}
+
+func (r *rooms) Follow(ctx context.Context, since uint64, fn func([]hostport.FeedEntry) error) error {
+	for {
+		r.mu.Lock()
+		if r.wake == nil {
+			r.wake = make(chan struct{})
+		}
+		batch := append([]hostport.FeedEntry(nil), r.feed[since:]...)
+		wake := r.wake
+		r.mu.Unlock()
+		if len(batch) > 0 {
+			if err := fn(batch); err != nil {
+				return err
+			}
+			since = batch[len(batch)-1].Seq
+			continue
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // RoomHeads reads the heads under the lock and calls fn without it, as
@@ -79,14 +113,18 @@ func (r *rooms) Locate(h [32]byte) (string, int64, bool, error) {
 	return "", 0, false, nil
 }
 
-func (r *rooms) add(l *tlogpkg.Log, id string, n int) {
+func (r *rooms) add(id string, n int) {
 	for i := 0; i < n; i++ {
 		r.mu.Lock()
 		h := sha3.Sum256([]byte(fmt.Sprint(id, len(r.hashes[id]))))
 		r.hashes[id] = append(r.hashes[id], h)
 		seq := int64(len(r.hashes[id]))
+		r.feed = append(r.feed, hostport.FeedEntry{Seq: uint64(len(r.feed) + 1), RoomID: id, RecordSeq: seq, Hash: h})
+		if r.wake != nil {
+			close(r.wake)
+		}
+		r.wake = make(chan struct{})
 		r.mu.Unlock()
-		l.Append(tlogpkg.Leaf{RoomID: id, Seq: seq, Hash: h})
 	}
 }
 
@@ -226,7 +264,7 @@ func TestOmniwitnessInterop(t *testing.T) {
 	}
 	defer db.Close()
 	src := &rooms{hashes: map[string][][32]byte{}}
-	hl, err := tlogpkg.Open(tlogpkg.Config{Dir: filepath.Join(dir, "tlog"), DB: db, Key: hostKey, Origin: origin, Source: src,
+	hl, err := tlogpkg.Open(tlogpkg.Config{Dir: filepath.Join(dir, "tlog"), DB: db, Key: hostKey, Origin: origin, Source: src, Feed: src,
 		CheckpointInterval: 100 * time.Millisecond, BatchMaxAge: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +278,7 @@ func TestOmniwitnessInterop(t *testing.T) {
 		})
 	}
 	for _, id := range []string{"room-a", "room-b", "room-c"} {
-		src.add(hl, id, 40)
+		src.add(id, 40)
 	}
 	waitSize(120)
 
@@ -273,8 +311,8 @@ func TestOmniwitnessInterop(t *testing.T) {
 	// More records: the omniwitness now needs the host's consistency
 	// proofs.
 	for round := 0; round < 3; round++ {
-		src.add(hl, "room-a", 25)
-		src.add(hl, "room-d", 13)
+		src.add("room-a", 25)
+		src.add("room-d", 13)
 		want := uint64(120 + 38*(round+1))
 		waitSize(want)
 		testwait.Until(t, 10*time.Second, "omniwitness cosignature after growth", func() bool { _, _, ok := witnessed(want); return ok })

@@ -4,6 +4,7 @@
 package groupcommit
 
 import (
+	"encoding/binary"
 	"errors"
 	"sync"
 
@@ -17,8 +18,23 @@ type KV struct {
 }
 
 type request struct {
-	sets []KV
-	done func(error)
+	sets  []KV
+	entry []byte // the value of a feed entry (nil: none)
+	done  func(error)
+}
+
+// Feed numbers the requests that carry a feed entry (EnqueueEntry): each
+// gets the key Prefix + <seq:8 BE> in the transaction that holds its
+// sets, seqs are dense and follow commit order (the committer assigns
+// them as it builds a transaction, and a failed transaction uses none).
+type Feed struct {
+	Prefix []byte
+	// Next is the seq the next entry gets.
+	Next uint64
+	// Advanced runs on the committer goroutine after a transaction that
+	// wrote entries is durable, with the last seq it wrote. It must not
+	// block.
+	Advanced func(last uint64)
 }
 
 // Committer owns one goroutine that writes batches. Close stops it after
@@ -33,6 +49,7 @@ type Committer struct {
 	shut bool
 	// onErr is told about every failed batch write (set before use).
 	onErr func(error)
+	feed  Feed // SetFeed; Next is owned by the committer goroutine
 }
 
 // ErrClosed is returned for writes offered after Close.
@@ -67,7 +84,35 @@ func (c *Committer) Enqueue(sets []KV, done func(error)) error {
 	if c.shut {
 		return ErrClosed
 	}
-	c.in <- request{sets, done}
+	c.in <- request{sets: sets, done: done}
+	return nil
+}
+
+// SetFeed turns on feed entries (EnqueueEntry). Call it before the first
+// write.
+func (c *Committer) SetFeed(f Feed) { c.feed = f }
+
+// CommitEntry is Commit with a feed entry whose value is entry (SetFeed).
+func (c *Committer) CommitEntry(sets []KV, entry []byte) error {
+	done := make(chan error, 1)
+	if err := c.EnqueueEntry(sets, entry, func(err error) { done <- err }); err != nil {
+		return err
+	}
+	return <-done
+}
+
+// EnqueueEntry is Enqueue with a feed entry whose value is entry: it is
+// written in the same transaction as sets, under the next feed seq.
+func (c *Committer) EnqueueEntry(sets []KV, entry []byte, done func(error)) error {
+	if c.feed.Prefix == nil {
+		return errors.New("groupcommit: no feed (SetFeed)")
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.shut {
+		return ErrClosed
+	}
+	c.in <- request{sets, entry, done}
 	return nil
 }
 
@@ -146,13 +191,9 @@ func (c *Committer) writeSome(batch []request) (int, error) {
 	txn := c.db.NewTransaction(true)
 	defer txn.Discard()
 	n := 0
+	seq := c.feed.Next
 	for _, r := range batch {
-		var err error
-		for _, e := range r.sets {
-			if err = apply(txn, e); err != nil {
-				break
-			}
-		}
+		err := c.applyRequest(txn, r, &seq)
 		if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
 			break
 		}
@@ -165,15 +206,42 @@ func (c *Committer) writeSome(batch []request) (int, error) {
 		// The overflowing request may have left partial sets: rebuild.
 		txn.Discard()
 		txn = c.db.NewTransaction(true)
+		seq = c.feed.Next
 		for _, r := range batch[:n] {
-			for _, e := range r.sets {
-				if err := apply(txn, e); err != nil {
-					return n, err
-				}
+			if err := c.applyRequest(txn, r, &seq); err != nil {
+				return n, err
 			}
 		}
 	}
-	return n, txn.Commit()
+	if err := txn.Commit(); err != nil {
+		return n, err
+	}
+	if seq != c.feed.Next {
+		c.feed.Next = seq
+		if c.feed.Advanced != nil {
+			c.feed.Advanced(seq - 1)
+		}
+	}
+	return n, nil
+}
+
+// applyRequest adds r's sets, and its feed entry under *seq (then
+// advanced), to txn.
+func (c *Committer) applyRequest(txn *badger.Txn, r request, seq *uint64) error {
+	for _, e := range r.sets {
+		if err := apply(txn, e); err != nil {
+			return err
+		}
+	}
+	if r.entry == nil {
+		return nil
+	}
+	k := binary.BigEndian.AppendUint64(append(make([]byte, 0, len(c.feed.Prefix)+8), c.feed.Prefix...), *seq)
+	if err := txn.Set(k, r.entry); err != nil {
+		return err
+	}
+	*seq++
+	return nil
 }
 
 func apply(txn *badger.Txn, e KV) error {

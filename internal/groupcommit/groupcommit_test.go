@@ -131,3 +131,76 @@ func TestCommitterDeletes(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFeedEntriesDenseInCommitOrder. Property: every write with a feed
+// entry gets one, in its own transaction, under dense seqs that follow
+// commit order (a request split off an overflowing transaction included),
+// and Advanced is told the last seq only once it is durable.
+func TestFeedEntriesDenseInCommitOrder(t *testing.T) {
+	db, err := badger.Open(badger.DefaultOptions(t.TempDir()).WithLogger(nil).WithMemTableSize(8 << 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	c := New(db, 64)
+	var mu sync.Mutex
+	var last uint64
+	c.SetFeed(Feed{Prefix: []byte("f/"), Next: 1, Advanced: func(l uint64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if l <= last {
+			t.Errorf("Advanced went from %d to %d", last, l)
+		}
+		last = l
+	}})
+	var wg sync.WaitGroup
+	big := make([]byte, 300<<10)
+	for w := 0; w < 20; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < 20; i++ {
+				k := []byte(fmt.Sprintf("k/%d/%d", w, i))
+				v := []byte("v")
+				if i%5 == 0 {
+					v = big // fills transactions: some requests move to the next
+				}
+				if err := c.CommitEntry([]KV{{K: k, V: v}}, k); err != nil {
+					t.Error(err)
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	c.Close()
+	seen := map[string]bool{}
+	var next uint64 = 1
+	if err := db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("f/"), PrefetchValues: true})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			seq := uint64(0)
+			for _, b := range it.Item().Key()[2:] {
+				seq = seq<<8 | uint64(b)
+			}
+			if seq != next {
+				return fmt.Errorf("entry %d where %d was due", seq, next)
+			}
+			next++
+			v, _ := it.Item().ValueCopy(nil)
+			if seen[string(v)] {
+				return fmt.Errorf("%s has two entries", v)
+			}
+			seen[string(v)] = true
+			if _, err := txn.Get(v); err != nil {
+				return fmt.Errorf("entry for %s without its write: %v", v, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 400 || last != 400 {
+		t.Fatalf("%d entries, Advanced last %d; want 400", len(seen), last)
+	}
+}

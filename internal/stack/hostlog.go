@@ -12,7 +12,6 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/safehttp"
 	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
@@ -44,8 +43,8 @@ type HostLogConfig struct {
 // records a restart forgets.
 var errHostLogInMemory = errors.New("stack: the host log needs a data directory (Node.DataDir); an in-memory node has none")
 
-// openHostLog opens the host log, feeds it every record the node accepts
-// (after it is durable), makes archives embed its proof, and starts the
+// openHostLog opens the host log, which follows the node's change feed,
+// makes archives embed its proof, and starts the
 // witness submitter, which always runs: it serves the stored
 // cosignatures and submits to configured and discovered witnesses.
 func (s *Stack) openHostLog(hc HostLogConfig, opts *hostapi.Options) error {
@@ -58,20 +57,12 @@ func (s *Stack) openHostLog(hc HostLogConfig, opts *hostapi.Options) error {
 		}
 	}
 	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(s.cfg.Node.DataDir, tlog.Dir), DB: n.DB(), Key: key,
-		Origin: tlogproof.Origin(n.Host()), Source: n, Log: s.log, CheckpointInterval: hc.CheckpointInterval,
+		Origin: tlogproof.Origin(n.Host()), Source: n, Feed: n, Log: s.log, CheckpointInterval: hc.CheckpointInterval,
 		RoundInterval: hc.RoundInterval, BatchMaxAge: hc.BatchMaxAge})
 	if err != nil {
 		return fmt.Errorf("host log: %w", err)
 	}
 	s.HostLog = l
-	n.Listen(func(e hostport.Event) {
-		if e.Kind != hostport.EventRecord || e.Record == nil {
-			return
-		}
-		if h, err := tlogproof.RecordLeaf(e.Record.Hash); err == nil {
-			l.Append(tlog.Leaf{RoomID: e.RoomID, Seq: e.Record.Seq, Hash: h})
-		}
-	})
 	n.SetArchiveHostLog(identity.AgentIDFromKey(key.Public().(ed25519.PublicKey)), func(lastHash string) any {
 		if p := l.ArchiveProof(lastHash); p != nil {
 			return p
@@ -99,10 +90,10 @@ func (s *Stack) openHostLog(hc HostLogConfig, opts *hostapi.Options) error {
 	return nil
 }
 
-// closeHostLog stops the submitter, then the log (it drains its queue
-// and waits for a checkpoint covering it), before the node closes its
-// database. A record the node accepts after this marks the log dirty,
-// so the next start's scan finds it.
+// closeHostLog stops the submitter, then the log (it logs what the feed
+// held and waits for a checkpoint covering it), before the node closes
+// its database. A record the node accepts after this is in the feed,
+// which the next start replays from the log's position.
 func (s *Stack) closeHostLog() {
 	if s.Witness != nil {
 		s.Witness.Close()

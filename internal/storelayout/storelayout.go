@@ -27,6 +27,8 @@ const (
 	Room     = "h/"       // h/<room>
 	Terminal = "t/"       // t/<room>
 	Member   = "a/"       // a/<agent id>/<room>
+	Feed     = "f/"       // f/<feed seq:8 BE>
+	FeedPos  = "fp/"      // fp/<follower>
 	Layout   = "v/layout" // the single key holding Version
 	// Restored is written by a restore from a backup: a fresh random ID,
 	// so that what a data dir hands out (attention's stream IDs) can tell
@@ -64,7 +66,7 @@ const (
 	TlogRun   = "l/r/"    // l/r/<room>/<last seq:8 BE>
 	TlogMark  = "l/w/"    // l/w/<room>
 	TlogNext  = "l/n"     // the journal length
-	TlogClean = "l/clean" // the clean-stop mark
+	TlogClean = "l/clean" // retired: the clean-stop mark
 	TlogFence = "l/fence" // restored from a backup: hold the log back
 	// TlogIndex and TlogHash were journal v1 (two keys per leaf); retired,
 	// converted to parts and runs at start.
@@ -118,6 +120,8 @@ var Table = []Space{
 	{"Room", Room, false, "node", "h/<room>", "empty: the room exists (written with its room.create)", 3},
 	{"Terminal", Terminal, false, "node", "t/<room>", "cold room summary JSON, with its final s/<room>", 2},
 	{"Member", Member, false, "node", "a/<agent id>/<room>", "flags:1 | role, for cold rooms", 2},
+	{"Feed", Feed, false, "node", "f/<feed seq:8 BE>", "record seq:8 BE | record hash:32 | room ID: the change feed, one entry per stored record, written in the record's transaction, seqs dense in commit order; pruned behind the slowest follower (node.Follow)", 3},
+	{"FeedPos", FeedPos, false, "node", "fp/<follower>", "feed seq:8 BE, the last entry the follower handled, written by the follower with its own writes (tlog: host-log); the node reads them to prune", 3},
 	{"Layout", Layout, true, "node", "v/layout", "layout version:8 BE", 2},
 	{"Restored", Restored, true, "node", "v/restored", "random ID (hex) written by each restore from a backup", 3},
 	{"MirrorTarget", MirrorTarget, false, "mirror", "m/t/<target id>", "Target JSON", 1},
@@ -141,7 +145,7 @@ var Table = []Space{
 	{"TlogHash", TlogHash, false, "tlog", "l/h/<record hash:32>", "retired (journal v1): index:8 BE; dropped at start", 3},
 	{"TlogMark", TlogMark, false, "tlog", "l/w/<room>", "highest logged seq:8 BE", 3},
 	{"TlogNext", TlogNext, true, "tlog", "l/n", "journal length:8 BE (the next leaf index)", 3},
-	{"TlogClean", TlogClean, true, "tlog", "l/clean", "empty: the log stopped cleanly (deleted at start)", 3},
+	{"TlogClean", TlogClean, true, "tlog", "l/clean", "retired: the clean-stop mark of the log before it followed the change feed; deleted at start", 3},
 	{"TlogFence", TlogFence, true, "tlog", "l/fence", "empty: the database was restored from a backup (written by `adpnode restore`); the log publishes nothing beyond the journal until its witnesses confirm they hold no larger tree (deleted then)", 3},
 	{"TlogCosigned", TlogCosigned, true, "witness", "l/cosigned", "JSON {note, size, lines: {witness vkey: cosignature/v1 line}}: the newest checkpoint witnesses cosigned", 3},
 	{"AttentionInstance", AttentionInstance, true, "attention", "at/id", "random instance ID (stream IDs)", 3},
