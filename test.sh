@@ -69,7 +69,7 @@ done
 if [ -n "$pkgs" ]; then
 	export GOLANGCI_LINT_CACHE="${GOLANGCI_LINT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/golangci-lint}"
 	go run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0 run ./...
-	go test -count=1 -run '^TestEveryRecordProvesAcrossTiles$' ./tlog
+	go test -count=1 -run '^TestEveryRecordProvesAcrossTiles$' ./hostlog
 fi
 # Under -race the node and mirror packages take minutes each on 2 cores;
 # the default 10 min per package is too tight when packages run side by side.

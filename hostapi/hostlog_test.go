@@ -13,17 +13,17 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
 )
 
 // logHost is a durable node with the host log as serve runs it (the
 // composition root's Config.HostLog), and the URL that serves the log:
 // the node's own.
-func logHost(t *testing.T) (*adptest.Host, *tlog.Log, string) {
+func logHost(t *testing.T) (*adptest.Host, *hostlog.Log, string) {
 	t.Helper()
 	h := adptest.StartHostLogged(t, node.Config{Rates: highRates()})
 	return h, h.HostLog, h.URL

@@ -27,10 +27,10 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
 )
 
@@ -39,7 +39,7 @@ import (
 // its data dir with the same key. A zero target: no witness.
 type logViewer struct {
 	h      *adptest.Host
-	l      *tlog.Log
+	l      *hostlog.Log
 	sub    *witness.Submitter
 	srv    *httptest.Server
 	key    ed25519.PrivateKey
@@ -50,7 +50,7 @@ type logViewer struct {
 func startLogViewer(t *testing.T, h *adptest.Host, key ed25519.PrivateKey, target witness.Target) *logViewer {
 	t.Helper()
 	lv := &logViewer{h: h, key: key, target: target}
-	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(h.Node.Config().DataDir, tlog.Dir), DB: h.Node.DB(), Key: key,
+	l, err := hostlog.Open(hostlog.Config{Dir: filepath.Join(h.Node.Config().DataDir, hostlog.Dir), DB: h.Node.DB(), Key: key,
 		Origin: tlogproof.Origin(h.Node.Host()), Source: h.Node, Feed: h.Node, CheckpointInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

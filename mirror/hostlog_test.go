@@ -29,20 +29,20 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
-	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
 )
 
 // startLogHost starts a host the way fedtest.Start does, with the host log
 // of the composition root (checkpoints every 100 ms) and, with witnesses,
 // its submitter sending checkpoints to them.
-func startLogHost(t *testing.T, clock *adptest.Clock, witnesses ...witness.Target) (*fedtest.Peer, *tlog.Log) {
+func startLogHost(t *testing.T, clock *adptest.Clock, witnesses ...witness.Target) (*fedtest.Peer, *hostlog.Log) {
 	t.Helper()
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -115,7 +115,7 @@ func mirrored(t *testing.T, a, b *fedtest.Peer, id string) string {
 
 // covered waits until a's host log proves the record with this hash and
 // returns its proof file.
-func covered(t *testing.T, l *tlog.Log, hash string) tlogproof.File {
+func covered(t *testing.T, l *hostlog.Log, hash string) tlogproof.File {
 	t.Helper()
 	leaf, err := tlogproof.RecordLeaf(hash)
 	if err != nil {

@@ -117,7 +117,7 @@ func RestoreDir(dir string, in io.ReadSeeker) error {
 	// handed out (attention's stream IDs) must not be taken for the
 	// original's, whose state went on after the backup. And the host log's
 	// witnesses may have seen leaves the node logged after the backup: the
-	// log holds back until they confirm (package tlog).
+	// log holds back until they confirm (package hostlog).
 	var mark [16]byte
 	rand.Read(mark[:])
 	if err := db.Update(func(txn *badger.Txn) error {

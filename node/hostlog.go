@@ -7,7 +7,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 )
 
-// What the host log (package tlog) reads from the node to append the
+// What the host log (package hostlog) reads from the node to append the
 // records it has not seen yet: every hosted room's head, and the record
 // hashes of a seq range.
 

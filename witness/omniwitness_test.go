@@ -26,10 +26,10 @@ import (
 
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
+	hostlogpkg "github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
-	tlogpkg "github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
 )
 
@@ -264,7 +264,7 @@ func TestOmniwitnessInterop(t *testing.T) {
 	}
 	defer db.Close()
 	src := &rooms{hashes: map[string][][32]byte{}}
-	hl, err := tlogpkg.Open(tlogpkg.Config{Dir: filepath.Join(dir, "tlog"), DB: db, Key: hostKey, Origin: origin, Source: src, Feed: src,
+	hl, err := hostlogpkg.Open(hostlogpkg.Config{Dir: filepath.Join(dir, "tlog"), DB: db, Key: hostKey, Origin: origin, Source: src, Feed: src,
 		CheckpointInterval: 100 * time.Millisecond, BatchMaxAge: 10 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -21,11 +21,11 @@ import (
 	"github.com/adpnode/adpnode/cmd/adpnode/internal/settings"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/index"
 	istack "github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
 )
 
@@ -322,7 +322,7 @@ type stack struct {
 	n    *node.Node
 	fed  *federation.Federation
 	mir  *mirror.Mirror
-	tl   *tlog.Log
+	tl   *hostlog.Log
 	sub  *witness.Submitter
 	addr string
 	ln   net.Listener // the HTTP(S) listener, with the connection cap

@@ -19,7 +19,7 @@ var knowers = map[string][]string{
 	// The mirror; the federated test helper reaches into its rooms.
 	"mirror": {"internal/stack", "cmd/", "internal/fedtest"},
 	// The host log.
-	"tlog": {"internal/stack", "cmd/"},
+	"hostlog": {"internal/stack", "cmd/"},
 	// The witness and the host's witness submitter; the mirror runs a
 	// witness for the logs of the hosts it mirrors.
 	"witness": {"internal/stack", "cmd/", "mirror"},
@@ -91,7 +91,7 @@ func TestOnlyTheRootKnowsTheHost(t *testing.T) {
 // knowers table names; the HTTP API, attention and metrics take small
 // interfaces declared where they are used, and internal/stack hands them
 // the concrete values.
-// Property: a layer reaches federation, mirror, tlog and witness through
+// Property: a layer reaches federation, mirror, hostlog and witness through
 // a port, never by import, unless the table allows it.
 func TestPortsAtEveryLayer(t *testing.T) {
 	pkgs, err := List("../..", "./...")
@@ -161,7 +161,7 @@ func TestImportersOfFlagsEveryOther(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("flagged %v, want %v", got, want)
 	}
-	fed := []string{Module + "/federation", Module + "/tlog"}
+	fed := []string{Module + "/federation", Module + "/hostlog"}
 	pkgs = []Package{
 		{ImportPath: Module + "/mirror", Imports: fed},
 		{ImportPath: Module + "/metrics", Imports: fed},
@@ -171,7 +171,7 @@ func TestImportersOfFlagsEveryOther(t *testing.T) {
 	if got, want := importersOf(pkgs, "federation", knowers["federation"]), []string{"metrics", "mirrorx"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("federation: flagged %v, want %v", got, want)
 	}
-	if got, want := importersOf(pkgs, "tlog", knowers["tlog"]), []string{"mirror", "metrics", "mirrorx", "internal/fedtest"}; !reflect.DeepEqual(got, want) {
-		t.Fatalf("tlog: flagged %v, want %v", got, want)
+	if got, want := importersOf(pkgs, "hostlog", knowers["hostlog"]), []string{"mirror", "metrics", "mirrorx", "internal/fedtest"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("hostlog: flagged %v, want %v", got, want)
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/internal/safehttp"
-	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
 )
 
@@ -29,7 +29,7 @@ type HostLogConfig struct {
 	// federation (it needs a Mirror); their origins are checked under
 	// the federation's AllowPrivateOrigins, as other hosts' origins are.
 	Discover bool
-	// CheckpointInterval, RoundInterval and BatchMaxAge are tlog.Config's
+	// CheckpointInterval, RoundInterval and BatchMaxAge are hostlog.Config's
 	// (zero: its defaults, 1 s, the checkpoint interval and 50 ms).
 	CheckpointInterval time.Duration
 	RoundInterval      time.Duration
@@ -56,7 +56,7 @@ func (s *Stack) openHostLog(hc HostLogConfig, opts *hostapi.Options) error {
 			return err
 		}
 	}
-	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(s.cfg.Node.DataDir, tlog.Dir), DB: n.DB(), Key: key,
+	l, err := hostlog.Open(hostlog.Config{Dir: filepath.Join(s.cfg.Node.DataDir, hostlog.Dir), DB: n.DB(), Key: key,
 		Origin: tlogproof.Origin(n.Host()), Source: n, Feed: n, Log: s.log, CheckpointInterval: hc.CheckpointInterval,
 		RoundInterval: hc.RoundInterval, BatchMaxAge: hc.BatchMaxAge})
 	if err != nil {

@@ -5,9 +5,9 @@ import (
 	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
-	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
 )
 
@@ -18,7 +18,7 @@ var (
 	_ hostapi.Mirror       = mirrorPort{}
 	_ hostapi.MirroredRoom = (*mirror.Room)(nil)
 	_ hostapi.TlogWitness  = (*witness.Witness)(nil)
-	_ hostapi.HostLog      = (*tlog.Log)(nil)
+	_ hostapi.HostLog      = (*hostlog.Log)(nil)
 	_ hostapi.Cosigned     = (*witness.Submitter)(nil)
 	_ metrics.Federation   = (*federation.Federation)(nil)
 	_ metrics.Mirror       = (*mirror.Mirror)(nil)

@@ -26,12 +26,12 @@ import (
 	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostapi"
+	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/tlog"
 	"github.com/adpnode/adpnode/witness"
 )
 
@@ -96,7 +96,7 @@ type Stack struct {
 	Listener net.Listener
 	// HostLog and Witness are the host log and its witness submitter
 	// (nil without Config.HostLog).
-	HostLog *tlog.Log
+	HostLog *hostlog.Log
 	Witness *witness.Submitter
 
 	cfg     Config

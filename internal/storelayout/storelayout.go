@@ -60,7 +60,7 @@ const (
 	FederationBinding = "fv/"
 )
 
-// The host's transparency log journal (package tlog).
+// The host's transparency log journal (package hostlog).
 const (
 	TlogPart  = "l/p/"    // l/p/<part:8 BE>
 	TlogRun   = "l/r/"    // l/r/<room>/<last seq:8 BE>
@@ -121,7 +121,7 @@ var Table = []Space{
 	{"Terminal", Terminal, false, "node", "t/<room>", "cold room summary JSON, with its final s/<room>", 2},
 	{"Member", Member, false, "node", "a/<agent id>/<room>", "flags:1 | role, for cold rooms", 2},
 	{"Feed", Feed, false, "node", "f/<feed seq:8 BE>", "record seq:8 BE | record hash:32 | room ID: the change feed, one entry per stored record, written in the record's transaction, seqs dense in commit order; pruned behind the slowest follower (node.Follow)", 3},
-	{"FeedPos", FeedPos, false, "node", "fp/<follower>", "feed seq:8 BE, the last entry the follower handled, written by the follower with its own writes (tlog: host-log); the node reads them to prune", 3},
+	{"FeedPos", FeedPos, false, "node", "fp/<follower>", "feed seq:8 BE, the last entry the follower handled, written by the follower with its own writes (hostlog: host-log); the node reads them to prune", 3},
 	{"Layout", Layout, true, "node", "v/layout", "layout version:8 BE", 2},
 	{"Restored", Restored, true, "node", "v/restored", "random ID (hex) written by each restore from a backup", 3},
 	{"MirrorTarget", MirrorTarget, false, "mirror", "m/t/<target id>", "Target JSON", 1},
@@ -139,14 +139,14 @@ var Table = []Space{
 	{"IndexConflict", IndexConflict, false, "index", "ic/<first 16 bytes of SHA-256, hex>", "signed announcement claiming another host's room ID (evidence)", 1},
 	{"IndexOwn", IndexOwn, false, "index", "io/<room>", "this host's latest signed announcement", 3},
 	{"FederationBinding", FederationBinding, false, "federation", "fv/<host key>", "verified binding check JSON", 1},
-	{"TlogPart", TlogPart, false, "tlog", "l/p/<part:8 BE>", "the leaves at indices 256·part … 256·part+255 (fewer in the last part), each record hash:32 | seq:8 BE | len(room):uvarint | room ID; written with l/n, and only indices below it count", 3},
-	{"TlogRun", TlogRun, false, "tlog", "l/r/<room>/<last seq:8 BE>", "first seq:8 BE | first index:8 BE: the room's seqs first … last are the leaves at consecutive indices from first index", 3},
-	{"TlogIndex", TlogIndex, false, "tlog", "l/i/<index:8 BE>", "retired (journal v1): record hash:32 | seq:8 BE | room ID; converted to l/p/ and l/r/ at start", 3},
-	{"TlogHash", TlogHash, false, "tlog", "l/h/<record hash:32>", "retired (journal v1): index:8 BE; dropped at start", 3},
-	{"TlogMark", TlogMark, false, "tlog", "l/w/<room>", "highest logged seq:8 BE", 3},
-	{"TlogNext", TlogNext, true, "tlog", "l/n", "journal length:8 BE (the next leaf index)", 3},
-	{"TlogClean", TlogClean, true, "tlog", "l/clean", "retired: the clean-stop mark of the log before it followed the change feed; deleted at start", 3},
-	{"TlogFence", TlogFence, true, "tlog", "l/fence", "empty: the database was restored from a backup (written by `adpnode restore`); the log publishes nothing beyond the journal until its witnesses confirm they hold no larger tree (deleted then)", 3},
+	{"TlogPart", TlogPart, false, "hostlog", "l/p/<part:8 BE>", "the leaves at indices 256·part … 256·part+255 (fewer in the last part), each record hash:32 | seq:8 BE | len(room):uvarint | room ID; written with l/n, and only indices below it count", 3},
+	{"TlogRun", TlogRun, false, "hostlog", "l/r/<room>/<last seq:8 BE>", "first seq:8 BE | first index:8 BE: the room's seqs first … last are the leaves at consecutive indices from first index", 3},
+	{"TlogIndex", TlogIndex, false, "hostlog", "l/i/<index:8 BE>", "retired (journal v1): record hash:32 | seq:8 BE | room ID; converted to l/p/ and l/r/ at start", 3},
+	{"TlogHash", TlogHash, false, "hostlog", "l/h/<record hash:32>", "retired (journal v1): index:8 BE; dropped at start", 3},
+	{"TlogMark", TlogMark, false, "hostlog", "l/w/<room>", "highest logged seq:8 BE", 3},
+	{"TlogNext", TlogNext, true, "hostlog", "l/n", "journal length:8 BE (the next leaf index)", 3},
+	{"TlogClean", TlogClean, true, "hostlog", "l/clean", "retired: the clean-stop mark of the log before it followed the change feed; deleted at start", 3},
+	{"TlogFence", TlogFence, true, "hostlog", "l/fence", "empty: the database was restored from a backup (written by `adpnode restore`); the log publishes nothing beyond the journal until its witnesses confirm they hold no larger tree (deleted then)", 3},
 	{"TlogCosigned", TlogCosigned, true, "witness", "l/cosigned", "JSON {note, size, lines: {witness vkey: cosignature/v1 line}}: the newest checkpoint witnesses cosigned", 3},
 	{"AttentionInstance", AttentionInstance, true, "attention", "at/id", "random instance ID (stream IDs)", 3},
 	{"AttentionSub", AttentionSub, false, "attention", "at/s/<subscription>", "subscription JSON", 3},

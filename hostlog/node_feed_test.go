@@ -1,4 +1,4 @@
-package tlog_test
+package hostlog_test
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/tlog"
 )
 
 // TestFollowsNodeFeedAcrossRestart. Property: the log follows the node's
@@ -23,12 +23,12 @@ func TestFollowsNodeFeedAcrossRestart(t *testing.T) {
 	alice := adptest.NewAgent("alice")
 	var id, hash string
 	var head int64
-	open := func() (*node.Node, *tlog.Log) {
+	open := func() (*node.Node, *hostlog.Log) {
 		n, err := node.Open(node.Config{DataDir: dir, PublicURL: "http://127.0.0.1:1", Log: slog.New(slog.DiscardHandler), Rates: node.NoRates()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: n.DB(), Key: key, Origin: "127.0.0.1:1/adp-log",
+		l, err := hostlog.Open(hostlog.Config{Dir: filepath.Join(dir, hostlog.Dir), DB: n.DB(), Key: key, Origin: "127.0.0.1:1/adp-log",
 			Source: n, Feed: n, CheckpointInterval: 100 * time.Millisecond, Log: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			t.Fatal(err)
@@ -52,7 +52,7 @@ func TestFollowsNodeFeedAcrossRestart(t *testing.T) {
 		}
 		head, hash = r.Record.Seq, r.Record.Hash
 	}
-	covered := func(l *tlog.Log, size uint64) {
+	covered := func(l *hostlog.Log, size uint64) {
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			_, cp, err := l.Checkpoint(context.Background())

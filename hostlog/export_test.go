@@ -1,4 +1,4 @@
-package tlog
+package hostlog
 
 import "github.com/dgraph-io/badger/v4"
 

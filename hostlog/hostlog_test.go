@@ -1,4 +1,4 @@
-package tlog_test
+package hostlog_test
 
 import (
 	"bytes"
@@ -21,8 +21,8 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/hostport"
-	"github.com/adpnode/adpnode/tlog"
 )
 
 // code is err's ADP code ("other: …" for any other error).
@@ -38,14 +38,14 @@ func code(err error) adp.Code {
 type rooms struct {
 	mu    sync.Mutex
 	r     map[string][][32]byte
-	at    map[[32]byte]tlog.Leaf // record hash → its room and seq
+	at    map[[32]byte]hostlog.Leaf // record hash → its room and seq
 	feed  []hostport.FeedEntry
 	floor uint64 // entries at or below it are pruned
 	wake  chan struct{}
 }
 
 func newRooms() *rooms {
-	return &rooms{r: map[string][][32]byte{}, at: map[[32]byte]tlog.Leaf{}, wake: make(chan struct{})}
+	return &rooms{r: map[string][][32]byte{}, at: map[[32]byte]hostlog.Leaf{}, wake: make(chan struct{})}
 }
 
 func (s *rooms) FeedHead() uint64 {
@@ -84,14 +84,14 @@ func (s *rooms) Follow(ctx context.Context, since uint64, fn func([]hostport.Fee
 }
 
 // entry adds a feed entry for lf (under s.mu).
-func (s *rooms) entry(lf tlog.Leaf) {
+func (s *rooms) entry(lf hostlog.Leaf) {
 	s.feed = append(s.feed, hostport.FeedEntry{Seq: uint64(len(s.feed) + 1), RoomID: lf.RoomID, RecordSeq: lf.Seq, Hash: lf.Hash})
 	close(s.wake)
 	s.wake = make(chan struct{})
 }
 
 // again hands lf to the feed once more (a follower replaying).
-func (s *rooms) again(lf tlog.Leaf) {
+func (s *rooms) again(lf hostlog.Leaf) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.entry(lf)
@@ -143,7 +143,7 @@ func (s *rooms) RecordHashes(id string, after int64, limit int) ([][32]byte, err
 }
 
 // accept stores a new record of room id and returns its leaf.
-func (s *rooms) accept(id string) tlog.Leaf {
+func (s *rooms) accept(id string) hostlog.Leaf {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	seq := int64(len(s.r[id]) + 1)
@@ -152,7 +152,7 @@ func (s *rooms) accept(id string) tlog.Leaf {
 	binary.BigEndian.PutUint64(b[56:], uint64(seq))
 	h := sha256.Sum256(b[:])
 	s.r[id] = append(s.r[id], h)
-	s.at[h] = tlog.Leaf{RoomID: id, Seq: seq, Hash: h}
+	s.at[h] = hostlog.Leaf{RoomID: id, Seq: seq, Hash: h}
 	// The node also finds a record by its envelope's hash.
 	s.at[envelopeHash(h)] = s.at[h]
 	s.entry(s.at[h])
@@ -170,7 +170,7 @@ type env struct {
 	key   ed25519.PrivateKey
 	src   *rooms
 	db    *badger.DB
-	log   *tlog.Log
+	log   *hostlog.Log
 	cpInt time.Duration
 	round time.Duration // RoundInterval (0: the default)
 	logs  *slog.Logger  // nil: slog.Default
@@ -196,7 +196,7 @@ func (e *env) open() {
 	if e.cpInt == 0 {
 		batch = 0 // the daemon's defaults
 	}
-	e.log, err = tlog.Open(tlog.Config{Dir: filepath.Join(e.dir, tlog.Dir), DB: db, Key: e.key,
+	e.log, err = hostlog.Open(hostlog.Config{Dir: filepath.Join(e.dir, hostlog.Dir), DB: db, Key: e.key,
 		Origin: e.origin(), Source: e.src, Feed: e.src, CheckpointInterval: e.cpInt, BatchMaxAge: batch, RoundInterval: e.round, Log: e.logs})
 	if err != nil {
 		db.Close()
@@ -432,7 +432,7 @@ func TestRestartAppendsMissedRecordsOnce(t *testing.T) {
 	// And a record the feed hands over twice, and a stale one.
 	lf := e.src.accept("r3")
 	e.src.again(lf)
-	e.src.again(tlog.Leaf{RoomID: "r0", Seq: 1, Hash: e.src.r["r0"][0]})
+	e.src.again(hostlog.Leaf{RoomID: "r0", Seq: 1, Hash: e.src.r["r0"][0]})
 	e.crash()
 	e.open()
 	cp := e.waitSize(e.total())
@@ -481,7 +481,7 @@ func (e *env) editJournal(edit func(txn *badger.Txn) error) {
 
 // putJournalV1 writes entry idx of a journal v1 (index → leaf, hash →
 // index), as a node before parts and runs left it.
-func putJournalV1(txn *badger.Txn, idx uint64, lf tlog.Leaf) error {
+func putJournalV1(txn *badger.Txn, idx uint64, lf hostlog.Leaf) error {
 	v := append(append([]byte(nil), lf.Hash[:]...), binary.BigEndian.AppendUint64(nil, uint64(lf.Seq))...)
 	v = append(v, lf.RoomID...)
 	if err := txn.Set(binary.BigEndian.AppendUint64([]byte("l/i/"), idx), v); err != nil {
@@ -497,12 +497,12 @@ func TestJournalAheadOfLogIsReplayed(t *testing.T) {
 	// Journal leaves 10..14 as commit() would, without tessera: room r's
 	// next two records and room s's first three, so that part 0 is
 	// extended and r and s each get a run.
-	var lfs []tlog.Leaf
+	var lfs []hostlog.Leaf
 	for _, id := range []string{"r", "r", "s", "s", "s"} {
 		lfs = append(lfs, e.src.accept(id))
 	}
 	e.editJournal(func(txn *badger.Txn) error {
-		if err := tlog.PutLeavesForTest(txn, 10, lfs); err != nil {
+		if err := hostlog.PutLeavesForTest(txn, 10, lfs); err != nil {
 			return err
 		}
 		for _, m := range []struct {
@@ -537,19 +537,19 @@ func TestJournalV1Converted(t *testing.T) {
 	e := newEnv(t)
 	e.close()
 	const n = 600 // three parts
-	var lfs []tlog.Leaf
+	var lfs []hostlog.Leaf
 	for i := range n {
 		lfs = append(lfs, e.src.accept([]string{"r", "s", "t"}[i%3]))
 	}
 	// Room s's next four records in parts that never counted (reversed,
 	// beyond the length), and a hash no record has.
-	stray := make([]tlog.Leaf, 4)
+	stray := make([]hostlog.Leaf, 4)
 	for i := range stray {
 		stray[i] = e.src.accept("s")
 	}
 	never := sha256.Sum256([]byte("never a record"))
 	e.editJournal(func(txn *badger.Txn) error {
-		if err := tlog.PutLeavesForTest(txn, 0, lfs[:256]); err != nil {
+		if err := hostlog.PutLeavesForTest(txn, 0, lfs[:256]); err != nil {
 			return err
 		}
 		for i := 256; i < n; i++ {
@@ -562,7 +562,7 @@ func TestJournalV1Converted(t *testing.T) {
 				return err
 			}
 		}
-		if err := putJournalV1(txn, n+4, tlog.Leaf{RoomID: "s", Seq: 205, Hash: never}); err != nil {
+		if err := putJournalV1(txn, n+4, hostlog.Leaf{RoomID: "s", Seq: 205, Hash: never}); err != nil {
 			return err
 		}
 		for _, id := range []string{"r", "s", "t"} {
@@ -625,7 +625,7 @@ func TestJournalPartEntriesBeyondLengthDropped(t *testing.T) {
 	e := loggedAndStopped(t, 10)
 	never := sha256.Sum256([]byte("never a record"))
 	e.editJournal(func(txn *badger.Txn) error {
-		return tlog.PutLeavesForTest(txn, 10, []tlog.Leaf{{RoomID: "q", Seq: 1, Hash: never}})
+		return hostlog.PutLeavesForTest(txn, 10, []hostlog.Leaf{{RoomID: "q", Seq: 1, Hash: never}})
 	})
 	e.open()
 	if lf, ok, _ := e.log.Leaf(10); ok {
@@ -766,7 +766,7 @@ func TestPositionJournalledWithLeaves(t *testing.T) {
 	}
 	var pos uint64
 	err = db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get([]byte("fp/" + tlog.FeedFollower))
+		item, err := txn.Get([]byte("fp/" + hostlog.FeedFollower))
 		if err != nil {
 			return err
 		}
@@ -941,7 +941,7 @@ func TestDamagedCheckpointRepublished(t *testing.T) {
 	}
 	old := e.waitSize(10)
 	e.close()
-	path := filepath.Join(e.dir, tlog.Dir, "checkpoint")
+	path := filepath.Join(e.dir, hostlog.Dir, "checkpoint")
 	if _, err := os.Stat(path); err != nil {
 		t.Fatalf("no published checkpoint where the log keeps it: %v", err)
 	}
@@ -965,7 +965,7 @@ func TestDamagedCheckpointRepublished(t *testing.T) {
 // database: records of eight rooms arriving interleaved make one part per
 // 256 leaves and one run per room and chunk, not a key per leaf.
 func TestJournalKeysPerRound(t *testing.T) {
-	defer tlog.SetChunkForTest(1024)()
+	defer hostlog.SetChunkForTest(1024)()
 	e := newEnvRound(t, time.Hour) // one round takes everything queued
 	e.src.accept("first")
 	e.waitSize(1)

@@ -1,4 +1,4 @@
-package tlog
+package hostlog
 
 import (
 	"context"
@@ -125,14 +125,14 @@ func (l *Log) node(ctx context.Context, size uint64, id compact.NodeID, tiles ma
 		var err error
 		raw, err = l.reader.ReadTile(ctx, tileLevel, tileIndex, layout.PartialTileSize(tileLevel, tileIndex, size))
 		if err != nil {
-			return nil, fmt.Errorf("tlog: tile %d/%d: %w", tileLevel, tileIndex, err)
+			return nil, fmt.Errorf("hostlog: tile %d/%d: %w", tileLevel, tileIndex, err)
 		}
 		tiles[key] = raw
 	}
 	n := uint64(1) << nodeLevel
 	first, last := nodeIndex*n*32, (nodeIndex+1)*n*32
 	if last > uint64(len(raw)) {
-		return nil, fmt.Errorf("tlog: tile %d/%d has %d hashes; node %v needs %d", tileLevel, tileIndex, len(raw)/32, id, last/32)
+		return nil, fmt.Errorf("hostlog: tile %d/%d has %d hashes; node %v needs %d", tileLevel, tileIndex, len(raw)/32, id, last/32)
 	}
 	h = subtreeRoot(raw[first:last])
 	l.nodeMu.Lock()

@@ -1,4 +1,4 @@
-// Package tlog is the host log: every record the node accepts is
+// Package hostlog is the host log: every record the node accepts is
 // appended, after it is durable and off the write path, as a leaf whose
 // data is the record hash's 32 raw bytes, to a C2SP tlog-tiles log kept by
 // transparency-dev/tessera's POSIX driver in DATA/tlog. Checkpoints are
@@ -21,7 +21,7 @@
 // more than the feed's bound behind), the log resynchronises: it appends
 // every record above its room's watermark, comparing every room's head
 // with the watermarks, then follows the feed from the head it read first.
-package tlog
+package hostlog
 
 import (
 	"bytes"
@@ -205,7 +205,7 @@ func Open(cfg Config) (*Log, error) {
 		cfg.RoundInterval = cfg.CheckpointInterval
 	}
 	if cfg.DB == nil || cfg.Source == nil || cfg.Feed == nil || len(cfg.Key) != ed25519.PrivateKeySize || cfg.Origin == "" {
-		return nil, errors.New("tlog: DB, Source, Feed, Key and Origin are required")
+		return nil, errors.New("hostlog: DB, Source, Feed, Key and Origin are required")
 	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, err
@@ -245,7 +245,7 @@ func Open(cfg Config) (*Log, error) {
 	app, shutdown, reader, err := tessera.NewAppender(ctx, drv, opts)
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("tlog: %w", err)
+		return nil, fmt.Errorf("hostlog: %w", err)
 	}
 	l := &Log{cfg: cfg, log: cfg.Log, add: app.Add, shutdown: shutdown, reader: reader, verifier: v, vkey: vkey,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), stop: make(chan struct{}), marks: map[string]int64{}, nodes: map[compact.NodeID][]byte{}}
@@ -418,7 +418,7 @@ func (l *Log) replayTail() error {
 		return err
 	}
 	if size > l.next {
-		return fmt.Errorf("tlog: the log in %s has %d leaves but the journal only %d: it is not this node's log", l.cfg.Dir, size, l.next)
+		return fmt.Errorf("hostlog: the log in %s has %d leaves but the journal only %d: it is not this node's log", l.cfg.Dir, size, l.next)
 	}
 	for from := size; from < l.next; {
 		to := min(l.next, from+uint64(chunk))
@@ -453,10 +453,10 @@ func (l *Log) integrate(first uint64, hashes [][32]byte) error {
 	for i, f := range futures {
 		idx, err := f()
 		if err != nil {
-			return fmt.Errorf("tlog: integrate leaf %d: %w", first+uint64(i), err)
+			return fmt.Errorf("hostlog: integrate leaf %d: %w", first+uint64(i), err)
 		}
 		if idx.Index != first+uint64(i) {
-			return fmt.Errorf("tlog: leaf journalled at %d was sequenced at %d", first+uint64(i), idx.Index)
+			return fmt.Errorf("hostlog: leaf journalled at %d was sequenced at %d", first+uint64(i), idx.Index)
 		}
 	}
 	return nil
@@ -471,7 +471,7 @@ func (l *Log) Err() error {
 }
 
 // errDrained ends the follow that drains the feed at Close.
-var errDrained = errors.New("tlog: drained")
+var errDrained = errors.New("hostlog: drained")
 
 func (l *Log) run(resync bool) {
 	defer close(l.done)
@@ -660,7 +660,7 @@ func (l *Log) readGap(roomID string, after, upto int64) ([]Leaf, error) {
 			return nil, err
 		}
 		if len(hs) == 0 {
-			return nil, fmt.Errorf("tlog: room %s has no record after seq %d below %d", roomID, after, upto+1)
+			return nil, fmt.Errorf("hostlog: room %s has no record after seq %d below %d", roomID, after, upto+1)
 		}
 		for _, h := range hs {
 			after++
@@ -819,7 +819,7 @@ func (l *Log) Checkpoint(ctx context.Context) ([]byte, tlogproof.Checkpoint, err
 	}
 	c, _, err := tlogproof.Open(raw, l.verifier)
 	if err != nil {
-		return nil, tlogproof.Checkpoint{}, fmt.Errorf("tlog: own checkpoint does not verify: %w", err)
+		return nil, tlogproof.Checkpoint{}, fmt.Errorf("hostlog: own checkpoint does not verify: %w", err)
 	}
 	l.cpRaw, l.cpParsed = raw, c
 	return raw, c, nil

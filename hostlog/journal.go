@@ -1,4 +1,4 @@
-package tlog
+package hostlog
 
 import (
 	"bytes"
@@ -48,7 +48,7 @@ func appendEntry(b []byte, lf Leaf) []byte {
 	return append(b, lf.RoomID...)
 }
 
-var errPart = errors.New("tlog: journal part is malformed")
+var errPart = errors.New("hostlog: journal part is malformed")
 
 // nextEntry splits the first entry off a part value.
 func nextEntry(v []byte) (hash, seq, room, rest []byte, err error) {
@@ -99,7 +99,7 @@ func putLeaves(txn *badger.Txn, first uint64, leaves []Leaf) error {
 	if off := int(first % partSize); off > 0 {
 		item, err := txn.Get(partKey(p))
 		if err != nil {
-			return fmt.Errorf("tlog: journal part %d, which holds leaf %d: %w", p, first-1, err)
+			return fmt.Errorf("hostlog: journal part %d, which holds leaf %d: %w", p, first-1, err)
 		}
 		err = item.Value(func(v []byte) error {
 			keep, err := entriesSpan(v, off)
@@ -107,7 +107,7 @@ func putLeaves(txn *badger.Txn, first uint64, leaves []Leaf) error {
 			return err
 		})
 		if err != nil {
-			return fmt.Errorf("tlog: journal part %d: %w", p, err)
+			return fmt.Errorf("hostlog: journal part %d: %w", p, err)
 		}
 	}
 	idx := first
@@ -211,7 +211,7 @@ func leafIn(txn *badger.Txn, i uint64) (Leaf, bool, error) {
 		return err
 	})
 	if err != nil {
-		return Leaf{}, false, fmt.Errorf("tlog: journal part %d: %w", i/partSize, err)
+		return Leaf{}, false, fmt.Errorf("hostlog: journal part %d: %w", i/partSize, err)
 	}
 	return lf, found, nil
 }
@@ -222,7 +222,7 @@ func leavesIn(txn *badger.Txn, from, to uint64) ([]Leaf, error) {
 	for p := from / partSize; p*partSize < to; p++ {
 		item, err := txn.Get(partKey(p))
 		if err != nil {
-			return nil, fmt.Errorf("tlog: journal part %d: %w", p, err)
+			return nil, fmt.Errorf("hostlog: journal part %d: %w", p, err)
 		}
 		err = item.Value(func(v []byte) error {
 			for i := p * partSize; len(v) > 0 && i < to; i++ {
@@ -238,11 +238,11 @@ func leavesIn(txn *badger.Txn, from, to uint64) ([]Leaf, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("tlog: journal part %d: %w", p, err)
+			return nil, fmt.Errorf("hostlog: journal part %d: %w", p, err)
 		}
 	}
 	if uint64(len(out)) != to-from {
-		return nil, fmt.Errorf("tlog: the journal holds %d of leaves %d…%d", len(out), from, to-1)
+		return nil, fmt.Errorf("hostlog: the journal holds %d of leaves %d…%d", len(out), from, to-1)
 	}
 	return out, nil
 }
@@ -278,7 +278,7 @@ func (l *Log) IndexOf(hash [32]byte) (uint64, bool, error) {
 		var firstSeq int64
 		err := it.Item().Value(func(v []byte) error {
 			if len(v) != 16 {
-				return fmt.Errorf("tlog: journal run %q is malformed", it.Item().Key())
+				return fmt.Errorf("hostlog: journal run %q is malformed", it.Item().Key())
 			}
 			firstSeq, idx = int64(binary.BigEndian.Uint64(v)), binary.BigEndian.Uint64(v[8:])
 			return nil
@@ -353,12 +353,12 @@ func (l *Log) convertV1() error {
 					break
 				}
 				if want := p*partSize + uint64(len(part)); idx != want {
-					return fmt.Errorf("tlog: journal v1 has no entry %d (next is %d)", want, idx)
+					return fmt.Errorf("hostlog: journal v1 has no entry %d (next is %d)", want, idx)
 				}
 				var lf Leaf
 				err := it.Item().Value(func(v []byte) error {
 					if len(v) < 40 {
-						return fmt.Errorf("tlog: journal v1 entry %d is short", idx)
+						return fmt.Errorf("hostlog: journal v1 entry %d is short", idx)
 					}
 					lf = Leaf{Hash: [32]byte(v[:32]), Seq: int64(binary.BigEndian.Uint64(v[32:40])), RoomID: string(v[40:])}
 					return nil
@@ -391,7 +391,7 @@ func (l *Log) convertV1() error {
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("tlog: convert journal v1: %w", err)
+			return fmt.Errorf("hostlog: convert journal v1: %w", err)
 		}
 		converted += len(part)
 		seek = after(maxV1Key(del))

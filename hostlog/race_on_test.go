@@ -1,6 +1,6 @@
 //go:build race
 
-package tlog_test
+package hostlog_test
 
 // raceEnabled is set under the race detector, which makes tessera's
 // integration of 70,000 leaves take minutes on the project's machine: the

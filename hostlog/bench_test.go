@@ -1,4 +1,4 @@
-package tlog_test
+package hostlog_test
 
 import (
 	"context"
@@ -15,16 +15,16 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp/tlogproof"
+	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/node"
-	"github.com/adpnode/adpnode/tlog"
 )
 
 // BenchmarkCoveredLatency: a record every 2 ms is appended; the time from
 // Append until a published checkpoint covers it, p50 and p99, with the
 // daemon's defaults (1 s checkpoint interval, 50 ms batches).
 //
-//	go test ./tlog -run '^$' -bench CoveredLatency -benchtime 2000x
+//	go test ./hostlog -run '^$' -bench CoveredLatency -benchtime 2000x
 func BenchmarkCoveredLatency(b *testing.B) {
 	e := newEnvWith(b, 0)
 	appended := make([]time.Time, b.N)
@@ -78,7 +78,7 @@ func newEnvWith(tb testing.TB, cpInt time.Duration) *env {
 // the "with" run also reports how long after the last write the log
 // published a checkpoint covering every record.
 //
-//	go test ./tlog -run '^$' -bench WritePathHostLog -benchtime 3000x -count 3
+//	go test ./hostlog -run '^$' -bench WritePathHostLog -benchtime 3000x -count 3
 func BenchmarkWritePathHostLog(b *testing.B) {
 	for _, with := range []bool{false, true} {
 		name := "off"
@@ -97,10 +97,10 @@ func benchWritePath(b *testing.B, with bool) {
 		b.Fatal(err)
 	}
 	defer n.Close()
-	var l *tlog.Log
+	var l *hostlog.Log
 	if with {
 		_, key, _ := ed25519.GenerateKey(nil)
-		l, err = tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: n.DB(), Key: key, Origin: "127.0.0.1:1/adp-log",
+		l, err = hostlog.Open(hostlog.Config{Dir: filepath.Join(dir, hostlog.Dir), DB: n.DB(), Key: key, Origin: "127.0.0.1:1/adp-log",
 			Source: n, Feed: n, Log: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
@@ -151,7 +151,7 @@ func benchWritePath(b *testing.B, with bool) {
 // until a published checkpoint covers them all; run with -count to
 // interleave the variants.
 //
-//	go test ./tlog -run '^$' -bench Integration -benchtime 1x -count 3
+//	go test ./hostlog -run '^$' -bench Integration -benchtime 1x -count 3
 func BenchmarkIntegration(b *testing.B) {
 	const leaves = 32768
 	for _, v := range []struct {
@@ -167,7 +167,7 @@ func BenchmarkIntegration(b *testing.B) {
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			if v.chunk != 0 {
-				defer tlog.SetChunkForTest(v.chunk)()
+				defer hostlog.SetChunkForTest(v.chunk)()
 			}
 			var total time.Duration
 			for range b.N {
@@ -179,7 +179,7 @@ func BenchmarkIntegration(b *testing.B) {
 				}
 				_, key, _ := ed25519.GenerateKey(nil)
 				src := newRooms()
-				l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: db, Key: key, Origin: "127.0.0.1:1/adp-log",
+				l, err := hostlog.Open(hostlog.Config{Dir: filepath.Join(dir, hostlog.Dir), DB: db, Key: key, Origin: "127.0.0.1:1/adp-log",
 					Source: src, Feed: src, BatchMaxAge: v.age, CheckpointInterval: v.cpInt, Log: slog.New(slog.DiscardHandler)})
 				if err != nil {
 					b.Fatal(err)
@@ -216,7 +216,7 @@ func BenchmarkIntegration(b *testing.B) {
 // Bursts are spaced by a random pause so that they fall at every phase of
 // the log's round and checkpoint timers.
 //
-//	go test ./tlog -run '^$' -bench BurstCoveredLatency -benchtime 20x
+//	go test ./hostlog -run '^$' -bench BurstCoveredLatency -benchtime 20x
 func BenchmarkBurstCoveredLatency(b *testing.B) {
 	const rooms, perRoom = 50, 22
 	dir := b.TempDir()
@@ -226,7 +226,7 @@ func BenchmarkBurstCoveredLatency(b *testing.B) {
 	}
 	defer n.Close()
 	_, key, _ := ed25519.GenerateKey(nil)
-	l, err := tlog.Open(tlog.Config{Dir: filepath.Join(dir, tlog.Dir), DB: n.DB(), Key: key, Origin: "127.0.0.1:1/adp-log",
+	l, err := hostlog.Open(hostlog.Config{Dir: filepath.Join(dir, hostlog.Dir), DB: n.DB(), Key: key, Origin: "127.0.0.1:1/adp-log",
 		Source: n, Feed: n, Log: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)

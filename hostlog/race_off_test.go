@@ -1,5 +1,5 @@
 //go:build !race
 
-package tlog_test
+package hostlog_test
 
 const raceEnabled = false
