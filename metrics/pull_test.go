@@ -1,0 +1,49 @@
+package metrics
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/fedport"
+)
+
+type fakeSource struct{}
+
+func (fakeSource) Subscribers() int             { return 0 }
+func (fakeSource) Summaries() []directory.Entry { return nil }
+
+type fakeFederation struct{ st fedport.GossipStats }
+
+func (f *fakeFederation) Peers() []fedport.PeerInfo   { return nil }
+func (f *fakeFederation) Stats() *fedport.GossipStats { return &f.st }
+func (f *fakeFederation) Bandwidth() (in, out int64)  { return 0, 0 }
+
+// Property: what the federation's pull budget counts (bytes read and
+// served, ids answered, requests refused, relayed claims penalised) reaches
+// /metrics, so an operator sees a peer pulling against the budget.
+func TestPullBudgetCountersExported(t *testing.T) {
+	f := &fakeFederation{}
+	f.st.PullRead.Store(11)
+	f.st.PullServed.Store(22)
+	f.st.PullIDs.Store(33)
+	f.st.PullRefused.Store(44)
+	f.st.Penalised.Store(55)
+	m := New(fakeSource{})
+	m.AttachFederation(f)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, line := range []string{
+		"adp_pull_read_bytes_total 11",
+		"adp_pull_served_bytes_total 22",
+		"adp_pull_served_ids_total 33",
+		"adp_pull_refused_total 44",
+		"adp_pull_penalised_total 55",
+	} {
+		if !strings.Contains(body, "\n"+line+"\n") {
+			t.Errorf("/metrics has no line %q", line)
+		}
+	}
+}
