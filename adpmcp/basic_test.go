@@ -8,8 +8,8 @@ import (
 
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/internal/testwait"
+	"github.com/adpnode/adpnode/stack"
 )
 
 func newKey(t testing.TB) *client.Key {

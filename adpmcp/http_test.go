@@ -11,7 +11,7 @@ import (
 
 	"github.com/adpnode/adpnode/adpmcp"
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/stack"
 )
 
 type headers map[string]string

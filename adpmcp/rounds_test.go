@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/stack"
 )
 
 // Property: two agents run a coordination round to agreement through the

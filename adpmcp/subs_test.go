@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/internal/testwait"
+	"github.com/adpnode/adpnode/stack"
 )
 
 type subsOut struct {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/stack"
 )
 
 // The MCP server as clients we did not write see it: tsclient/drive.mjs

@@ -17,9 +17,9 @@ import (
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/optoken"
-	istack "github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
+	istack "github.com/adpnode/adpnode/stack"
 )
 
 // An archivist's mirror journey through the CLI against real nodes: room

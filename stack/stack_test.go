@@ -13,9 +13,9 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/stack"
 )
 
 // open runs a full stack (federation and mirror) on dir, serving on a
