@@ -964,7 +964,9 @@ func browserHostile(t *testing.T, b *browser) {
   for (const e of document.querySelectorAll('.link-blocked')) e.click();
   return true;
 })()`, nil)
-	time.Sleep(200 * time.Millisecond)
+	// What the clicks would start runs before a later task and frame of
+	// the page: wait for those, then look.
+	tb.eval(`new Promise(r => setTimeout(() => requestAnimationFrame(() => setTimeout(() => r(true), 0)), 0))`, nil)
 	var hash string
 	tb.eval(`location.hash`, &hash)
 	if hash != "#/rooms/"+id {
