@@ -28,6 +28,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/adp/types"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // Recovery property: a node in a child process is driven by a
@@ -1517,13 +1518,7 @@ func (h *propHarness) review(a *adptest.Agent, pr *propRoom, jr *propReq, decisi
 // waitUntil polls cond (a time condition of the node's clock) for up to d.
 func (h *propHarness) waitUntil(d time.Duration, what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("tour: %s did not happen within %v", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(h.t, d, "tour: "+what, cond)
 }
 
 // tour drives every flow of the spec once, deterministically, before the
