@@ -282,7 +282,7 @@ func TestSSEMembership(t *testing.T) {
 	joinRoom(t, h, m, id, "speaker")
 	ms = openSSE(t, h, m, id)
 	h.MustPost(t, c, id, "room.member.remove", map[string]any{"member": string(m.ID), "reason": "test"})
-	if reason, _ := ms.waitEnd(5 * time.Second); reason != "membership_ended" {
+	if reason, _ := ms.waitEnd(20 * time.Second); reason != "membership_ended" {
 		t.Errorf("stream end reason after removal %q", reason)
 	}
 	// A client that hangs up is unsubscribed.
@@ -301,7 +301,7 @@ func TestSSENoReplay(t *testing.T) {
 	if s == nil {
 		t.Fatalf("subscribe: %s", short(r))
 	}
-	if it, ok := s.nextAny(5 * time.Second); !ok || it.Comment != "subscribed" {
+	if it, ok := s.nextAny(20 * time.Second); !ok || it.Comment != "subscribed" {
 		t.Fatalf("first item %+v", it)
 	}
 	h.MustPost(t, c, id, "message.create", msg("new"))

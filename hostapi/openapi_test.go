@@ -658,7 +658,7 @@ func oaStream(t testing.TB, url, token string) (*sseStream, *adptest.Response) {
 	s := &sseStream{t: t, resp: resp, items: make(chan sseItem, 1024), cancel: cancel}
 	go s.read()
 	t.Cleanup(s.Close)
-	if it, ok := s.nextAny(5 * time.Second); !ok || !strings.HasPrefix(it.Comment, "subscribed") {
+	if it, ok := s.nextAny(20 * time.Second); !ok || !strings.HasPrefix(it.Comment, "subscribed") {
 		t.Fatalf("%s: first SSE item %+v", url, it)
 	}
 	return s, ans

@@ -232,7 +232,7 @@ func TestCloseEndsStreams(t *testing.T) {
 	r := h.MustPost(t, c, id, "room.close", map[string]any{"reason": "done"})
 	var closed wire
 	r.JSON(&closed)
-	reason, items := ss.waitEnd(5 * time.Second)
+	reason, items := ss.waitEnd(20 * time.Second)
 	if reason != "room_ended" {
 		t.Errorf("stream end reason %q", reason)
 	}
@@ -257,7 +257,7 @@ func TestCancelEndsStreams(t *testing.T) {
 	id := createRoom(t, h, c, roomPayload("public", h.Clock.Ms()+time.Hour.Milliseconds(), time.Hour))
 	cs := openSSE(t, h, c, id)
 	h.MustPost(t, c, id, "room.cancel", map[string]any{"reason": "no quorum"})
-	reason, items := cs.waitEnd(5 * time.Second)
+	reason, items := cs.waitEnd(20 * time.Second)
 	if reason != "room_cancelled" || len(items) != 1 {
 		t.Errorf("stream end %q after %d items", reason, len(items))
 	}
@@ -293,7 +293,7 @@ func TestSchedulerReschedule(t *testing.T) {
 	}
 	h.Clock.Advance(16 * time.Minute) // past the new end
 	h.Node.Wake()
-	if reason, _ := cs.waitEnd(5 * time.Second); reason != "room_ended" {
+	if reason, _ := cs.waitEnd(20 * time.Second); reason != "room_ended" {
 		t.Errorf("stream end reason %q", reason)
 	}
 	if l := log.of(id); len(l) != 1 || l[0] != room.StatusEnded {
