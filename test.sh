@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The project's test command (README, Quick start; CI runs exactly this).
 # It installs what the tests need that Go does not bring, then runs
-# go vet, golangci-lint and the race-enabled test suite. Extra arguments go to go test,
+# go vet, golangci-lint and the race-enabled test suite: the unit tests and the
+# whole-system tests, which build only with the tag e2e (docs/testing.md; plain
+# `go test ./...` runs the unit tests alone). Extra arguments go to go test,
 # e.g. ./test.sh -run Walkthrough ./cmd/adpnode/
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -55,13 +57,15 @@ if [ "${ADP_SKIP_NODE:-}" != 1 ]; then
 fi
 
 go version
+# Both builds: the unit tests alone must compile without the tag.
 go vet ./...
+go vet -tags e2e ./...
 # Without a package argument, test every package.
 pkgs=./...
 for a in "$@"; do
 	case "$a" in ./* | github.com/*) pkgs= ;; esac
 done
-# When the whole suite runs: the linters of .golangci.yml, built by go run at a
+# When the whole suite runs: the linters of .golangci.yml (with the e2e tag), built by go run at a
 # pinned version (the build is cached by Go, the analysis under the user cache
 # dir), and the host log's tile-crossing test, which proves every record of
 # 70,500 leaves only without the race detector (under -race tessera needs
@@ -73,4 +77,4 @@ if [ -n "$pkgs" ]; then
 fi
 # Under -race the node and mirror packages take minutes each on 2 cores;
 # the default 10 min per package is too tight when packages run side by side.
-exec go test -race -timeout 25m "$@" $pkgs
+exec go test -race -tags e2e -timeout 25m "$@" $pkgs

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package adpmcp_test
 
 import (
@@ -8,8 +10,8 @@ import (
 
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/internal/testwait"
+	"github.com/adpnode/adpnode/stack"
 )
 
 func newKey(t testing.TB) *client.Key {

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package adpmcp_test
 
 import (
@@ -10,8 +12,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/internal/testwait"
+	"github.com/adpnode/adpnode/stack"
 )
 
 // Property: waits are bounded per session (one more is refused), do not

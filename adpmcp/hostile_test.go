@@ -1,3 +1,5 @@
+//go:build e2e
+
 package adpmcp_test
 
 import (
@@ -18,7 +20,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/stack"
 )
 
 // lyingTransport makes the host lie: it rewrites answers whose request

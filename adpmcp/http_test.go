@@ -1,3 +1,5 @@
+//go:build e2e
+
 package adpmcp_test
 
 import (
@@ -11,7 +13,7 @@ import (
 
 	"github.com/adpnode/adpnode/adpmcp"
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/stack"
 )
 
 type headers map[string]string

@@ -1,10 +1,12 @@
+//go:build e2e
+
 package adpmcp_test
 
 import (
 	"testing"
 
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/stack"
 )
 
 // Property: two agents run a coordination round to agreement through the

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package adpmcp_test
 
 import (
@@ -5,8 +7,8 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/internal/testwait"
+	"github.com/adpnode/adpnode/stack"
 )
 
 type subsOut struct {

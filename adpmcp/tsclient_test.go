@@ -1,3 +1,5 @@
+//go:build e2e
+
 package adpmcp_test
 
 import (
@@ -15,7 +17,7 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/stack"
 )
 
 // The MCP server as clients we did not write see it: tsclient/drive.mjs

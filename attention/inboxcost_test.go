@@ -8,6 +8,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/hostport"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // inboxWith opens a service whose agent alice holds n retained mentions
@@ -29,31 +30,18 @@ func inboxWith(tb testing.TB, n int) *Attention {
 		r := mentionRecord(tb, roomID(1+i%2), int64(i), "message.create", alice)
 		a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	testwait.Until(tb, time.Minute, "the mentions stored", func() bool {
 		a.mu.RLock()
+		defer a.mu.RUnlock()
 		ib := a.inboxes[alice]
-		done := ib != nil && ib.head == int64(n)
-		a.mu.RUnlock()
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("mentions not stored in a minute")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return ib != nil && ib.head == int64(n)
+	})
 	// The last pass may still be writing: read until the last item is there.
-	for {
+	testwait.Until(tb, time.Minute, "the last mention readable", func() bool {
 		p, err := a.Mentions(alice, Cursor{After: int64(n - 1)}, 1)
-		if err == nil && len(p.Items.([]MentionItem)) == 1 {
-			return a
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("last mention not readable in a minute")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return err == nil && len(p.Items.([]MentionItem)) == 1
+	})
+	return a
 }
 
 // Property: an inbox read costs O(limit), not O(retained items): a page of

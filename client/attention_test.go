@@ -1,9 +1,12 @@
+//go:build e2e
+
 package client_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -40,17 +44,10 @@ func TestWatchResumesFromSavedCursor(t *testing.T) {
 	// Inbox items are stored on the owner's next pass: wait for them.
 	stored := func(n int64) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testwait.Until(t, 20*time.Second, fmt.Sprintf("mention %d stored", n), func() bool {
 			p, err := reader.Mentions(ctx, client.Cursor{After: n - 1}, 1)
-			if err == nil && len(p.Items) == 1 {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("mention %d not stored: %v", n, err)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return err == nil && len(p.Items) == 1
+		})
 	}
 	for i := 0; i < 5; i++ {
 		post()

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package client_test
 
 import (
@@ -11,6 +13,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -95,21 +98,16 @@ func TestConcurrentWritersRetryLoop(t *testing.T) {
 	if len(hist) != want || messages != writers*each {
 		t.Fatalf("history has %d records (%d messages), want %d (%d)", len(hist), messages, want, writers*each)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Until(t, 20*time.Second, fmt.Sprintf("Follow delivering all %d records", want), func() bool {
 		mu.Lock()
-		n := len(followed)
-		mu.Unlock()
-		if n == want {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Follow delivered %d of %d records", n, want)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer mu.Unlock()
+		return len(followed) >= want
+	})
 	stop()
 	<-followDone
+	if len(followed) != want {
+		t.Fatalf("Follow delivered %d records, want %d", len(followed), want)
+	}
 	for i, r := range followed {
 		if r.Seq != int64(i+1) || r.Hash != hist[i].Hash {
 			t.Fatalf("Follow delivered seq %d at position %d", r.Seq, i)

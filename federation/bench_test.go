@@ -1,3 +1,5 @@
+//go:build e2e
+
 package federation_test
 
 // Federation benchmarks, all on 127.0.0.1. Benchmarks never run under plain

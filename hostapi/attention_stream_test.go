@@ -1,3 +1,5 @@
+//go:build e2e
+
 package hostapi_test
 
 import (
@@ -141,7 +143,7 @@ func TestAgentStreamCapAndNeverReads(t *testing.T) {
 	if fresh == nil {
 		t.Fatalf("bob's stream after his clients left: %s", r)
 	}
-	if c, ok := fresh.nextAny(5 * time.Second); !ok || c.Comment != "subscribed" {
+	if c, ok := fresh.nextAny(20 * time.Second); !ok || c.Comment != "subscribed" {
 		t.Fatalf("bob's new stream opened with %+v", c)
 	}
 	fresh.Close()
@@ -161,7 +163,7 @@ func TestAgentStreamCapAndNeverReads(t *testing.T) {
 	if again == nil {
 		t.Fatalf("after restart: %s", r)
 	}
-	if c, ok := again.nextAny(5 * time.Second); !ok || c.Comment != "subscribed" {
+	if c, ok := again.nextAny(20 * time.Second); !ok || c.Comment != "subscribed" {
 		t.Fatalf("stream after restart opened with %+v", c)
 	}
 	mention(t, h, writer, roomID, alice)

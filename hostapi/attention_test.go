@@ -1,3 +1,5 @@
+//go:build e2e
+
 package hostapi_test
 
 import (
@@ -83,7 +85,7 @@ func TestAttentionHTTP(t *testing.T) {
 		t.Fatalf("stream: %s", resp)
 	}
 	defer st.Close()
-	if c, ok := st.nextAny(5 * time.Second); !ok || !strings.HasPrefix(c.Comment, "subscribed") {
+	if c, ok := st.nextAny(20 * time.Second); !ok || !strings.HasPrefix(c.Comment, "subscribed") {
 		t.Fatalf("stream opened with %+v", c)
 	}
 	mention(t, h, bob, pubID, alice)

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package hostapi_test
 
 import (
@@ -226,7 +228,7 @@ func TestSSEBootstrap(t *testing.T) {
 	live := map[int64]json.RawMessage{}
 	prev := int64(0)
 	for prev < total {
-		it, ok := stream.next(5 * time.Second)
+		it, ok := stream.next(20 * time.Second)
 		if !ok {
 			t.Fatalf("stream ended or stalled after seq %d of %d", prev, total)
 		}

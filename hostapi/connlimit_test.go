@@ -1,3 +1,5 @@
+//go:build e2e
+
 package hostapi_test
 
 import (
@@ -196,18 +198,20 @@ func (h *hoard) close() {
 	}
 }
 
-// probe is a new client from from: it must get /healthz within 2 s. Its
-// connection stays open (idle) until the caller closes it.
+// probe is a new client from from: it must get /healthz. A client locked
+// out is never served (the hoard's connections never idle out), so the
+// deadline only bounds the wait and is generous. Its connection stays open
+// (idle) until the caller closes it.
 func probe(t *testing.T, from, addr string) net.Conn {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	k, err := dialFrom(from, addr, 2*time.Second)
+	deadline := time.Now().Add(20 * time.Second)
+	k, err := dialFrom(from, addr, 20*time.Second)
 	if err != nil {
 		t.Fatalf("a new connection from %s: %v", from, err)
 	}
 	if err := k.healthz(deadline); err != nil {
 		k.c.Close()
-		t.Fatalf("a new connection from %s was not served /healthz within 2 s: %v", from, err)
+		t.Fatalf("a new connection from %s was not served /healthz: %v", from, err)
 	}
 	return k.c
 }
@@ -215,8 +219,8 @@ func probe(t *testing.T, from, addr string) net.Conn {
 // Property: one client address cannot lock everyone out, nor itself.
 // 4,096 idle keep-alive connections from 127.0.0.1, each refreshed well
 // within the idle timeout so that none times out, and still a new client
-// (127.0.0.2) and a new connection from 127.0.0.1 both get /healthz
-// within 2 s: at the total cap the longest-idle connection is closed to
+// (127.0.0.2) and a new connection from 127.0.0.1 both get /healthz:
+// at the total cap the longest-idle connection is closed to
 // make room (with the per-address cap lifted to the total), and under the
 // default per-address cap the address holds at most its cap, its own
 // longest-idle connection making room for its new one. The tracking costs

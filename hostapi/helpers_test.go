@@ -262,7 +262,7 @@ func openSSE(t testing.TB, h *adptest.Host, a *adptest.Agent, roomID string) *ss
 	if cc := s.resp.Header.Get("Cache-Control"); cc != "no-cache" {
 		t.Fatalf("SSE Cache-Control %q", cc)
 	}
-	it, ok := s.nextAny(5 * time.Second)
+	it, ok := s.nextAny(20 * time.Second)
 	if !ok || it.Comment != "subscribed" {
 		t.Fatalf("first SSE item is %+v (ok=%v), want the subscribed comment", it, ok)
 	}
@@ -349,7 +349,7 @@ func (s *sseStream) next(d time.Duration) (sseItem, bool) {
 // mustNext returns the next event item of the given SSE event name.
 func (s *sseStream) mustNext(event string) sseItem {
 	s.t.Helper()
-	it, ok := s.next(5 * time.Second)
+	it, ok := s.next(20 * time.Second)
 	if !ok {
 		s.t.Fatalf("no %s item on the stream", event)
 	}

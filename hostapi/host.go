@@ -17,7 +17,7 @@ import (
 
 // Host is what the HTTP API needs of the host whose rooms it serves. The
 // host (package node) implements it; the composition root
-// (internal/stack) hands it to New. Every read takes the authenticated
+// (stack) hands it to New. Every read takes the authenticated
 // viewer ("" for anonymous) and applies the host's read rules; errors are
 // *adp.Error.
 type Host interface {

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package hostapi_test
 
 import (
@@ -656,7 +658,7 @@ func oaStream(t testing.TB, url, token string) (*sseStream, *adptest.Response) {
 	s := &sseStream{t: t, resp: resp, items: make(chan sseItem, 1024), cancel: cancel}
 	go s.read()
 	t.Cleanup(s.Close)
-	if it, ok := s.nextAny(5 * time.Second); !ok || !strings.HasPrefix(it.Comment, "subscribed") {
+	if it, ok := s.nextAny(20 * time.Second); !ok || !strings.HasPrefix(it.Comment, "subscribed") {
 		t.Fatalf("%s: first SSE item %+v", url, it)
 	}
 	return s, ans

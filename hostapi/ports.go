@@ -20,7 +20,7 @@ import (
 
 // The layers beside the host, as the HTTP API sees them. Each is an
 // interface of what the handlers call; the composition root
-// (internal/stack) hands in the federation peer, the mirror, the host log
+// (stack) hands in the federation peer, the mirror, the host log
 // and its witness submitter, so this package links none of them (nor
 // libp2p).
 

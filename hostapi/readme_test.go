@@ -1,3 +1,5 @@
+//go:build e2e
+
 package hostapi_test
 
 import (
@@ -40,8 +42,9 @@ func TestREADMEErrorTable(t *testing.T) {
 }
 
 // The README contract: its test command is ./test.sh, CI runs exactly
-// that, the Quick start shows two set-up commands, and everything the
-// README cites is in the repository.
+// that, and it runs the unit and the whole-system tests (-tags e2e); the
+// Quick start shows two set-up commands, and everything the README cites
+// is in the repository.
 func TestREADMEContract(t *testing.T) {
 	b, err := os.ReadFile("../README.md")
 	if err != nil {
@@ -83,7 +86,7 @@ func TestREADMEContract(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"go vet ./...", `go test -race -timeout 25m "$@"`, "apt-get install", "chromium", "sudo"} {
+	for _, want := range []string{"go vet ./...", `go test -race -tags e2e -timeout 25m "$@"`, "apt-get install", "chromium", "sudo"} {
 		if !strings.Contains(string(ts), want) {
 			t.Errorf("test.sh lacks %q", want)
 		}

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package hostapi_test
 
 import (
@@ -109,7 +111,7 @@ func TestSchedulerAcrossRestart(t *testing.T) {
 		t.Errorf("status announcements %v", l)
 	}
 	for _, st := range []*sseStream{cs, ss} {
-		reason, items := st.waitEnd(5 * time.Second)
+		reason, items := st.waitEnd(20 * time.Second)
 		if reason != "room_ended" {
 			t.Errorf("stream end reason %q", reason)
 		}
@@ -180,8 +182,15 @@ func TestSchedulerAcrossRestart(t *testing.T) {
 	if second.Manifest.GeneratedAt != first.Manifest.GeneratedAt || second.Manifest.EventsSHA3 != first.Manifest.EventsSHA3 {
 		t.Errorf("archive changed across restart: %+v vs %+v", second.Manifest, first.Manifest)
 	}
+	// A wrong announcement would come from the scheduler no later than its
+	// pass that starts a room scheduled after the ended one: wait for that.
+	marker := createRoom(t, h, c, roomPayload("public", clock.Ms()+time.Minute.Milliseconds(), 15*time.Minute))
+	clock.Advance(2 * time.Minute)
 	h.Node.Wake()
-	time.Sleep(50 * time.Millisecond) // give a wrong announcement the chance to appear
+	testwait.Until(t, 20*time.Second, "the scheduler to activate a later room", func() bool {
+		l := log.of(marker)
+		return len(l) > 0 && l[len(l)-1] == room.StatusActive
+	})
 	if l := log.of(id); len(l) != 0 {
 		t.Errorf("ended room announced again after restart: %v", l)
 	}
@@ -223,7 +232,7 @@ func TestCloseEndsStreams(t *testing.T) {
 	r := h.MustPost(t, c, id, "room.close", map[string]any{"reason": "done"})
 	var closed wire
 	r.JSON(&closed)
-	reason, items := ss.waitEnd(5 * time.Second)
+	reason, items := ss.waitEnd(20 * time.Second)
 	if reason != "room_ended" {
 		t.Errorf("stream end reason %q", reason)
 	}
@@ -248,7 +257,7 @@ func TestCancelEndsStreams(t *testing.T) {
 	id := createRoom(t, h, c, roomPayload("public", h.Clock.Ms()+time.Hour.Milliseconds(), time.Hour))
 	cs := openSSE(t, h, c, id)
 	h.MustPost(t, c, id, "room.cancel", map[string]any{"reason": "no quorum"})
-	reason, items := cs.waitEnd(5 * time.Second)
+	reason, items := cs.waitEnd(20 * time.Second)
 	if reason != "room_cancelled" || len(items) != 1 {
 		t.Errorf("stream end %q after %d items", reason, len(items))
 	}
@@ -284,7 +293,7 @@ func TestSchedulerReschedule(t *testing.T) {
 	}
 	h.Clock.Advance(16 * time.Minute) // past the new end
 	h.Node.Wake()
-	if reason, _ := cs.waitEnd(5 * time.Second); reason != "room_ended" {
+	if reason, _ := cs.waitEnd(20 * time.Second); reason != "room_ended" {
 		t.Errorf("stream end reason %q", reason)
 	}
 	if l := log.of(id); len(l) != 1 || l[0] != room.StatusEnded {

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package hostapi_test
 
 import (
@@ -430,11 +432,11 @@ func TestViewerHostLog(t *testing.T) {
 	tb := b.tab(t)
 	open := func(p *logProxy, route string) {
 		tb.run(chromedp.Navigate(p.srv.URL + "/#/nowhere"))
-		tb.waitJS(5*time.Second, "viewer scripts", `window.ADPViewer && window.ADPViewer.LogCheck`)
+		tb.waitJS(20*time.Second, "viewer scripts", `window.ADPViewer && window.ADPViewer.LogCheck`)
 		tb.run(chromedp.Navigate(p.srv.URL + "/#" + route))
 	}
 	tb.run(chromedp.Navigate(proxy.srv.URL + "/#/nowhere"))
-	tb.waitJS(5*time.Second, "viewer scripts", `window.ADPViewer && window.ADPViewer.LogCheck`)
+	tb.waitJS(20*time.Second, "viewer scripts", `window.ADPViewer && window.ADPViewer.LogCheck`)
 	browserLogVectors(t, tb)
 	allOK := fmt.Sprintf(`document.querySelector('.badge[data-state="ok"]') && document.querySelectorAll('#transcript .log-mark[data-state="ok"]').length === %d`, n)
 
@@ -529,7 +531,7 @@ func TestViewerHostLog(t *testing.T) {
 	// through the hash chain.
 	proxy.set(nil)
 	tb.run(chromedp.Navigate(proxy.srv.URL + "/#/nowhere"))
-	tb.waitJS(5*time.Second, "viewer scripts", `window.ADPViewer && window.ADPViewer.LogCheck`)
+	tb.waitJS(20*time.Second, "viewer scripts", `window.ADPViewer && window.ADPViewer.LogCheck`)
 	tb.eval(`(() => { Object.assign(window.ADPViewer.LOG_LIMITS, { perPage: 50, perRequest: 20 }); location.hash = '#/rooms/`+id+`'; return true; })()`, nil)
 	tb.waitJS(20*time.Second, "the page's proofs spent", fmt.Sprintf(`document.querySelector('.log-card[data-idle="true"]') && document.querySelectorAll('#transcript .log-mark[data-state="ok"]').length === 50 && document.querySelectorAll('#transcript .log-mark[data-state="chain"]').length === %d`, n-50))
 	p = tb.logPage()

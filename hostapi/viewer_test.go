@@ -1,3 +1,5 @@
+//go:build e2e
+
 package hostapi_test
 
 import (
@@ -129,7 +131,7 @@ func dialViewer(t testing.TB, h *adptest.Host, roomID, token string) (*sseStream
 	if s == nil {
 		return nil, r
 	}
-	if it, ok := s.nextAny(5 * time.Second); !ok || it.Comment != "subscribed" {
+	if it, ok := s.nextAny(20 * time.Second); !ok || it.Comment != "subscribed" {
 		t.Fatalf("first viewer item %+v", it)
 	}
 	return s, nil
@@ -199,7 +201,7 @@ func TestViewerTokens(t *testing.T) {
 	// tokens or streams after that.
 	tok = mustViewerToken(t, h, pub)
 	h.MustPost(t, alice, pub, "room.close", map[string]any{})
-	reason, items := s.waitEnd(5 * time.Second)
+	reason, items := s.waitEnd(20 * time.Second)
 	if len(items) != 1 || reason != "room_ended" {
 		t.Fatalf("end of stream: reason %q, items %d", reason, len(items))
 	}
@@ -221,12 +223,12 @@ func TestViewerStreamsDrain(t *testing.T) {
 	id := h.CreateRoom(t, alice, h.RoomPayload("public"))
 	s1, _ := dialViewer(t, h, id, mustViewerToken(t, h, id))
 	h.Node.DrainViewers()
-	if reason, _ := s1.waitEnd(5 * time.Second); reason != "shutdown" {
+	if reason, _ := s1.waitEnd(20 * time.Second); reason != "shutdown" {
 		t.Fatalf("drain: %q", reason)
 	}
 	s2, _ := dialViewer(t, h, id, mustViewerToken(t, h, id))
 	h.Close()
-	if reason, _ := s2.waitEnd(5 * time.Second); reason != "" && reason != "shutdown" {
+	if reason, _ := s2.waitEnd(20 * time.Second); reason != "" && reason != "shutdown" {
 		t.Fatalf("close: %q", reason)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/hostport"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // code is err's ADP code ("other: …" for any other error).
@@ -238,23 +239,22 @@ func (e *env) crash() {
 // waitSize polls until the published checkpoint covers n leaves.
 func (e *env) waitSize(n uint64) tlogproof.Checkpoint {
 	e.t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		_, cp, err := e.log.Checkpoint(context.Background())
+	var cp tlogproof.Checkpoint
+	testwait.Until(e.t, 60*time.Second, fmt.Sprintf("a checkpoint of %d leaves", n), func() bool {
+		var err error
+		_, cp, err = e.log.Checkpoint(context.Background())
 		if err == nil && cp.Size >= n {
-			if cp.Size > n {
-				e.t.Fatalf("checkpoint size %d, want %d (a record logged twice?)", cp.Size, n)
-			}
-			return cp
+			return true
 		}
 		if err := e.log.Err(); err != nil {
 			e.t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("checkpoint never reached %d (last %d, %v)", n, cp.Size, err)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return false
+	})
+	if cp.Size > n {
+		e.t.Fatalf("checkpoint size %d, want %d (a record logged twice?)", cp.Size, n)
 	}
+	return cp
 }
 
 func (e *env) total() uint64 {
@@ -711,14 +711,7 @@ func TestCloseStopsEverything(t *testing.T) {
 	}
 	e.waitSize(100)
 	e.close()
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > base+2 {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<16)
-			t.Fatalf("%d goroutines after close (base %d)\n%s", runtime.NumGoroutine(), base, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Goroutines(t, 20*time.Second, "goroutines back after close", base+2)
 }
 
 // TestFeedBehindResyncs. Property: a log whose feed position falls

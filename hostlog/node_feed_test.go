@@ -3,6 +3,7 @@ package hostlog_test
 import (
 	"context"
 	"crypto/ed25519"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -53,16 +55,14 @@ func TestFollowsNodeFeedAcrossRestart(t *testing.T) {
 		head, hash = r.Record.Seq, r.Record.Hash
 	}
 	covered := func(l *hostlog.Log, size uint64) {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
+		var got uint64
+		testwait.Until(t, 60*time.Second, fmt.Sprintf("a checkpoint of %d leaves", size), func() bool {
 			_, cp, err := l.Checkpoint(context.Background())
-			if err == nil && cp.Size == size {
-				return
-			}
-			if err == nil && cp.Size > size || time.Now().After(deadline) {
-				t.Fatalf("checkpoint size %d, want %d", cp.Size, size)
-			}
-			time.Sleep(5 * time.Millisecond)
+			got = cp.Size
+			return err == nil && cp.Size >= size
+		})
+		if got != size {
+			t.Fatalf("checkpoint size %d, want %d", got, size)
 		}
 	}
 	n, l := open()

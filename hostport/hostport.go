@@ -4,7 +4,7 @@
 // layers need of a host are declared where they are used
 // (federation.Host, mirror.Host, metrics.Source, attention.Host); the
 // concrete host (package node) is known only to the composition root
-// (internal/stack) and the commands.
+// (stack) and the commands.
 package hostport
 
 import (

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package mirror_test
 
 // Mirror benchmarks, all on 127.0.0.1. They never run under plain

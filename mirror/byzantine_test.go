@@ -1,3 +1,5 @@
+//go:build e2e
+
 package mirror_test
 
 import (
@@ -450,8 +452,9 @@ func TestEquivocatingHost(t *testing.T) {
 	if alt.Seq != disputed || alt.Hash == hon.recs[disputed-1].Hash {
 		t.Fatal("the fork does not conflict")
 	}
-	// One more honest record, published after the equivocation.
+	// Two more honest records, published after the equivocation.
 	next := hon.add(t, alice, "message.create", msg("after the fork"))
+	later := hon.add(t, bob, "message.create", msg("later still"))
 
 	// The fake host also serves its chain to backfill, honestly (a stream
 	// message lost in gossip is fetched, not waited for).
@@ -527,13 +530,17 @@ func TestEquivocatingHost(t *testing.T) {
 
 	// The verified seq stays frozen: a further valid record on the chain
 	// B holds is not applied. (Accepted counts every gossip message B
-	// validates; the pause lets this one be delivered.)
+	// validates. B's room takes the records of the host's stream one at a
+	// time, in the order validated, and notes each one's seq as known
+	// before it decides: once it knows the later record's, it has decided
+	// on the first.)
 	accepted := b.Fed.Stats().Accepted.Load()
 	fake.publishRecord(t, next, now)
 	testwait.Until(t, 20*time.Second, "B validates the record after the fork", func() bool {
 		return b.Fed.Stats().Accepted.Load() > accepted
 	})
-	time.Sleep(500 * time.Millisecond)
+	fake.publishRecord(t, later, now)
+	testwait.Until(t, 20*time.Second, "B's room knows of the later record", func() bool { return br.Info().KnownSeq >= later.Seq })
 	if info := br.Info(); info.VerifiedSeq != published || info.FrozenAt != published || !info.Faulty {
 		t.Fatalf("B's room after the fork: %+v", info)
 	}

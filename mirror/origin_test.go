@@ -1,3 +1,5 @@
+//go:build e2e
+
 package mirror_test
 
 import (
@@ -20,9 +22,9 @@ import (
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
-	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
+	"github.com/adpnode/adpnode/stack"
 	"github.com/adpnode/adpnode/witness"
 )
 

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package witness_test
 
 import (
@@ -205,23 +207,19 @@ func (o *omniwitness) start(t *testing.T) {
 	o.exited = make(chan struct{})
 	go func() { o.cmd.Wait(); close(o.exited) }()
 	t.Cleanup(o.stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.Until(t, 60*time.Second, "omniwitness listening", func() bool {
 		c, err := net.DialTimeout("tcp", o.addr, time.Second)
 		if err == nil {
 			c.Close()
-			return
+			return true
 		}
 		select {
 		case <-o.exited:
 			t.Fatalf("omniwitness exited:\n%s", o.out)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("omniwitness not up in 30 s:\n%s", o.out)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 func (o *omniwitness) stop() {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 	"github.com/adpnode/adpnode/witness"
 )
@@ -353,13 +354,7 @@ func TestAddCheckpointBounds(t *testing.T) {
 	}
 	f.close()
 	http.DefaultClient.CloseIdleConnections()
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before+2 {
-		if time.Now().After(deadline) {
-			t.Fatalf("goroutines: %d before, %d after", before, runtime.NumGoroutine())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Goroutines(t, 20*time.Second, "the witness's goroutines gone after close", before+2)
 }
 
 // TestForkedHostCaught: a host that shows the witness one tree and then a

@@ -43,7 +43,7 @@ import (
 
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/hostport"
-	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/stack"
 )
 
 type options struct {
@@ -245,7 +245,7 @@ func run(o options) error {
 }
 
 // inprocHost is a node served over HTTP on 127.0.0.1 in this process,
-// built by the composition root serve runs (internal/stack: attention,
+// built by the composition root serve runs (stack: attention,
 // metrics, the HTTP edge, and with -hostlog the host log and its witness
 // submitter), without federation.
 type inprocHost struct {

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 import (
@@ -15,6 +17,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // pebbleServer is a running letsencrypt/pebble ACME server.
@@ -109,13 +113,12 @@ func startPebble(t *testing.T) *pebbleServer {
 			t.Logf("pebble log:\n%s", logBuf.String())
 		}
 	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testwait.Until(t, 60*time.Second, "pebble serving its directory", func() bool {
 		resp, err := p.client.Get(p.directory)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				break
+				return true
 			}
 		}
 		select {
@@ -123,11 +126,8 @@ func startPebble(t *testing.T) *pebbleServer {
 			t.Fatalf("pebble exited: %s", logBuf.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pebble not up in 30 s: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
 	return p
 }
 

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 import (
@@ -6,6 +8,7 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/client"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // inbox and watch print what is new since their last run (cursor files),
@@ -23,14 +26,12 @@ func TestInboxAndWatchResume(t *testing.T) {
 	// poll; an empty run leaves the cursor where it was.
 	poll := func(args ...string) string {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			out := mustCLI(t, append(args, bob...)...)
-			if strings.TrimSpace(out) != "" || time.Now().After(deadline) {
-				return out
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		var out string
+		testwait.Until(t, 20*time.Second, "adpnode "+strings.Join(args, " ")+" printing something", func() bool {
+			out = mustCLI(t, append(args, bob...)...)
+			return strings.TrimSpace(out) != ""
+		})
+		return out
 	}
 	mustCLI(t, append([]string{"post", id, "first", "--mentions", string(bobKey.ID)}, alice...)...)
 	out := poll("inbox")

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 import (
@@ -127,15 +129,6 @@ func TestPartialRatesKeepDefaults(t *testing.T) {
 	if _, err := parse("rates: {message: -1}\n"); err == nil || !strings.Contains(err.Error(), "rates.message") {
 		t.Fatalf("negative rate: %v", err)
 	}
-}
-
-func writeFile(t *testing.T, name, body string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // config check prints the effective settings: public_url follows --listen

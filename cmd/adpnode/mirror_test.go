@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 import (
@@ -17,9 +19,9 @@ import (
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/optoken"
-	istack "github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
+	istack "github.com/adpnode/adpnode/stack"
 )
 
 // An archivist's mirror journey through the CLI against real nodes: room

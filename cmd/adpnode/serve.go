@@ -23,9 +23,9 @@ import (
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/index"
-	istack "github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
+	istack "github.com/adpnode/adpnode/stack"
 	"github.com/adpnode/adpnode/witness"
 )
 
@@ -314,7 +314,7 @@ func warnPrivatePeers(log *slog.Logger, fs fedSettings, publicURL string) {
 	}
 }
 
-// stack is one running node (internal/stack) with what serve adds: the
+// stack is one running node (stack) with what serve adds: the
 // address it serves on, TLS and the ACME http-01 challenge server. It is
 // what serve runs, and what devnet runs three of.
 type stack struct {

@@ -35,8 +35,8 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
-	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/stack"
 )
 
 func main() {
@@ -151,7 +151,7 @@ func countFile(dir string) int {
 }
 
 // fill writes records through node.Submit of a host built as serve builds
-// it (internal/stack, without federation and HTTP serving): rooms created
+// it (stack, without federation and HTTP serving): rooms created
 // by their own agents, then messages, each anchored on the head the last
 // answer gave. What serve keeps beside the records (attention's mentions)
 // is in the data dir too.

@@ -20,7 +20,7 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/hostapi"
-	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/stack"
 )
 
 // Clock is a settable clock safe for concurrent use.
@@ -43,7 +43,7 @@ func (c *Clock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 func (c *Clock) Ms() int64 { return c.ms.Load() }
 
 // Host is an in-process node behind a real HTTP server on 127.0.0.1. It
-// is built by the composition root (internal/stack), whose parts it
+// is built by the composition root (stack), whose parts it
 // carries: h.Node, h.Att, h.API are the stack's.
 type Host struct {
 	*stack.Stack
@@ -120,7 +120,7 @@ func startHost(t testing.TB, cfg stack.NodeConfig, clock *Clock, addr string, ho
 		cfg.InMemory = true
 	}
 	cfg.PublicURL = "http://" + l.Addr().String()
-	// The composition root serve runs (internal/stack): the HTTP server
+	// The composition root serve runs (stack): the HTTP server
 	// with the edge's timeouts, attention, metrics, the operator token a
 	// durable host has in its data dir, and Close's order.
 	st, err := stack.Open(stack.Config{Node: cfg, HTTP: ho, Log: cfg.Log, HostLog: hl,

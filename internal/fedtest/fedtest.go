@@ -15,9 +15,9 @@ import (
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
+	"github.com/adpnode/adpnode/stack"
 )
 
 // Options tune a peer. The zero value is the default test peer.
@@ -41,7 +41,7 @@ type Options struct {
 }
 
 // Peer is one federated node, built by the composition root serve runs
-// (internal/stack), whose parts it carries: p.Node, p.Index, p.Fed,
+// (stack), whose parts it carries: p.Node, p.Index, p.Fed,
 // p.Mir, p.Att, p.Met and p.OperatorToken (dir/operator.token) are the
 // stack's.
 type Peer struct {

@@ -12,17 +12,17 @@ import (
 // "/" stands for the packages under it.
 var knowers = map[string][]string{
 	// The concrete host.
-	"node": {"internal/stack", "cmd/"},
+	"node": {"stack", "cmd/"},
 	// The libp2p peer: the mirror rides its topics and streams; the
 	// federated test helper reads its peers.
-	"federation": {"internal/stack", "cmd/", "mirror", "internal/fedtest"},
+	"federation": {"stack", "cmd/", "mirror", "internal/fedtest"},
 	// The mirror; the federated test helper reaches into its rooms.
-	"mirror": {"internal/stack", "cmd/", "internal/fedtest"},
+	"mirror": {"stack", "cmd/", "internal/fedtest"},
 	// The host log.
-	"hostlog": {"internal/stack", "cmd/"},
+	"hostlog": {"stack", "cmd/"},
 	// The witness and the host's witness submitter; the mirror runs a
 	// witness for the logs of the hosts it mirrors.
-	"witness": {"internal/stack", "cmd/", "mirror"},
+	"witness": {"stack", "cmd/", "mirror"},
 }
 
 // hostKnowers are the only packages whose non-test files may import the
@@ -76,20 +76,20 @@ func TestOnlyTheRootKnowsTheHost(t *testing.T) {
 	for _, p := range pkgs {
 		seen[strings.TrimPrefix(p.ImportPath, Module+"/")] = true
 	}
-	for _, want := range []string{"node", "internal/stack", "hostapi", "internal/adptest", "internal/fedtest"} {
+	for _, want := range []string{"node", "stack", "hostapi", "internal/adptest", "internal/fedtest"} {
 		if !seen[want] {
 			t.Fatalf("go list did not list %s: the check would pass on nothing", want)
 		}
 	}
 	for _, p := range hostImporters(pkgs) {
-		t.Errorf("%s imports node: take an interface (see hostport) or build the host through internal/stack", p)
+		t.Errorf("%s imports node: take an interface (see hostport) or build the host through stack", p)
 	}
 }
 
 // TestPortsAtEveryLayer: the federation peer, the mirror, the host log
 // and the witness are imported (outside tests) only by the packages the
 // knowers table names; the HTTP API, attention and metrics take small
-// interfaces declared where they are used, and internal/stack hands them
+// interfaces declared where they are used, and stack hands them
 // the concrete values.
 // Property: a layer reaches federation, mirror, hostlog and witness through
 // a port, never by import, unless the table allows it.
@@ -107,7 +107,7 @@ func TestPortsAtEveryLayer(t *testing.T) {
 			t.Fatalf("go list did not list %s: the check would pass on nothing", target)
 		}
 		for _, p := range importersOf(pkgs, target, knowers[target]) {
-			t.Errorf("%s imports %s: declare the interface it needs where it is used and let internal/stack wire it", p, target)
+			t.Errorf("%s imports %s: declare the interface it needs where it is used and let stack wire it", p, target)
 		}
 	}
 }
@@ -149,15 +149,15 @@ func TestImportersOfFlagsEveryOther(t *testing.T) {
 	pkgs := []Package{
 		{ImportPath: Module + "/hostapi", Imports: node},
 		{ImportPath: Module + "/internal/adptest", Imports: node},
-		{ImportPath: Module + "/internal/stackx", Imports: node},
+		{ImportPath: Module + "/stackx", Imports: node},
 		{ImportPath: Module + "/cmdx", Imports: node},
-		{ImportPath: Module + "/internal/stack", Imports: node},
+		{ImportPath: Module + "/stack", Imports: node},
 		{ImportPath: Module + "/cmd/adpnode", Imports: node},
 		{ImportPath: Module + "/cmd/adpload", Imports: node},
 		{ImportPath: Module + "/mirror", Imports: []string{Module + "/hostport"}},
 	}
 	got := hostImporters(pkgs)
-	want := []string{"hostapi", "internal/adptest", "internal/stackx", "cmdx"}
+	want := []string{"hostapi", "internal/adptest", "stackx", "cmdx"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("flagged %v, want %v", got, want)
 	}

@@ -2,23 +2,28 @@ package periodic
 
 import (
 	"context"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
+// Property: Run calls fn until its context ends and never after it
+// returned: once it returned and no goroutine it could have left runs,
+// the count of calls stays put.
 func TestRunStopsWithContext(t *testing.T) {
+	base := runtime.NumGoroutine()
 	ctx, cancel := context.WithCancel(context.Background())
 	var calls atomic.Int64
 	done := make(chan struct{})
 	go func() { Run(ctx, time.Millisecond, func() { calls.Add(1) }); close(done) }()
-	for calls.Load() < 3 {
-		time.Sleep(time.Millisecond)
-	}
+	testwait.Until(t, 20*time.Second, "three calls", func() bool { return calls.Load() >= 3 })
 	cancel()
 	<-done
 	after := calls.Load()
-	time.Sleep(10 * time.Millisecond)
+	testwait.Goroutines(t, 20*time.Second, "Run's goroutines gone", base)
 	if calls.Load() != after {
 		t.Fatal("fn ran after Run returned")
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 func TestPublicTable(t *testing.T) {
@@ -72,13 +74,7 @@ func TestClientRefusesLoopbackAfterResolution(t *testing.T) {
 		t.Fatalf("the loopback server was reached %d times", hits)
 	}
 	c.CloseIdleConnections()
-	deadline := time.Now().Add(2 * time.Second)
-	for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if g := runtime.NumGoroutine(); g > before+2 {
-		t.Fatalf("goroutines %d -> %d", before, g)
-	}
+	testwait.Goroutines(t, 20*time.Second, "the client's goroutines gone", before+2)
 	// The operator's switch lets a closed deployment reach it.
 	open := Client(Options{Timeout: 2 * time.Second, AllowPrivate: true})
 	resp, err := open.Get(srv.URL)

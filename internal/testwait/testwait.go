@@ -12,6 +12,7 @@
 package testwait
 
 import (
+	"runtime"
 	"testing"
 	"time"
 )
@@ -27,16 +28,38 @@ const (
 // was awaited.
 func Until(t testing.TB, within time.Duration, what string, cond func() bool) time.Duration {
 	t.Helper()
+	took, ok := poll(within, cond)
+	if !ok {
+		t.Fatalf("not within %v: %s", within, what)
+	}
+	return took
+}
+
+// poll polls cond until it holds (true) or within has passed (false).
+func poll(within time.Duration, cond func() bool) (time.Duration, bool) {
 	start := time.Now()
 	deadline := start.Add(within)
-	poll := firstPoll
+	wait := firstPoll
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", within, what)
-			return time.Since(start)
+			return time.Since(start), false
 		}
-		time.Sleep(poll)
-		poll = min(2*poll, maxPoll)
+		time.Sleep(wait)
+		wait = min(2*wait, maxPoll)
 	}
-	return time.Since(start)
+	return time.Since(start), true
+}
+
+// Goroutines waits until the process runs at most limit goroutines and
+// returns how many it runs. If there are still more after within, it fails
+// the test naming what was awaited, with every goroutine's stack (the
+// leaked ones among them).
+func Goroutines(t testing.TB, within time.Duration, what string, limit int) int {
+	t.Helper()
+	n := runtime.NumGoroutine()
+	if _, ok := poll(within, func() bool { n = runtime.NumGoroutine(); return n <= limit }); !ok {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("not within %v: %s: %d goroutines, want at most %d\n%s", within, what, n, limit, buf[:runtime.Stack(buf, true)])
+	}
+	return n
 }

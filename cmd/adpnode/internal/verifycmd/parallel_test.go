@@ -18,6 +18,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 const genRoom = "d8ftedhpqhsusbg001tg"
@@ -144,13 +145,7 @@ func TestParallelCatchesTamperedSignature(t *testing.T) {
 			t.Fatalf("verify of tampered seq %d: ok=%v err=%v out=%q", seq, okFile, err, out.String())
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		runtime.Gosched()
-	}
-	if g := runtime.NumGoroutine(); g > before {
-		t.Fatalf("goroutines %d -> %d", before, g)
-	}
+	testwait.Goroutines(t, 20*time.Second, "the parse workers gone", before)
 }
 
 // Hostile input: records out of order (a permutation) still verify, and a

@@ -1,3 +1,5 @@
+//go:build e2e
+
 package stack_test
 
 import (
@@ -13,9 +15,10 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/stack"
 )
 
 // open runs a full stack (federation and mirror) on dir, serving on a
@@ -91,14 +94,7 @@ func TestStackServesRestartsAndCloses(t *testing.T) {
 	}
 	s2.Close()
 
-	deadline := time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before+5 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond) // polling a condition, not synchronising
-	}
-	if n := runtime.NumGoroutine(); n > before+5 {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-	}
+	testwait.Goroutines(t, 20*time.Second, "goroutines back after Close", before+5)
 }
 
 // A mirror needs a federation: the stack refuses the configuration
@@ -170,15 +166,11 @@ func TestStackHostLogAcrossRestart(t *testing.T) {
 	defer s.Close()
 	post(s, 10)
 	const total = 20
-	deadline := time.Now().Add(60 * time.Second)
 	var cp tlogproof.Checkpoint
-	for {
+	testwait.Until(t, 60*time.Second, "a checkpoint covering every record", func() bool {
 		_, cp, err = s.HostLog.Checkpoint(ctx)
-		if err == nil && cp.Size >= total || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // polling a condition
-	}
+		return err == nil && cp.Size >= total
+	})
 	if cp.Size != total {
 		t.Fatalf("checkpoint covers %d leaves, want %d (%v)", cp.Size, total, err)
 	}
@@ -204,14 +196,7 @@ func TestStackHostLogAcrossRestart(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for runtime.NumGoroutine() > before+2 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond) // polling a condition, not synchronising
-	}
-	if n := runtime.NumGoroutine(); n > before+2 {
-		buf := make([]byte, 1<<20)
-		t.Fatalf("%d goroutines after Close, %d before:\n%s", n, before, buf[:runtime.Stack(buf, true)])
-	}
+	testwait.Goroutines(t, 20*time.Second, "goroutines back after Close", before+2)
 }
 
 // An in-memory node has nowhere to keep a host log: the stack says so

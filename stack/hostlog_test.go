@@ -1,3 +1,5 @@
+//go:build e2e
+
 package stack_test
 
 import (
@@ -24,9 +26,9 @@ import (
 	"github.com/adpnode/adpnode/adp/tlogwitness"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/internal/adptest"
-	"github.com/adpnode/adpnode/internal/stack"
 	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/stack"
 	"github.com/adpnode/adpnode/witness"
 )
 
