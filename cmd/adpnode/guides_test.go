@@ -173,8 +173,9 @@ func guideScript(t *testing.T, blocks []guideBlock, ports map[string]string) str
 	return s.String()
 }
 
-// stopGroup stops every process of a process group: SIGTERM, then up to
-// 20 s for a clean stop, then SIGKILL.
+// stopGroup stops every process of a process group whose leader has been
+// reaped (the page's background jobs): SIGTERM, then up to 20 s for a
+// clean stop, then SIGKILL.
 func stopGroup(pgid int) {
 	syscall.Kill(-pgid, syscall.SIGTERM)
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
@@ -262,7 +263,19 @@ func TestGuides(t *testing.T) {
 				if err := node.Start(); err != nil {
 					t.Fatal(err)
 				}
-				defer func() { stopGroup(node.Process.Pid); node.Wait() }()
+				defer func() {
+					// The node is this process's child: wait for it (a zombie
+					// would still count as a member of its group).
+					done := make(chan struct{})
+					go func() { node.Wait(); close(done) }()
+					syscall.Kill(-node.Process.Pid, syscall.SIGTERM)
+					select {
+					case <-done:
+					case <-time.After(20 * time.Second):
+						syscall.Kill(-node.Process.Pid, syscall.SIGKILL)
+						<-done
+					}
+				}()
 				waitReady(t, "http://"+addr)
 			}
 
