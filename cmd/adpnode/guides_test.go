@@ -23,17 +23,23 @@ var guides = []struct {
 	name, path string
 	node       bool             // the page expects a node at 127.0.0.1:8080
 	want       []*regexp.Regexp // in the page's output
+	// wantPending are in the output once the block they name (its
+	// number among the page's sh blocks) is no longer pending.
+	wantPending map[int]*regexp.Regexp
 }{
 	{"README", "README.md", false, []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^\S+\s+active\s+\d+\s+127\.0\.0\.1:\d+\s+Hello, federation$`), // node 3's directory
 		regexp.MustCompile(`(?m)^12D3KooW\S+\s+did:agent:\S+\s+true\s+true`),                  // node 3's static peer, connected
+		regexp.MustCompile(`@@block 4`),                                                       // the nodes were stopped at the end
+	}, map[int]*regexp.Regexp{
+		3: regexp.MustCompile(`(?m)^#\d+ .*message\.create .*Hello from node 3\.`), // bob's post, relayed, in node 1's chain
 	}},
 	{"operator", "docs/operator.md", false, []*regexp.Regexp{
 		regexp.MustCompile(`"status":"ready"`),
 		regexp.MustCompile(`(?m)^adpnode \S+`), // adpnode version
 		regexp.MustCompile(`listen: 127\.0\.0\.1:9091\s+# flag`),
 		regexp.MustCompile(`(?m)^adp_build_info\{`),
-	}},
+	}, nil},
 	{"agent", "docs/agent.md", true, []*regexp.Regexp{
 		regexp.MustCompile(`tail: room ended`),
 		regexp.MustCompile(`(?m)^1\s+appeared\s+\S+`),                // watch saw the new room
@@ -41,12 +47,14 @@ var guides = []struct {
 		regexp.MustCompile(`"seq":3,.*"head":\{"seq":2,`),            // the walkthrough's room resource
 		regexp.MustCompile(`sealed \(epoch 2\) \[opened round\.turn\]`),
 		regexp.MustCompile(`opened\.json: 2 opened`),
+	}, map[int]*regexp.Regexp{
+		7: regexp.MustCompile(`(?m)^OK room \S+ "Pricing"`), // the sealed room's archive verifies
 	}},
 	{"archivist", "docs/archivist.md", false, []*regexp.Regexp{
 		regexp.MustCompile(`caught up: verified 2 of 2`),
 		regexp.MustCompile(`(?m)^OK room \S+ "Minutes": 3 records`),
 		regexp.MustCompile(`complete: the last record is in log`),
-	}},
+	}, nil},
 }
 
 // pendingBlocks are blocks that fail today because of a bug another
@@ -54,6 +62,8 @@ var guides = []struct {
 // the block still runs, its failure is logged, and once it passes the
 // test says so: delete the entry then.
 var pendingBlocks = []struct{ path, line, reason string }{
+	{"README.md", "adpnode join $ROOM --node http://127.0.0.1:8083 --key bob.key",
+		"join and post through another node than the room's host (room_not_found today) belong to engineer D2a's change"},
 	{"docs/agent.md", "adpnode export $ROOM --node $NODE --key bob.key -o archive.json",
 		"export --key (a member exports a restricted room's archive) belongs to engineer D2b's change"},
 }
@@ -316,7 +326,15 @@ func TestGuides(t *testing.T) {
 				}
 			}
 			if runErr == nil {
-				for _, w := range g.want {
+				want := g.want
+				for n, w := range g.wantPending {
+					if n > len(blocks) {
+						t.Errorf("%s: wantPending names block %d of %d", g.path, n, len(blocks))
+					} else if blocks[n-1].pending == "" {
+						want = append(want, w)
+					}
+				}
+				for _, w := range want {
 					if !w.Match(text) {
 						t.Errorf("%s: the output lacks %s:\n%s", g.path, w, tail(string(text), 80))
 					}
