@@ -38,6 +38,7 @@ var guides = []struct {
 		regexp.MustCompile(`"status":"ready"`),
 		regexp.MustCompile(`(?m)^adpnode \S+`), // adpnode version
 		regexp.MustCompile(`listen: 127\.0\.0\.1:9091\s+# flag`),
+		regexp.MustCompile(`(?m)^1 hosted rooms?, 0 mirrored rooms, 0 storage faults`), // check of the restored dir
 		regexp.MustCompile(`(?m)^adp_build_info\{`),
 	}, nil},
 	{"agent", "docs/agent.md", true, []*regexp.Regexp{
@@ -134,7 +135,7 @@ func shBlocks(t *testing.T, path string) []guideBlock {
 }
 
 var (
-	localPortRE = regexp.MustCompile(`127\.0\.0\.1:(80\d\d)\b`)
+	localPortRE = regexp.MustCompile(`127\.0\.0\.1:(8\d\d\d)\b`)
 	p2pPortRE   = regexp.MustCompile(`/(?:tcp|udp)/(4\d\d\d)\b`)
 )
 
