@@ -1,6 +1,7 @@
 package hostapi_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/hostapi"
@@ -135,6 +137,7 @@ func TestDocsIndexAndLinks(t *testing.T) {
 		t.Fatalf("docs/*.md: %v %v", pages, err)
 	}
 	link := regexp.MustCompile(`\]\(([^)#:]+\.(?:md|yaml|service|json))(?:#[^)]*)?\)`)
+	anchored := regexp.MustCompile(`\]\(([^)\s:#]*\.md|)#([^)\s]+)\)`)
 	for _, p := range append(pages, "../README.md") {
 		b, err := os.ReadFile(p)
 		if err != nil {
@@ -152,5 +155,47 @@ func TestDocsIndexAndLinks(t *testing.T) {
 				t.Errorf("%s links to %s, which does not exist", p, l[1])
 			}
 		}
+		for _, l := range anchored.FindAllStringSubmatch(string(b), -1) {
+			target := p
+			if l[1] != "" {
+				target = filepath.Join(filepath.Dir(p), l[1])
+			}
+			tb, err := os.ReadFile(target)
+			if err != nil {
+				continue // reported above
+			}
+			if !headingAnchors(string(tb))[l[2]] {
+				t.Errorf("%s links to %s#%s: no such heading", p, l[1], l[2])
+			}
+		}
 	}
+}
+
+// headingAnchors returns the anchors GitHub gives a page's headings:
+// lower case, letters, digits, '-' and '_' kept, spaces made '-', and a
+// repeated anchor numbered -1, -2, ….
+func headingAnchors(page string) map[string]bool {
+	page = regexp.MustCompile("(?s)```.*?```").ReplaceAllString(page, "")
+	out := map[string]bool{}
+	seen := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^#{1,6} (.+)$`).FindAllStringSubmatch(page, -1) {
+		var a strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(m[1])) {
+			switch {
+			case r == ' ':
+				a.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				a.WriteRune(r)
+			}
+		}
+		anchor := a.String()
+		if n, ok := seen[anchor]; ok {
+			seen[anchor] = n + 1
+			anchor = fmt.Sprintf("%s-%d", anchor, n+1)
+		} else {
+			seen[anchor] = 0
+		}
+		out[anchor] = true
+	}
+	return out
 }
