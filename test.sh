@@ -13,9 +13,12 @@ need=()
 if [ -z "${ADP_CHROMIUM:-}" ] && [ ! -x /usr/bin/chromium ] && [ "${ADP_SKIP_BROWSER:-}" != 1 ]; then
 	need+=(chromium)
 fi
-# The README walkthrough test runs its curl commands (cmd/adpnode).
+# The guides' shell blocks run curl, and the TLS one openssl (cmd/adpnode TestGuides).
 if ! command -v curl >/dev/null 2>&1; then
 	need+=(curl)
+fi
+if ! command -v openssl >/dev/null 2>&1; then
+	need+=(openssl)
 fi
 # The MCP server's client test drives it with the official TypeScript SDK
 # (adpmcp/tsclient), which needs Node.js (18 or later) and npm.

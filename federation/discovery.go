@@ -21,7 +21,7 @@ import (
 	manet "github.com/multiformats/go-multiaddr/net"
 )
 
-// Peer discovery (README "Finding peers"): bootstrap peers from the
+// Peer discovery (docs/federation.md, "Finding peers"): bootstrap peers from the
 // configuration, a Kademlia DHT of ADP nodes only (protocol prefix /adp),
 // provider records under one rendezvous key, gossipsub peer exchange, and
 // a small cache of peers met before so that a restart does not depend on

@@ -45,7 +45,7 @@ const (
 	maxGossipBytes    = 1 << 20
 )
 
-// RecordTopic is the per-host record stream topic of a host (README:
+// RecordTopic is the per-host record stream topic of a host (docs/federation.md:
 // "Record streams" explains per-host rather than per-room topics).
 func RecordTopic(id peer.ID) string { return recordTopicPrefix + id.String() }
 

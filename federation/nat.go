@@ -9,7 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 )
 
-// NATOptions choose libp2p's NAT traversal (README "NAT"). The zero value
+// NATOptions choose libp2p's NAT traversal (docs/federation.md, "NAT"). The zero value
 // is the default: AutoNAT v1 and v2 clients, hole punching (DCUtR) and the
 // circuit relay v2 client on; the relay service, the AutoNAT dial-back
 // service and port mapping off.

@@ -26,7 +26,7 @@ import (
 // as a sparse random graph (a ring plus k chords: degree about 4, as a
 // node's gossip mesh would be), and fill their directories with signed
 // announcements built directly (each node signs rooms of its own that no
-// agent wrote; README "Scale").
+// agent wrote; docs/federation.md, "Scale").
 
 // scaleEdges is a ring over k nodes plus k chords, the same for a seed.
 func scaleEdges(k int, seed uint64) [][2]int {
@@ -198,7 +198,7 @@ func TestScale30Convergence(t *testing.T) {
 // longer than the benchmark is worth). Reports: RSS per node, new-room
 // convergence (p50/p99 of 24), idle bytes per node over 30 s (production
 // anti-entropy period), bytes per node under 100 room changes/s, and
-// catch-up bytes of a node away during N changes at two N (README
+// catch-up bytes of a node away during N changes at two N (docs/federation.md,
 // "Bandwidth model").
 func BenchmarkScale(b *testing.B) {
 	k, rooms := envInt("ADP_SCALE_NODES", 30), envInt("ADP_SCALE_ROOMS", 10_000)

@@ -3,6 +3,7 @@
 package hostapi_test
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,15 +11,16 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/hostapi"
 )
 
-// TestREADMEErrorTable keeps the README's error table equal to the one
-// table in code (DECISIONS 4).
-func TestREADMEErrorTable(t *testing.T) {
-	b, err := os.ReadFile("../README.md")
+// TestDocsErrorTable keeps the error table of docs/errors.md equal to the
+// one table in code (decision 4).
+func TestDocsErrorTable(t *testing.T) {
+	b, err := os.ReadFile("../docs/errors.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,12 +33,12 @@ func TestREADMEErrorTable(t *testing.T) {
 	want := hostapi.ErrorCodes()
 	for c, s := range want {
 		if got[c] != s {
-			t.Errorf("README lists %s as %d; code says %d", c, got[c], s)
+			t.Errorf("docs/errors.md lists %s as %d; code says %d", c, got[c], s)
 		}
 	}
 	for c := range got {
 		if _, ok := want[c]; !ok {
-			t.Errorf("README lists %s, which the code does not have", c)
+			t.Errorf("docs/errors.md lists %s, which the code does not have", c)
 		}
 	}
 }
@@ -68,6 +70,9 @@ func TestREADMEContract(t *testing.T) {
 		if _, err := os.Stat("../" + link[1]); err != nil {
 			t.Errorf("README links to %s: %v", link[1], err)
 		}
+	}
+	if n := strings.Count(readme, "\n"); n > 300 {
+		t.Errorf("README has %d lines: it is the front door (at most 300); put the rest in docs/", n)
 	}
 	ci, err := os.ReadFile("../.ci/run")
 	if err != nil {
@@ -120,4 +125,80 @@ func TestTestShExplainsMissingPackages(t *testing.T) {
 	if !strings.Contains(string(out), "the tests need curl") || !strings.Contains(string(out), "root or password-less sudo") {
 		t.Errorf("test.sh output does not explain:\n%s", out)
 	}
+}
+
+// Property: every page of docs/ is listed in docs/README.md, cites nothing
+// outside the repository (the protocol's text and the shared notes are
+// not in it), and every relative link between the pages resolves.
+func TestDocsIndexAndLinks(t *testing.T) {
+	index, err := os.ReadFile("../docs/README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pages, err := filepath.Glob("../docs/*.md")
+	if err != nil || len(pages) < 10 {
+		t.Fatalf("docs/*.md: %v %v", pages, err)
+	}
+	link := regexp.MustCompile(`\]\(([^)#:]+\.(?:md|yaml|service|json))(?:#[^)]*)?\)`)
+	anchored := regexp.MustCompile(`\]\(([^)\s:#]*\.md|)#([^)\s]+)\)`)
+	for _, p := range append(pages, "../README.md") {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(p)
+		if p != "../README.md" && name != "README.md" && !strings.Contains(string(index), "]("+name+")") {
+			t.Errorf("docs/README.md does not list %s", name)
+		}
+		if m := regexp.MustCompile(`\.\./shared/|\]\([^)]*shared/`).FindString(string(b)); m != "" {
+			t.Errorf("%s cites %q, which is outside the repository", p, m)
+		}
+		for _, l := range link.FindAllStringSubmatch(string(b), -1) {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(p), l[1])); err != nil {
+				t.Errorf("%s links to %s, which does not exist", p, l[1])
+			}
+		}
+		for _, l := range anchored.FindAllStringSubmatch(string(b), -1) {
+			target := p
+			if l[1] != "" {
+				target = filepath.Join(filepath.Dir(p), l[1])
+			}
+			tb, err := os.ReadFile(target)
+			if err != nil {
+				continue // reported above
+			}
+			if !headingAnchors(string(tb))[l[2]] {
+				t.Errorf("%s links to %s#%s: no such heading", p, l[1], l[2])
+			}
+		}
+	}
+}
+
+// headingAnchors returns the anchors GitHub gives a page's headings:
+// lower case, letters, digits, '-' and '_' kept, spaces made '-', and a
+// repeated anchor numbered -1, -2, ….
+func headingAnchors(page string) map[string]bool {
+	page = regexp.MustCompile("(?s)```.*?```").ReplaceAllString(page, "")
+	out := map[string]bool{}
+	seen := map[string]int{}
+	for _, m := range regexp.MustCompile(`(?m)^#{1,6} (.+)$`).FindAllStringSubmatch(page, -1) {
+		var a strings.Builder
+		for _, r := range strings.ToLower(strings.TrimSpace(m[1])) {
+			switch {
+			case r == ' ':
+				a.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				a.WriteRune(r)
+			}
+		}
+		anchor := a.String()
+		if n, ok := seen[anchor]; ok {
+			seen[anchor] = n + 1
+			anchor = fmt.Sprintf("%s-%d", anchor, n+1)
+		} else {
+			seen[anchor] = 0
+		}
+		out[anchor] = true
+	}
+	return out
 }

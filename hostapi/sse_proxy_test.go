@@ -12,7 +12,7 @@ import (
 
 // TestSSETellsProxiesNotToBuffer: nginx buffers proxied responses unless
 // told otherwise, which would hold back every live event until a buffer
-// fills. The one SSE writer sends X-Accel-Buffering: no (README, Behind
+// fills. The one SSE writer sends X-Accel-Buffering: no (docs/operator.md, Behind
 // nginx or Caddy).
 func TestSSETellsProxiesNotToBuffer(t *testing.T) {
 	h := adptest.StartHost(t, node.Config{})

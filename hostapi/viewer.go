@@ -25,7 +25,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 )
 
-// The web viewer (README, "Web viewer"): static assets embedded in the
+// The web viewer (docs/viewer.md): static assets embedded in the
 // binary and served at / and /ui/, plus the viewer-token extension that lets
 // a browser follow a public room live without a request JWT.
 

@@ -6,8 +6,8 @@ import (
 	"github.com/adpnode/adpnode/live"
 )
 
-// Viewer streams are a host-local extension for the web viewer (README, "Web
-// viewer"; §17.1 allows a documented local alternative for browsers, which
+// Viewer streams are a host-local extension for the web viewer (docs/viewer.md; §17.1
+// allows a documented local alternative for browsers, which
 // cannot send a request JWT). A viewer stream is a read-only live stream of
 // one public room: it carries the room.event items agent streams carry and
 // nothing else (no agent status, no join requests).

@@ -254,7 +254,7 @@ func VerifyRecords(m *Manifest, packs []PackDoc, raws [][]byte, opt Options) (*R
 
 // legacyWitnesses counts the entries of extra.witnesses, the retired
 // checkpoint.cosign assertions of archives made before the witnesses
-// cosigned the host log (README, "Witnessing"). They are not checked.
+// cosigned the host log (docs/mirrors.md, "Witnessing"). They are not checked.
 func legacyWitnesses(m *Manifest) int {
 	raw, ok := m.Extra["witnesses"]
 	if !ok || raw == nil {

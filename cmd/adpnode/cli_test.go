@@ -207,25 +207,25 @@ func TestPublicRoomWithoutKeyTailAndVerify(t *testing.T) {
 	wantExit(t, exitVerifyFailed, "Markdown transcripts are not verifiable; use the json or jsonl archive", "verify", md)
 }
 
-// The README's exit code table is the one in code.
-func TestREADMEExitCodes(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+// The exit code table of docs/errors.md is the one in code.
+func TestDocsExitCodes(t *testing.T) {
+	b, err := os.ReadFile("../../docs/errors.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
-	s = s[strings.Index(s, "**Exit codes.**"):]
-	s = s[:strings.Index(s, "`adpnode verify` has its own")]
+	s = s[strings.Index(s, "\n## Exit codes\n"):]
+	s = s[:strings.Index(s, "\n## Exit codes of verify\n")]
 	rows := regexp.MustCompile(`(?m)^\| (\d) \| ([a-z]+)`).FindAllStringSubmatch(s, -1)
 	want := map[int]string{exitOK: "done", exitFailure: "any", exitUsage: "usage", exitNotFound: "not",
 		exitDenied: "refused", exitConflict: "conflict", exitUnavailable: "unavailable"}
 	if len(rows) != len(want) {
-		t.Fatalf("README lists %d exit codes, code has %d", len(rows), len(want))
+		t.Fatalf("docs/errors.md lists %d exit codes, code has %d", len(rows), len(want))
 	}
 	for _, r := range rows {
 		n, _ := strconv.Atoi(r[1])
 		if want[n] != r[2] {
-			t.Errorf("README exit code %d is %q; code says %q", n, r[2], want[n])
+			t.Errorf("docs/errors.md: exit code %d is %q; code says %q", n, r[2], want[n])
 		}
 	}
 }

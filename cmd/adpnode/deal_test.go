@@ -19,7 +19,7 @@ import (
 	"github.com/adpnode/adpnode/client"
 )
 
-// The README's deal example, run word for word with bash against a node on
+// The agent guide's deal example, run word for word with bash against a node on
 // a random port (only the NODE line is substituted and the go build line
 // replaced by a binary built here), with the node restarted between the
 // accept and the confirm: the round is derived the same after the restart,
@@ -40,7 +40,7 @@ func TestREADMEDealExample(t *testing.T) {
 	if after := cli(0, "round", "show", roomID, "--node", node, "--json"); after != before {
 		t.Fatalf("round derived differently after restart:\n%s\nvs\n%s", before, after)
 	}
-	// Flags first and ids after "--", as the README writes them: a round
+	// Flags first and ids after "--", as the agent guide writes them: a round
 	// id begins with "-" about one time in 64.
 	if out := cli(0, "round", "accept", "--choice", "fast", "--node", node, "--key", "bob.key", "--", roomID, roundID, "Express, please."); !strings.Contains(out, "already done") {
 		t.Fatalf("re-run accept: %s", out)
@@ -107,7 +107,7 @@ func TestREADMEDealExample(t *testing.T) {
 	}
 }
 
-// dealExample is the README's deal example running against a node on a
+// dealExample is the agent guide's deal example running against a node on a
 // random port: only the NODE line is substituted and the go build line
 // replaced by a binary built here; edit may change the script first (the
 // sealed variant adds one flag). The first part, up to the confirm, has
@@ -125,7 +125,7 @@ type dealExample struct {
 
 func startDealExample(t *testing.T, edit func(string) string) *dealExample {
 	t.Helper()
-	script := readmeBlock(t, "**Worked example: a deal from proposal to co-signed receipt.**")
+	script := docBlock(t, "docs/agent.md", "**Worked example: a deal from proposal to co-signed receipt.**")
 	const nodeLine = "NODE=http://127.0.0.1:8080\n"
 	const buildLine = "go build -o adpnode ./cmd/adpnode\n"
 	const split = "./adpnode round confirm "
@@ -247,8 +247,8 @@ func TestDashLeadingRoundID(t *testing.T) {
 	}
 }
 
-// The README's deal example word for word in a member-only room: the one
-// change is --confidentiality member-only on room create, as the README
+// The agent guide's deal example word for word in a member-only room: the one
+// change is --confidentiality member-only on room create, as the agent guide
 // says. Every turn and the receipt go out sealed and the same steps print
 // the same results; a restart mid-round derives the same state; a reader
 // without a key sees sealed records, not rounds; seal open writes the
@@ -403,7 +403,7 @@ func writeSignedReceipt(t *testing.T, work, name, ctx, ref, keyA, keyB string) {
 
 // Property: a deal receipt counts only in the room it names, for a round
 // that exists there and was agreed, signed by that round's two parties.
-// After the README's deal example, receipts with valid signatures that
+// After the agent guide's deal example, receipts with valid signatures that
 // fail this — the room's co-signed receipt replayed into another room, one
 // naming a missing round, one naming an open round, one signed by a third
 // party — are refused by deal post, accepted by the host (shape only),
@@ -520,8 +520,8 @@ func (d *dealExample) lastSeq() int64 {
 	return recs[len(recs)-1].Seq
 }
 
-// Property: re-running a completed step of the README's deal example does
-// what the README says — nothing, once it has taken effect: no second
+// Property: re-running a completed step of the agent guide's deal example does
+// what the agent guide says — nothing, once it has taken effect: no second
 // round, turn or receipt. Each round and deal step of the second half is
 // run twice in a row (the second run adds no record), then, after a
 // restart on the same data dir, every round and deal step of the example
@@ -580,7 +580,7 @@ func TestREADMEDealRerunIsIdempotent(t *testing.T) {
 }
 
 // Property: deal draft never reuses a salt for a different receipt, and
-// never overwrites a salt file or another receipt. After the README's deal
+// never overwrites a salt file or another receipt. After the agent guide's deal
 // example, a draft of changed terms under the same file name is refused
 // (into the co-signed receipt.json, and into a new file with the old salt)
 // and writes nothing; other terms get a fresh salt; an explicit --salt of

@@ -14,7 +14,7 @@ import (
 	"github.com/adpnode/adpnode/client"
 )
 
-// Exit codes of every command but verify (README, CLI).
+// Exit codes of every command but verify (docs/errors.md).
 const (
 	exitOK          = 0 // done
 	exitFailure     = 1 // any other failure
@@ -25,7 +25,7 @@ const (
 	exitUnavailable = 6 // the node could not be reached or is unavailable
 )
 
-// verify's own codes (README, CLI): exitVerifyFailed for a file that does
+// verify's own codes (docs/errors.md): exitVerifyFailed for a file that does
 // not verify (also a bad epoch key wrap that --key finds, or an archive not
 // proven complete); exitVerifyUnproven when --allow-unproven read an archive
 // whose chain verifies but which is not proven complete; exitVerifyKey when

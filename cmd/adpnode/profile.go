@@ -8,7 +8,7 @@ import (
 )
 
 // startCPUProfile profiles the whole serve run into file when the
-// operator sets ADPNODE_CPUPROFILE (README: Operators, Profiling); stop
+// operator sets ADPNODE_CPUPROFILE (docs/performance.md, Profiling); stop
 // writes the profile, which serve calls on SIGTERM/SIGINT after the
 // node is closed. An empty file name profiles nothing.
 func startCPUProfile(file string, log *slog.Logger) (stop func(), err error) {

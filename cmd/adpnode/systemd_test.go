@@ -157,7 +157,7 @@ func one(t *testing.T, kv map[string][]string, key string) string {
 
 // TestSystemdUnitRunnable checks, without systemd, that the hardening
 // leaves a node that starts, writes where it may and stops gracefully,
-// and that the README creates the user the unit runs as.
+// and that the operator guide creates the user the unit runs as.
 func TestSystemdUnitRunnable(t *testing.T) {
 	kv := parseUnit(t, unitPath)
 
@@ -215,47 +215,47 @@ func TestSystemdUnitRunnable(t *testing.T) {
 		t.Error("ProcSubset=pid hides /proc/sys/net/core/somaxconn and /proc/stat, which the node reads")
 	}
 	if len(kv["DynamicUser"]) > 0 {
-		t.Error("DynamicUser is set: the README documents a fixed adpnode user that the CLI runs as")
+		t.Error("DynamicUser is set: the operator guide documents a fixed adpnode user that the CLI runs as")
 	}
 
 	user := one(t, kv, "User")
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "operator.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	create := regexp.MustCompile(`useradd --system[^\n]*(\\\n[^\n]*)*\b` + regexp.QuoteMeta(user) + `\b`)
 	if !create.Match(readme) {
-		t.Errorf("README does not create the unit's user %q with useradd --system", user)
+		t.Errorf("docs/operator.md does not create the unit's user %q with useradd --system", user)
 	}
 	if !strings.Contains(string(readme), "configs/adpnode.service") {
-		t.Error("README does not name configs/adpnode.service")
+		t.Error("docs/operator.md does not name configs/adpnode.service")
 	}
 }
 
-// TestREADMENginxConfigParses runs the README's nginx block through
+// TestOperatorGuideNginxConfigParses runs the operator guide's nginx block through
 // `nginx -t` where nginx is installed (its certificate paths replaced by a
 // throwaway self-signed pair), so the documented config stays loadable.
-func TestREADMENginxConfigParses(t *testing.T) {
+func TestOperatorGuideNginxConfigParses(t *testing.T) {
 	nginx, err := exec.LookPath("nginx")
 	if err != nil {
-		t.Skip("nginx is not installed (Debian: apt-get install nginx-light); the README's nginx config is not checked")
+		t.Skip("nginx is not installed (Debian: apt-get install nginx-light); the operator guide's nginx config is not checked")
 	}
 	openssl, err := exec.LookPath("openssl")
 	if err != nil {
 		t.Skip("openssl is not installed; no certificate for nginx -t")
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "operator.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("(?s)```nginx\n(.*?)```").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("README has no nginx block")
+		t.Fatal("docs/operator.md has no nginx block")
 	}
 	site := string(m[1])
 	for _, want := range []string{"proxy_buffering off", "proxy_read_timeout", "proxy_http_version 1.1"} {
 		if !strings.Contains(site, want) {
-			t.Errorf("README's nginx config lacks %q", want)
+			t.Errorf("operator guide's nginx config lacks %q", want)
 		}
 	}
 	dir := t.TempDir()
@@ -276,7 +276,7 @@ func TestREADMENginxConfigParses(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out, err := exec.CommandContext(ctx, nginx, "-t", "-q", "-p", dir, "-c", cf).CombinedOutput(); err != nil {
-		t.Fatalf("nginx -t rejects the README's config: %v\n%s", err, out)
+		t.Fatalf("nginx -t rejects the operator guide's config: %v\n%s", err, out)
 	}
 }
 
@@ -289,20 +289,20 @@ func tempPaths(dir string) string {
 	return b.String()
 }
 
-// TestREADMECaddyConfigAdapts loads the README's Caddyfile with `caddy
+// TestOperatorGuideCaddyConfigAdapts loads the operator guide's Caddyfile with `caddy
 // adapt` where Caddy is installed and checks what it proxies and refuses.
-func TestREADMECaddyConfigAdapts(t *testing.T) {
+func TestOperatorGuideCaddyConfigAdapts(t *testing.T) {
 	caddy, err := exec.LookPath("caddy")
 	if err != nil {
-		t.Skip("caddy is not installed (Debian: apt-get install caddy); the README's Caddyfile is not checked")
+		t.Skip("caddy is not installed (Debian: apt-get install caddy); the operator guide's Caddyfile is not checked")
 	}
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "..", "docs", "operator.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	m := regexp.MustCompile("(?s)```caddy\n(.*?)```").FindSubmatch(readme)
 	if m == nil {
-		t.Fatal("README has no caddy block")
+		t.Fatal("docs/operator.md has no caddy block")
 	}
 	cf := filepath.Join(t.TempDir(), "Caddyfile")
 	if err := os.WriteFile(cf, m[1], 0o644); err != nil {
@@ -315,10 +315,10 @@ func TestREADMECaddyConfigAdapts(t *testing.T) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("caddy adapt rejects the README's Caddyfile: %v\n%s", err, stderr.String())
+		t.Fatalf("caddy adapt rejects the operator guide's Caddyfile: %v\n%s", err, stderr.String())
 	}
 	if strings.Contains(stderr.String(), "not formatted") {
-		t.Errorf("the README's Caddyfile is not in `caddy fmt` form: %s", stderr.String())
+		t.Errorf("the operator guide's Caddyfile is not in `caddy fmt` form: %s", stderr.String())
 	}
 	for _, want := range []string{`"dial":"127.0.0.1:8080"`, `"read_timeout":3600000000000`, `"status_code":403`, `"/v1/admin/*"`} {
 		if !strings.Contains(string(out), want) {

@@ -153,13 +153,13 @@ func TestVerifyRefusesUnprovenArchive(t *testing.T) {
 }
 
 // TestVerifyExitCodesDocumented: verify's own exit codes in code are the
-// ones docs/archives.md's table and the README list.
+// ones docs/archives.md's table and docs/errors.md list.
 func TestVerifyExitCodesDocumented(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/archives.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/errors.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func TestVerifyExitCodesDocumented(t *testing.T) {
 	}
 	if !strings.Contains(string(readme), strconv.Itoa(exitVerifyUnproven)+" `--allow-unproven`\nread") &&
 		!strings.Contains(string(readme), strconv.Itoa(exitVerifyUnproven)+" `--allow-unproven` read") {
-		t.Error("the README does not list verify's exit code for --allow-unproven")
+		t.Error("docs/errors.md does not list verify's exit code for --allow-unproven")
 	}
 }
 

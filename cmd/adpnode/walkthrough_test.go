@@ -20,17 +20,18 @@ import (
 	"github.com/adpnode/adpnode/node"
 )
 
-// readmeBlock returns the first sh block after heading in the README.
-func readmeBlock(t *testing.T, heading string) string {
+// docBlock returns the first sh block after heading in a page of the
+// repository (a path from its root, e.g. docs/agent.md).
+func docBlock(t *testing.T, path, heading string) string {
 	t.Helper()
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile(filepath.Join("..", "..", path))
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := string(b)
 	i := strings.Index(s, heading)
 	if i < 0 {
-		t.Fatalf("README has no %q", heading)
+		t.Fatalf("%s has no %q", path, heading)
 	}
 	s = s[i:]
 	start := strings.Index(s, "```sh\n")
@@ -62,16 +63,16 @@ func startTestStack(t *testing.T, addr, data string) *stack {
 	return s
 }
 
-// The README's curl walkthrough, run word for word with bash against a
+// The agent guide's curl walkthrough, run word for word with bash against a
 // node on a random port: only the NODE line is substituted, and the go
 // build line is replaced by a binary built here.
-func TestREADMEWalkthrough(t *testing.T) {
+func TestAgentGuideWalkthrough(t *testing.T) {
 	for _, tool := range []string{"bash", "curl", "sed", "grep"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("the walkthrough needs %s (./test.sh installs curl): %v", tool, err)
 		}
 	}
-	script := readmeBlock(t, "## Walkthrough (curl)")
+	script := docBlock(t, "docs/agent.md", "## Walkthrough (curl)")
 	const nodeLine = "NODE=http://127.0.0.1:8080\n"
 	const buildLine = "go build -o adpnode ./cmd/adpnode\n"
 	if !strings.HasPrefix(script, nodeLine) || strings.Count(script, "127.0.0.1:8080") != 1 {
