@@ -7,7 +7,6 @@ import (
 
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/hostport"
 )
 
 // inboxWith opens a service whose agent alice holds n retained mentions
@@ -17,6 +16,8 @@ func inboxWith(tb testing.TB, n int) *Attention {
 	db := openDB(tb, tb.TempDir())
 	cfg := w.config(db)
 	cfg.Retention = n
+	src := newMemSource("fp/")
+	cfg.Local = src
 	a, err := Open(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -27,7 +28,7 @@ func inboxWith(tb testing.TB, n int) *Attention {
 	w.read[roomID(2)+"/"+string(alice)] = true
 	for i := 1; i <= n; i++ {
 		r := mentionRecord(tb, roomID(1+i%2), int64(i), "message.create", alice)
-		a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
+		src.add(tb, r)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {

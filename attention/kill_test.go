@@ -89,7 +89,7 @@ func TestKillDuringQueuedPass(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := attention.ForNode(n, nil, nil)
-	cfg.Chain = nil
+	cfg.Local = nil // no following: what the disk held
 	a, err := attention.Open(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +111,6 @@ func TestKillDuringQueuedPass(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.Attach(n, nil)
 		testwait.Until(t, 20*time.Second, "the condition", func() bool { return len(inbox(a, bob.ID)) >= len(acked) && len(inbox(a, carol.ID)) >= len(acked) })
 		a.Close() // the catch-up has finished
 		for _, who := range []identity.AgentID{bob.ID, carol.ID} {
@@ -174,7 +173,6 @@ func killChild(t *testing.T, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.Attach(n, nil)
 	const rooms, perRoom = 4, 12
 	type head struct {
 		id   string

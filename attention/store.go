@@ -105,11 +105,16 @@ func lastWrites(ops []groupcommit.KV) []groupcommit.KV {
 	return out
 }
 
+// feedPosSuffix ends the keys of attention's positions in the change feeds
+// (node: fp/attention, mirror: m/fp/attention).
+const feedPosSuffix = "fp/" + Follower
+
 // rewritten reports whether k is a key a batch may write more than once
-// (an inbox's head, a subscription's meta, a room's match state).
+// (an inbox's head, a subscription's meta, a room's match state, a room's
+// mark, a feed position).
 func rewritten(k []byte) bool {
 	return bytes.HasPrefix(k, []byte(pfxInbox)) || bytes.HasPrefix(k, []byte(pfxSub)) || bytes.HasPrefix(k, []byte(pfxMatch)) ||
-		bytes.HasPrefix(k, []byte(pfxPrivate))
+		bytes.HasPrefix(k, []byte(pfxPrivate)) || bytes.HasPrefix(k, []byte(pfxWater)) || bytes.HasSuffix(k, []byte(feedPosSuffix))
 }
 
 // write stores w durably: it returns once every op is on disk (or failed).
