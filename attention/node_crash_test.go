@@ -2,6 +2,7 @@ package attention_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -17,8 +18,10 @@ import (
 // stopped (or behind) is derived once attention runs again, exactly once,
 // whatever the record's received_at says: attention follows the node's
 // change feed from its stored position, and guesses nothing from times.
-// Here the node's clock steps back five minutes while attention is
-// stopped; a restart after the derivation adds nothing.
+// Here the node's clock runs ten minutes ahead while attention derives a
+// mention in one room, then is set back while attention is stopped and a
+// mention lands in another room; a restart after the derivation adds
+// nothing.
 func TestMentionWhileStoppedDerivedAfterRestart(t *testing.T) {
 	dir := t.TempDir()
 	var offset atomic.Int64 // ms added to the node's clock
@@ -35,46 +38,56 @@ func TestMentionWhileStoppedDerivedAfterRestart(t *testing.T) {
 		return a
 	}
 	a := openAtt()
-	alice, bob := adptest.NewAgent("alice"), adptest.NewAgent("bob")
-	start := clock().UnixMilli() - 600_000
-	res, err := n.Submit(context.Background(), alice.Envelope(clock().UnixMilli(), "room.create", "", 0, "", map[string]any{"topic": "crash", "visibility": "public",
-		"start_time": start, "end_time": start + 7_200_000}), "")
-	if err != nil {
-		t.Fatal(err)
+	bob := adptest.NewAgent("bob")
+	type room struct {
+		by       *adptest.Agent
+		id, hash string
+		head     int64
 	}
-	id, head, hash := res.Record.RoomID, res.Record.Seq, res.Record.Hash
-	say := func() int64 {
-		ev := alice.Event(clock().UnixMilli(), "message.create", id, head, hash, map[string]any{"content_type": "text/plain", "content": "bob?"})
-		ev.Mentions = []string{string(bob.ID)}
-		r, err := n.Submit(context.Background(), alice.Sign(ev), id)
+	start := clock().UnixMilli() - 600_000
+	create := func(name string) *room {
+		by := adptest.NewAgent(name)
+		res, err := n.Submit(context.Background(), by.Envelope(clock().UnixMilli(), "room.create", "", 0, "", map[string]any{"topic": "stopped", "visibility": "public",
+			"start_time": start, "end_time": start + 7_200_000}), "")
 		if err != nil {
 			t.Fatal(err)
 		}
-		head, hash = r.Record.Seq, r.Record.Hash
-		return r.Record.Seq
+		return &room{by, res.Record.RoomID, res.Record.Hash, res.Record.Seq}
 	}
-	inbox := func(a *attention.Attention) map[int64]int {
+	say := func(r *room) int64 {
+		ev := r.by.Event(clock().UnixMilli(), "message.create", r.id, r.head, r.hash, map[string]any{"content_type": "text/plain", "content": "bob?"})
+		ev.Mentions = []string{string(bob.ID)}
+		res, err := n.Submit(context.Background(), r.by.Sign(ev), r.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.head, r.hash = res.Record.Seq, res.Record.Hash
+		return res.Record.Seq
+	}
+	inbox := func(a *attention.Attention) map[string]int {
 		p, err := a.Mentions(bob.ID, attention.Cursor{}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out := map[int64]int{}
+		out := map[string]int{}
 		for _, it := range p.Items.([]attention.MentionItem) {
-			out[it.RoomSeq]++
+			out[fmt.Sprintf("%s/%d", it.RoomID, it.RoomSeq)]++
 		}
 		return out
 	}
-	first := say()
+	ra, rb := create("alice"), create("carol")
+	offset.Store(600_000)
+	first := fmt.Sprintf("%s/%d", rb.id, say(rb))
 	testwait.Until(t, 20*time.Second, "the first mention derived", func() bool { return inbox(a)[first] == 1 })
 	a.Close()
-	offset.Store(-300_000)
-	lost := say() // acknowledged while attention is stopped
+	offset.Store(0)
+	lost := fmt.Sprintf("%s/%d", ra.id, say(ra)) // acknowledged while attention is stopped
 	for round := 0; round < 2; round++ {
 		a = openAtt()
 		testwait.Until(t, 20*time.Second, "the mention stored while attention was stopped derived", func() bool { return inbox(a)[lost] >= 1 })
 		a.Close()
 		if got := inbox(a); len(got) != 2 || got[first] != 1 || got[lost] != 1 {
-			t.Fatalf("round %d: inbox %v, want seqs %d and %d once each", round, got, first, lost)
+			t.Fatalf("round %d: inbox %v, want %s and %s once each", round, got, first, lost)
 		}
 	}
 	if err := n.Close(); err != nil {
