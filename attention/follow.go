@@ -3,6 +3,7 @@ package attention
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -220,7 +221,7 @@ func (a *Attention) take(fs *follower, batch []hostport.FeedEntry) error {
 // deriveEntry derives the items of one stored record the feed names (a.mu
 // held).
 func (a *Attention) deriveEntry(local bool, e hostport.FeedEntry, raw []byte, now int64, w *writes) {
-	r, env, err := record.Parse(raw)
+	r, env, err := parseStored(raw)
 	if err == nil && (r.RoomID != e.RoomID || r.Seq != e.RecordSeq) {
 		err = errors.New("not the record the feed names")
 	}
@@ -234,6 +235,37 @@ func (a *Attention) deriveEntry(local bool, e hostport.FeedEntry, raw []byte, no
 		return
 	}
 	a.recordLocked(pendingRecord{rec: r, env: env, local: local}, now, w)
+}
+
+// parseStored parses a record this host stored (record JSON), whose
+// envelope's signature was verified when it was accepted or mirrored: it
+// checks the envelope's shape and hash, and the record hash over them,
+// but does not verify the signature again (a verification would cost the
+// derivation more than everything else it does).
+func parseStored(raw []byte) (*record.Record, *identity.Envelope, error) {
+	var v struct {
+		RoomID     string          `json:"room_id"`
+		Seq        int64           `json:"seq"`
+		PreHash    *string         `json:"pre_hash"`
+		Hash       string          `json:"hash"`
+		ReceivedAt int64           `json:"received_at"`
+		Envelope   json.RawMessage `json:"envelope"`
+	}
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, nil, err
+	}
+	env, err := identity.ParseEnvelope(v.Envelope)
+	if err != nil {
+		return nil, nil, err
+	}
+	pre := ""
+	if v.PreHash != nil {
+		pre = *v.PreHash
+	}
+	if base64.RawURLEncoding.EncodeToString(env.Digest[:]) != env.Hash || record.ComputeHash(v.RoomID, v.Seq, pre, env.Hash, v.ReceivedAt) != v.Hash {
+		return nil, nil, errors.New("attention: a stored record's hashes do not recompute")
+	}
+	return &record.Record{RoomID: v.RoomID, Seq: v.Seq, PreHash: pre, Hash: v.Hash, ReceivedAt: v.ReceivedAt, Envelope: env.Raw}, env, nil
 }
 
 // readEntries reads the records batch names, a run of consecutive seqs of
@@ -372,7 +404,7 @@ func (a *Attention) resync(fs *follower) error {
 				if !interesting(raw) {
 					continue
 				}
-				r, env, err := record.Parse(raw)
+				r, env, err := parseStored(raw)
 				if err != nil || r.RoomID != h.id || r.Seq != after {
 					a.cfg.Log.Error("attention: resync: a stored record does not parse", "room", h.id, "seq", after, "err", err)
 					continue

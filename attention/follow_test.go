@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -185,5 +186,32 @@ func TestContentOnly(t *testing.T) {
 		t.Fatal("room.join taken as content-only")
 	case contentOnly([]byte(`{"event":{"type":"message.create"}}`)), contentOnly(nil):
 		t.Fatal("a non-canonical envelope taken as content-only")
+	}
+}
+
+// parseStored skips only the signature check: a stored record parses as
+// record.Parse parses it, and one whose envelope or record fields were
+// changed after the hashes were computed does not parse.
+func TestParseStoredChecksHashes(t *testing.T) {
+	r := mentionRecord(t, roomID(1), 2, "message.create", alice)
+	raw, _ := r.MarshalJSON()
+	got, env, err := parseStored(raw)
+	want, wenv, werr := record.Parse(raw)
+	gj, _ := got.MarshalJSON()
+	wj, _ := want.MarshalJSON()
+	if err != nil || werr != nil || string(gj) != string(wj) || env.Hash != wenv.Hash || len(env.Event.Mentions) != 1 {
+		t.Fatalf("parseStored %+v %v, record.Parse %+v %v", got, err, want, werr)
+	}
+	for _, bad := range []string{
+		strings.Replace(string(raw), string(alice), string(bob), 1),                       // another mention
+		strings.Replace(string(raw), `"seq":2`, `"seq":3`, 1),                             // another seq
+		strings.Replace(string(raw), `"received_at":1700000000000`, `"received_at":1`, 1), // another time
+	} {
+		if bad == string(raw) {
+			t.Fatal("the test's change did not apply")
+		}
+		if _, _, err := parseStored([]byte(bad)); err == nil {
+			t.Fatalf("a changed record parses: %s", bad)
+		}
 	}
 }
