@@ -28,7 +28,8 @@ import (
 // the items it derived from the entries up to it: every commit ends
 // after a whole entry's items, with the position of that entry. So a
 // crash loses no entry and derives none twice: the next start follows
-// from the stored position. Nothing is queued in memory between a feed
+// from the stored position. One entry's items (a record names at most 32
+// mentions) always fit one commit. Nothing is queued in memory between a feed
 // and the derivation; a slow derivation only lets the feed grow, and
 // entries are read from the disk.
 //
