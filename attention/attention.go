@@ -515,8 +515,9 @@ func (a *Attention) upgrade() error {
 	return flushErr
 }
 
-// Close stops the owner after it has stored what was queued, and ends
-// every live stream.
+// Close stops the followers (what they have not derived stays in the
+// feeds, after their stored positions) and the owner after a final pass,
+// and ends every live stream.
 func (a *Attention) Close() error {
 	if a.closed.Swap(true) {
 		return nil

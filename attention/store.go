@@ -10,9 +10,10 @@ import (
 	"github.com/adpnode/adpnode/internal/groupcommit"
 )
 
-// How a pass's writes reach the disk.
+// How a batch's writes (a follower's, the owner's, the API's) reach the
+// disk.
 //
-// A pass's sets and deletes are kept in order in writes.ops. With
+// A batch's sets and deletes are kept in order in writes.ops. With
 // Config.Commit (a node: Node.CommitWith) they ride the node's group
 // commit: they share the transaction, and the fsync, of the records written
 // beside them, so under write load the inbox adds no synced write of its
@@ -22,8 +23,10 @@ import (
 // maxChunkBytes; a larger batch is committed as several, in order. A
 // commit ends only at a cut (writes.unit): after a whole mention (the item
 // with its inbox's head), a whole feed change (the item, the subscription's
-// head and the room's match state) or a whole deletion, so a crash between
-// two commits of one batch leaves no item beyond its head. Within one
+// head and the room's match state), a whole feed entry's items with the
+// follower's position (follow.go) or a whole deletion, so a crash between
+// two commits of one batch leaves no item beyond its head and no position
+// beyond what was derived. Within one
 // commit a key written twice is written once, with its last value (an
 // inbox's head is set with each of its items).
 
