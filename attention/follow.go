@@ -186,6 +186,10 @@ func (a *Attention) take(fs *follower, batch []hostport.FeedEntry) error {
 	a.mu.Lock()
 	now := a.cfg.Now()
 	for i, e := range batch {
+		// An entry's items and its position form one unit: the cuts
+		// its derivation marks (one per mention) are dropped, so no
+		// commit ends inside an entry.
+		cuts := len(w.cuts)
 		if raw := raws[i]; raw != nil {
 			if fs.local && !contentOnly(raw[:len(raw)-1]) {
 				look[e.RoomID] = true
@@ -198,6 +202,7 @@ func (a *Attention) take(fs *follower, batch []hostport.FeedEntry) error {
 		if !fs.local {
 			a.mirWM[e.RoomID] = max(a.mirWM[e.RoomID], e.RecordSeq)
 		}
+		w.cuts = w.cuts[:cuts]
 		w.set(fs.posKey, u64(int64(e.Seq)))
 		w.unit()
 	}

@@ -31,8 +31,10 @@ import (
 //
 // A child process writes mentions in four rooms at once while attention
 // follows the node's change feed, with every buffer that remains at one
-// slot: each commit of derived items holds about one feed entry, and a
-// live stream of one item is open (and falls behind). The parent kills it
+// slot: a commit of derived items holds at most seven operations, a
+// little more than one feed entry's five (two mentions and the position),
+// so commits would end at every offset inside an entry were an entry not
+// one unit; and a live stream of one item is open (and falls behind). The parent kills it
 // several times on the same data dir: in "held" rounds while a batch of
 // derived items has stored only its first commit, in the other rounds
 // after a random number of acknowledgements.
@@ -192,7 +194,7 @@ func killChild(t *testing.T, dir, mode, round string) {
 	var a *attention.Attention
 	derived := func() int { return len(inboxItems(t, a, bob.ID)) }
 	var heldAt int
-	attention.SetCommits(&cfg, 6, 1<<20, func(i, _ int) {
+	attention.SetCommits(&cfg, 7, 1<<20, func(i, _ int) {
 		mu.Lock()
 		hold := mode == "held" && armed && i == 1
 		mu.Unlock()
