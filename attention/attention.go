@@ -266,6 +266,7 @@ type Attention struct {
 	fwg       sync.WaitGroup // the followers' goroutines
 
 	mirWM map[string]int64 // mirrored room -> highest seq derived (under wmu)
+	fresh bool             // the store was created by this Open
 }
 
 type known struct {
@@ -361,6 +362,7 @@ func (a *Attention) load() error {
 			}
 		}
 		if inst == "" {
+			a.fresh = true
 			if err := txn.Set([]byte(keyVersion), u64(layoutVersion)); err != nil {
 				return err
 			}

@@ -41,7 +41,9 @@ import (
 // with the items) up to the room's head, de-duplicated against the
 // inboxes, and stores the feed's head as read before the scan as its
 // position. A room with no mark is read from its first record; records
-// older than RetentionAge are skipped (their items would be gone).
+// older than RetentionAge are skipped (their items would be gone). A
+// store with no position in a feed (from before the feeds) does the same
+// before it follows.
 //
 // A mirror stores a record again after it purged the room and mirrors it
 // anew: a mirrored room's record at or below its mark is not derived
@@ -99,16 +101,17 @@ const (
 	resyncPage  = 256
 )
 
-// newFollower reads the stored position in src's feed; a store without
-// one (new, or from before the feeds) starts at the feed's head, stored
-// now.
+// newFollower reads the stored position in src's feed. A new store
+// starts at the feed's head, stored now; a store without a position (from
+// before the feeds, or that never followed this source) resynchronises
+// from the rooms' records first, as after hostport.ErrFeedBehind.
 func (a *Attention) newFollower(src Source, local bool) (*follower, error) {
 	fs := &follower{src: src, local: local, posKey: src.FeedPosKey(Follower)}
 	pos, ok, err := a.readPos(fs.posKey)
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
+	if !ok && a.fresh {
 		pos = src.FeedHead()
 		if err := a.cfg.DB.Update(func(txn *badger.Txn) error { return txn.Set(fs.posKey, u64(int64(pos))) }); err != nil {
 			return nil, err
@@ -144,16 +147,24 @@ func (a *Attention) readPos(key []byte) (uint64, bool, error) {
 func (a *Attention) follow(fs *follower) {
 	defer a.fwg.Done()
 	for {
-		pos, _, err := a.readPos(fs.posKey)
-		if err == nil {
+		pos, found, err := a.readPos(fs.posKey)
+		switch {
+		case err == nil && !found:
+			err = hostport.ErrFeedBehind // no position yet: resynchronise
+		case err == nil:
 			err = fs.src.Follow(a.ctx, pos, func(b []hostport.FeedEntry) error { return a.take(fs, b) })
 		}
 		switch {
 		case a.ctx.Err() != nil, errors.Is(err, groupcommit.ErrClosed):
 			return
 		case errors.Is(err, hostport.ErrFeedBehind):
-			a.cfg.Log.Warn("attention: the change feed no longer holds the entries after its position; resynchronising from the rooms' records",
-				"source", fs.name(), "position", pos)
+			if found {
+				a.cfg.Log.Warn("attention: the change feed no longer holds the entries after its position; resynchronising from the rooms' records",
+					"source", fs.name(), "position", pos)
+			} else {
+				a.cfg.Log.Info("attention: no position in this change feed yet (a store from before the feeds); resynchronising from the rooms' records",
+					"source", fs.name())
+			}
 			if err = a.resync(fs); err == nil {
 				continue
 			}
@@ -365,38 +376,27 @@ func (a *Attention) storedWater(mirror bool, roomID string) int64 {
 // source holds past its mark, and stores the feed's head (read before
 // the scan) as the position. A crash midway leaves the position where it
 // was: the next start resynchronises again, from the marks stored so far.
+// It takes the write lock one page of a room at a time, so the other
+// writers go on meanwhile.
 func (a *Attention) resync(fs *follower) error {
 	began := time.Now()
 	head := fs.src.FeedHead()
-	a.wmu.Lock()
-	defer a.wmu.Unlock()
 	var ranges []roomRange
 	for _, h := range fs.src.Heads() {
-		a.mu.RLock()
+		a.wmu.Lock()
 		wm := a.storedWater(!fs.local, h.ID)
-		a.mu.RUnlock()
+		a.wmu.Unlock()
 		if h.Seq > wm {
 			ranges = append(ranges, roomRange{h.ID, wm, h.Seq})
 		}
 	}
-	now := a.cfg.Now()
-	cutoff := now - a.cfg.RetentionAge.Milliseconds()
 	idx := &inboxIndex{}
-	var w writes
-	var werr error
 	derived := 0
-	flush := func() {
-		if len(w.ops) > 0 && werr == nil {
-			werr = a.write(&w)
-			if werr == nil {
-				a.deliver(w.live)
-			}
-		}
-		w = writes{}
-	}
 	for _, h := range ranges {
-		after := h.after
-		for after < h.to && werr == nil {
+		for after := h.after; after < h.to; {
+			if err := a.ctx.Err(); err != nil {
+				return err
+			}
 			recs, err := fs.src.Records(h.id, after, resyncPage)
 			if err != nil {
 				return err
@@ -404,44 +404,65 @@ func (a *Attention) resync(fs *follower) error {
 			if len(recs) == 0 {
 				break
 			}
-			a.mu.Lock()
-			for _, raw := range recs {
-				after++
-				if !interesting(raw) {
-					continue
-				}
-				r, env, err := parseStored(raw)
-				if err != nil || r.RoomID != h.id || r.Seq != after {
-					a.cfg.Log.Error("attention: resync: a stored record does not parse", "room", h.id, "seq", after, "err", err)
-					continue
-				}
-				if r.ReceivedAt < cutoff {
-					continue
-				}
-				derived++
-				a.recordLocked(pendingRecord{rec: r, env: env, local: fs.local, inbox: idx}, now, &w)
+			n, err := a.resyncPage(fs, h.id, after, recs, idx)
+			if err != nil {
+				return err
 			}
-			w.set(waterKey(!fs.local, h.id), u64(after))
-			w.unit()
-			if !fs.local {
-				a.mirWM[h.id] = max(a.mirWM[h.id], after)
-			}
-			a.mu.Unlock()
-			if len(w.ops) > maxChunkOps {
-				flush()
-			}
+			derived += n
+			after += int64(len(recs))
 		}
 	}
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	var w writes
 	w.set(fs.posKey, u64(int64(head)))
 	w.unit()
-	flush()
-	if werr != nil {
-		return werr
+	if err := a.write(&w); err != nil {
+		return err
 	}
 	fs.reached.Store(head)
 	a.cfg.Log.Info("attention: resynchronised from the rooms' records", "source", fs.name(), "rooms", len(ranges), "records", derived,
 		"took", time.Since(began).Round(time.Millisecond).String())
 	return nil
+}
+
+// resyncPage derives one page of a room's records (after seq after) that
+// the inboxes lack, and stores them with the room's mark.
+func (a *Attention) resyncPage(fs *follower, roomID string, after int64, recs [][]byte, idx *inboxIndex) (int, error) {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	var w writes
+	derived := 0
+	a.mu.Lock()
+	now := a.cfg.Now()
+	cutoff := now - a.cfg.RetentionAge.Milliseconds()
+	for _, raw := range recs {
+		after++
+		if !interesting(raw) {
+			continue
+		}
+		r, env, err := parseStored(raw)
+		if err != nil || r.RoomID != roomID || r.Seq != after {
+			a.cfg.Log.Error("attention: resync: a stored record does not parse", "room", roomID, "seq", after, "err", err)
+			continue
+		}
+		if r.ReceivedAt < cutoff {
+			continue // its items would be gone at once
+		}
+		derived++
+		a.recordLocked(pendingRecord{rec: r, env: env, local: fs.local, inbox: idx}, now, &w)
+	}
+	w.set(waterKey(!fs.local, roomID), u64(after))
+	w.unit()
+	if !fs.local {
+		a.mirWM[roomID] = max(a.mirWM[roomID], after)
+	}
+	a.mu.Unlock()
+	if err := a.write(&w); err != nil {
+		return 0, err
+	}
+	a.deliver(w.live)
+	return derived, nil
 }
 
 // roomRange is a room's records after seq after, up to seq to.

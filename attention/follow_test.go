@@ -215,3 +215,34 @@ func TestParseStoredChecksHashes(t *testing.T) {
 		}
 	}
 }
+
+// Property: a store from before the change feeds (no position stored in
+// a feed) does not start at the feed's head, where the records stored
+// since its last derivation would be missed: it resynchronises from the
+// rooms' records first, each mention once, and a restart adds nothing.
+func TestStoreWithoutPositionResyncs(t *testing.T) {
+	withSources := false
+	f := start(t, func(c *Config) {
+		if !withSources {
+			c.Local, c.Mirror = nil, nil // as before the feeds
+		}
+	})
+	f.w.put(directory.Entry{ID: roomID(1)})
+	now := f.w.now.Load()
+	f.local.commit(t, roomID(1), now, alice)
+	f.mir.commit(t, roomID(40), now, bob)
+	f.settle()
+	if got := f.inboxCount(alice); len(got) != 0 {
+		t.Fatalf("derived %v with no feed followed", got)
+	}
+	withSources = true
+	f.restart()
+	f.settle()
+	want(t, "alice", f.inboxCount(alice), "0001/1")
+	want(t, "bob", f.inboxCount(bob), "0040/1")
+	f.local.commit(t, roomID(1), now, alice)
+	f.restart()
+	f.settle()
+	want(t, "alice", f.inboxCount(alice), "0001/1", "0001/2")
+	want(t, "bob", f.inboxCount(bob), "0040/1")
+}
