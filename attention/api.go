@@ -128,6 +128,8 @@ func (a *Attention) Create(agent identity.AgentID, r *CreateRequest) (*Subscript
 		ttl = time.Duration(r.TTLSeconds) * time.Second
 	}
 	dir := a.cfg.Directory()
+	a.wmu.Lock() // writes in the order their seqs were taken
+	defer a.wmu.Unlock()
 	a.mu.Lock()
 	now := a.cfg.Now()
 	var w writes
@@ -205,6 +207,8 @@ func (a *Attention) List(agent identity.AgentID) []Subscription {
 
 // Delete removes one of the agent's subscriptions.
 func (a *Attention) Delete(agent identity.AgentID, id string) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
 	a.mu.Lock()
 	s := a.subs[id]
 	if s == nil || s.Agent != agent || s.ExpiresAt <= a.cfg.Now() {

@@ -5,10 +5,12 @@
 // owns and closes in its Close. See docs/attention.md for the cursor rules
 // and retention.
 //
-// State lives in Badger under the prefix "at/". One owner goroutine
-// (started by Open, stopped by Close) turns node events, index changes and
-// mirrored records into feed items; readers enforce expiry, retention and
-// access on every read.
+// State lives in Badger under the prefix "at/". Mentions and join-request
+// outcomes are derived by followers of the change feeds of the node and
+// of the mirror (follow.go), each storing its feed position with what it
+// derives; one owner goroutine (started by Open, stopped by Close) runs
+// the directory diffs. Readers enforce expiry, retention and access on
+// every read.
 package attention
 
 import (
@@ -31,7 +33,6 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/storelayout"
 	"github.com/adpnode/adpnode/live"
@@ -50,7 +51,7 @@ const (
 	pfxMention  = storelayout.AttentionMention
 	pfxInbox    = storelayout.AttentionInbox
 	pfxWater    = storelayout.AttentionWater
-	keyPass     = storelayout.AttentionPass
+	keyPass     = storelayout.AttentionPass // retired: deleted at start
 	pfxPrivate  = storelayout.AttentionPrivate
 	keySeen     = storelayout.AttentionSeen
 	keyVersion  = storelayout.AttentionVersion
@@ -81,29 +82,19 @@ type Config struct {
 	Rescan           time.Duration // full directory diff interval (default 10 s)
 	MaxWatchers      int           // live streams per agent (default 4)
 	WatchBuffer      int           // items queued per live stream (default 256); a stream further behind ends with slow_consumer
-	MaxPending       int           // records queued for the owner (default 65,536)
 	// Batch is the least time between two owner passes (default 25 ms):
-	// what arrives meanwhile is stored in one batch.
+	// the directory changes that arrive meanwhile are stored in one batch.
 	Batch time.Duration
-	// BusyBatch is the least time between two passes while the node is
-	// busy writing: after a pass that took at least BusyEvents records,
-	// hosted or mirrored (default 250 ms and 8). A pass's batch rides the
-	// node's group commit (Commit); under load fewer, larger batches keep
-	// the owner's fixed cost per pass (watermarks, pass time) small.
-	BusyBatch  time.Duration
-	BusyEvents int
-	// Chain is where the start-up catch-up reads this node's committed
-	// records (nil: no catch-up). See catchup.go.
-	Chain *Chain
+	// Local is the change feed of the records of the rooms this node
+	// hosts, Mirror that of the mirror's verified records (nil: none).
+	// Mentions and join-request outcomes are derived from them (follow.go).
+	Local, Mirror Source
 	// Commit queues writes into the node's group commit; done runs once
-	// they are durable (Node.CommitWith). nil: each pass commits a
+	// they are durable (Node.CommitWith). nil: each batch commits a
 	// transaction of its own. See store.go.
 	Commit func(ops []groupcommit.KV, done func(error)) error
 
 	onPass func() // tests and benchmarks: after each owner pass
-	// drop: tests: events the listener drops, as if the process died
-	// between a commit and its derivation.
-	drop func(roomID string, seq int64) bool
 	// Tests: the commit size (0: maxChunkOps, maxChunkBytes), and a hook
 	// called before each commit i of n of one batch is queued.
 	chunkOps, chunkBytes int
@@ -121,7 +112,6 @@ func (c *Config) defaults() {
 	def(&c.MaxMatches, 1000)
 	def(&c.MaxWatchers, 4)
 	def(&c.WatchBuffer, 256)
-	def(&c.MaxPending, 65536)
 	dur := func(v *time.Duration, d time.Duration) {
 		if *v <= 0 {
 			*v = d
@@ -132,11 +122,6 @@ func (c *Config) defaults() {
 	dur(&c.RetentionAge, 7*24*time.Hour)
 	dur(&c.Rescan, 10*time.Second)
 	dur(&c.Batch, 25*time.Millisecond)
-	dur(&c.BusyBatch, 250*time.Millisecond)
-	def(&c.BusyEvents, 8)
-	if c.BusyBatch < c.Batch {
-		c.BusyBatch = c.Batch
-	}
 	if c.DefaultTTL > c.MaxTTL {
 		c.DefaultTTL = c.MaxTTL
 	}
@@ -263,28 +248,25 @@ type Attention struct {
 	inboxes  map[identity.AgentID]*inbox
 	flushed  chan struct{} // closed (and replaced, under mu) after each write
 
+	// wmu orders writers (the followers, the owner, the API): held from
+	// taking seqs in memory until their writes are durable, so the
+	// writes reach the disk in the order the seqs were taken.
+	wmu sync.Mutex
+
 	pmu       sync.Mutex
-	pendRec   []pendingRecord
-	pendRooms map[string]int64              // room -> highest record seq seen (0: a status change)
-	pendLook  map[string]bool               // rooms whose directory summary may have changed
-	pendMir   map[string]int64              // mirrored room -> highest record seq seen
-	pendChain []*Chain                      // catch-ups asked for (CatchUp)
-	overflow  map[overflowKey]overflowRange // rooms whose records the full queue dropped
-	pendN     int                           // records since the last pass took its queue
+	pendLook  map[string]bool // rooms whose directory summary may have changed (RoomChanged)
 	rescanDue bool
-	dropped   atomic.Int64
 	wake      chan struct{}
 	live      *live.Hub[struct{}] // agent streams, one topic per agent (watch.go)
 	closed    atomic.Bool
 	ctx       context.Context
 	cancel    context.CancelFunc
 	done      chan struct{}
+	followers []*follower    // one per change feed (follow.go)
+	fwg       sync.WaitGroup // the followers' goroutines
 
-	// Owner only (catchup.go).
-	lastPass int64            // stored keyPass at Open (0: none)
-	caught   map[string]int64 // water key -> highest seq derived by a catch-up
-	mirWM    map[string]int64 // mirrored room -> stored watermark
-	mirChain *Chain           // the mirror's records, once CatchUp gave them
+	mirWM map[string]int64 // mirrored room -> highest seq derived (under wmu)
+	fresh bool             // the store was created by this Open
 }
 
 type known struct {
@@ -294,11 +276,11 @@ type known struct {
 
 type pendingRecord struct {
 	rec *record.Record
-	// env: rec's envelope as the node parsed it (nil: parse it here).
+	// env: rec's envelope (nil: parse it here).
 	env   *identity.Envelope
 	local bool
-	// inbox: set by a catch-up: what the inboxes already hold, so a
-	// record derived before the crash is not derived twice.
+	// inbox: set by a resync: what the inboxes already hold, so a record
+	// derived before is not derived twice.
 	inbox *inboxIndex
 }
 
@@ -307,15 +289,32 @@ func Open(cfg Config) (*Attention, error) {
 	cfg.defaults()
 	a := &Attention{cfg: cfg, subs: map[string]*sub{}, byAgent: map[identity.AgentID]map[string]*sub{},
 		byTag: map[string]map[string]*sub{}, untagged: map[string]*sub{}, byRoom: map[string]map[string]*sub{},
-		known: map[string]known{}, inboxes: map[identity.AgentID]*inbox{}, pendRooms: map[string]int64{}, pendLook: map[string]bool{}, pendMir: map[string]int64{},
-		caught: map[string]int64{}, mirWM: map[string]int64{}, flushed: make(chan struct{}), overflow: map[overflowKey]overflowRange{},
+		known: map[string]known{}, inboxes: map[identity.AgentID]*inbox{}, pendLook: map[string]bool{},
+		mirWM: map[string]int64{}, flushed: make(chan struct{}),
 		wake: make(chan struct{}, 1), live: live.NewHub[struct{}](cfg.WatchBuffer), done: make(chan struct{})}
 	if err := a.load(); err != nil {
 		return nil, err
 	}
+	for _, src := range []struct {
+		s     Source
+		local bool
+	}{{cfg.Local, true}, {cfg.Mirror, false}} {
+		if src.s == nil {
+			continue
+		}
+		fs, err := a.newFollower(src.s, src.local)
+		if err != nil {
+			return nil, err
+		}
+		a.followers = append(a.followers, fs)
+	}
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.rescanDue = true
 	go a.run()
+	for _, fs := range a.followers {
+		a.fwg.Add(1)
+		go a.follow(fs)
+	}
 	return a, nil
 }
 
@@ -363,17 +362,14 @@ func (a *Attention) load() error {
 			}
 		}
 		if inst == "" {
-			// A new store: everything from now on is derived with
-			// watermarks, so even a crash before the first stored pass
-			// is caught up at the next start.
-			if err := txn.Set([]byte(keyPass), u64(a.cfg.Now())); err != nil {
-				return err
-			}
+			a.fresh = true
 			if err := txn.Set([]byte(keyVersion), u64(layoutVersion)); err != nil {
 				return err
 			}
 		}
-		return nil
+		// The time of the last pass steered the catch-up before the
+		// change feeds; nothing reads it now.
+		return txn.Delete([]byte(keyPass))
 	}); err != nil {
 		return err
 	}
@@ -409,34 +405,40 @@ func (a *Attention) load() error {
 		if err := a.loadWater(txn); err != nil {
 			return err
 		}
-		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxInbox)})
-		for it.Rewind(); it.Valid(); it.Next() {
-			agent := identity.AgentID(it.Item().Key()[len(pfxInbox):])
-			_ = it.Item().Value(func(v []byte) error {
-				if len(v) == 16 {
-					a.inboxes[agent] = &inbox{head: int64(binary.BigEndian.Uint64(v)), floor: int64(binary.BigEndian.Uint64(v[8:]))}
-				}
-				return nil
-			})
-		}
-		it.Close()
-		it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxPrivate)})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			agent, roomID, ok := strings.Cut(string(it.Item().Key()[len(pfxPrivate):]), "/")
-			ib := a.inboxes[identity.AgentID(agent)]
-			if !ok || ib == nil {
-				continue
-			}
-			_ = it.Item().Value(func(v []byte) error {
-				if len(v) == 8 {
-					ib.setPrivate(roomID, int64(binary.BigEndian.Uint64(v)))
-				}
-				return nil
-			})
-		}
-		return nil
+		return a.loadInboxes(txn)
 	})
+}
+
+// loadInboxes reads the inboxes' heads and floors, and their non-public
+// rooms.
+func (a *Attention) loadInboxes(txn *badger.Txn) error {
+	it := txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxInbox)})
+	for it.Rewind(); it.Valid(); it.Next() {
+		agent := identity.AgentID(it.Item().Key()[len(pfxInbox):])
+		_ = it.Item().Value(func(v []byte) error {
+			if len(v) == 16 {
+				a.inboxes[agent] = &inbox{head: int64(binary.BigEndian.Uint64(v)), floor: int64(binary.BigEndian.Uint64(v[8:]))}
+			}
+			return nil
+		})
+	}
+	it.Close()
+	it = txn.NewIterator(badger.IteratorOptions{PrefetchValues: true, Prefix: []byte(pfxPrivate)})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		agent, roomID, ok := strings.Cut(string(it.Item().Key()[len(pfxPrivate):]), "/")
+		ib := a.inboxes[identity.AgentID(agent)]
+		if !ok || ib == nil {
+			continue
+		}
+		_ = it.Item().Value(func(v []byte) error {
+			if len(v) == 8 {
+				ib.setPrivate(roomID, int64(binary.BigEndian.Uint64(v)))
+			}
+			return nil
+		})
+	}
+	return nil
 }
 
 // layoutVersion is attention's own layout (keyVersion): 2 since the index
@@ -515,69 +517,31 @@ func (a *Attention) upgrade() error {
 	return flushErr
 }
 
-// Close stops the owner after it has stored what was queued, and ends
-// every live stream.
+// Close stops the followers (what they have not derived stays in the
+// feeds, after their stored positions) and the owner after a final pass,
+// and ends every live stream.
 func (a *Attention) Close() error {
 	if a.closed.Swap(true) {
 		return nil
 	}
 	a.cancel()
+	a.fwg.Wait()
 	<-a.done
 	// After the owner's final pass, so its items reach the streams first.
 	a.live.Close(live.ReasonShutdown)
 	return nil
 }
 
-// Dropped counts records the full queue dropped (the owner fell behind by
-// MaxPending records): each is re-read from storage by a later pass
-// (overflow.go), so no mention is lost.
-func (a *Attention) Dropped() int64 { return a.dropped.Load() }
-
-// NodeEvent is the node listener (Node.Listen): cheap, never blocks.
-func (a *Attention) NodeEvent(e hostport.Event) {
-	if a.closed.Load() {
-		return
-	}
-	var seq int64
-	if e.Kind == hostport.EventRecord && e.Record != nil {
-		seq = e.Record.Seq
-		if d := a.cfg.drop; d != nil && d(e.RoomID, seq) {
-			return
-		}
-	}
-	look := seq == 0 || !contentOnly(e.Record.Envelope)
-	a.pmu.Lock()
-	a.pendRooms[e.RoomID] = max(a.pendRooms[e.RoomID], seq)
-	if seq > 0 {
-		a.pendN++ // a record: the node is writing (status changes do not count)
-	}
-	if look {
-		a.pendLook[e.RoomID] = true
-	}
-	if seq > 0 {
-		if env := e.Envelope; env != nil {
-			if len(env.Event.Mentions) > 0 || env.Event.Type == "room.join.review" {
-				a.queueLocked(pendingRecord{rec: e.Record, env: env, local: true})
-			}
-		} else if interesting(e.Record.Envelope) {
-			a.queueLocked(pendingRecord{rec: e.Record, local: true})
-		}
-	}
-	a.pmu.Unlock()
-	a.poke()
-}
-
-// Mirrored is the mirror's verified-record hook (mirror.Config.OnVerified).
-func (a *Attention) Mirrored(roomID string, rec *record.Record, _ bool) {
+// RoomChanged tells the service that a room's directory summary may have
+// changed without a record (a scheduled status change): the owner looks
+// at it again at its next pass. The periodic directory diff (Rescan)
+// catches what is not told.
+func (a *Attention) RoomChanged(roomID string) {
 	if a.closed.Load() {
 		return
 	}
 	a.pmu.Lock()
-	a.pendMir[roomID] = max(a.pendMir[roomID], rec.Seq)
-	a.pendN++
-	if interesting(rec.Envelope) {
-		a.queueLocked(pendingRecord{rec: rec})
-	}
+	a.pendLook[roomID] = true
 	a.pmu.Unlock()
 	a.poke()
 }
@@ -593,23 +557,14 @@ func (a *Attention) IndexChanged(string) {
 	a.poke()
 }
 
-func (a *Attention) queueLocked(p pendingRecord) {
-	if len(a.pendRec) >= a.cfg.MaxPending {
-		a.dropped.Add(1)
-		a.overflowLocked(p) // re-read from storage at the next pass (overflow.go)
-		return
-	}
-	a.pendRec = append(a.pendRec, p)
-}
-
 var (
 	mentionsMark = []byte(`"mentions":[`)
 	reviewMark   = []byte(`"type":"room.join.review"`)
 )
 
 // interesting picks the records that may mention anyone or review a join
-// request, by two substring scans of the canonical envelope, where no
-// parsed envelope is at hand (mirrored records, the catch-up).
+// request, by two substring scans of the stored record, before it is
+// parsed.
 func interesting(env []byte) bool {
 	return bytes.Contains(env, mentionsMark) || bytes.Contains(env, reviewMark)
 }
@@ -649,25 +604,17 @@ func (a *Attention) poke() {
 
 func (a *Attention) run() {
 	defer close(a.done)
-	if a.cfg.Chain != nil {
-		a.catchUp(a.cfg.Chain)
-	}
 	t := time.NewTicker(a.cfg.Rescan)
 	defer t.Stop()
 	var last time.Time
 	for {
 		began := time.Now()
 		var later <-chan time.Time
-		wait, events := a.pass(&last, false)
-		if wait > 0 {
+		if wait := a.pass(&last, false); wait > 0 {
 			later = time.After(wait)
 		}
 		// Let a batch gather before the next pass.
-		batch := a.cfg.Batch
-		if events >= a.cfg.BusyEvents {
-			batch = a.cfg.BusyBatch
-		}
-		if rest := batch - time.Since(began); rest > 0 {
+		if rest := a.cfg.Batch - time.Since(began); rest > 0 {
 			select {
 			case <-a.ctx.Done():
 				a.pass(&last, true)
@@ -689,15 +636,12 @@ func (a *Attention) run() {
 	}
 }
 
-// pass handles what is queued, with a full directory diff when one is due
-// and none ran in the last second (force: regardless). It returns how long
-// until a due diff may run (0: none due) and how many events it took.
-func (a *Attention) pass(last *time.Time, force bool) (time.Duration, int) {
+// pass looks again at the rooms it was told of (RoomChanged), with a full
+// directory diff when one is due and none ran in the last second (force:
+// regardless). It returns how long until a due diff may run (0: none
+// due).
+func (a *Attention) pass(last *time.Time, force bool) time.Duration {
 	a.pmu.Lock()
-	events := a.pendN
-	a.pendN = 0
-	recs := a.pendRec
-	rooms := a.pendRooms
 	wait := time.Duration(0)
 	rescan := false
 	if a.rescanDue {
@@ -707,54 +651,43 @@ func (a *Attention) pass(last *time.Time, force bool) (time.Duration, int) {
 			wait = time.Second - since
 		}
 	}
-	mir := a.pendMir
-	chains := a.pendChain
-	var over map[overflowKey]overflowRange
-	if len(a.overflow) > 0 {
-		over, a.overflow = a.overflow, map[overflowKey]overflowRange{}
-	}
-	a.pendRec, a.pendChain = nil, nil
 	look := a.pendLook
-	a.pendRooms = map[string]int64{}
 	a.pendLook = map[string]bool{}
-	a.pendMir = map[string]int64{}
 	a.pmu.Unlock()
-	for _, c := range chains {
-		a.catchUp(c)
-	}
-	skip := a.recoverOverflow(over, recs, rooms, mir)
 	var w writes
+	a.wmu.Lock()
 	a.mu.Lock()
 	now := a.cfg.Now()
-	for id := range look {
-		s, ok := a.cfg.Lookup(id)
-		if ok && s.Visibility != room.Private {
-			a.observe(id, &s, true, now, &w)
-		} else if _, was := a.known[id]; was || len(a.byRoom[id]) > 0 {
-			a.observe(id, nil, true, now, &w)
-		}
-	}
+	a.lookLocked(look, now, &w)
 	if rescan {
 		*last = time.Now()
 		a.rescanLocked(now, &w)
 	}
-	for _, p := range recs {
-		if !skip[overflowKey{!p.local, p.rec.RoomID}] && !a.handled(p) {
-			a.recordLocked(p, now, &w)
-		}
-	}
-	a.waterLocked(rooms, mir, now, &w)
 	a.mu.Unlock()
 	if len(w.ops) > 0 {
 		if err := a.write(&w); err != nil {
 			a.cfg.Log.Error("attention: store feed items", "err", err)
 		}
 	}
+	a.wmu.Unlock()
 	a.deliver(w.live)
 	if h := a.cfg.onPass; h != nil {
 		h()
 	}
-	return wait, events
+	return wait
+}
+
+// lookLocked evaluates the rooms of this node whose summary may have
+// changed.
+func (a *Attention) lookLocked(look map[string]bool, now int64, w *writes) {
+	for id := range look {
+		s, ok := a.cfg.Lookup(id)
+		if ok && s.Visibility != room.Private {
+			a.observe(id, &s, true, now, w)
+		} else if _, was := a.known[id]; was || len(a.byRoom[id]) > 0 {
+			a.observe(id, nil, true, now, w)
+		}
+	}
 }
 
 // liveEvent is encoded only when its agent has a live stream.

@@ -19,7 +19,6 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/live"
 )
@@ -107,10 +106,12 @@ type fixture struct {
 	db  *badger.DB
 	a   *Attention
 	cfg func(*Config)
+	// local and mir are the node's and the mirror's change feeds.
+	local, mir *memSource
 }
 
 func start(t *testing.T, tune func(*Config)) *fixture {
-	f := &fixture{t: t, w: newWorld(), dir: t.TempDir(), cfg: tune}
+	f := &fixture{t: t, w: newWorld(), dir: t.TempDir(), cfg: tune, local: newMemSource("fp/"), mir: newMemSource("m/fp/")}
 	f.open()
 	t.Cleanup(f.close)
 	return f
@@ -119,6 +120,7 @@ func start(t *testing.T, tune func(*Config)) *fixture {
 func (f *fixture) open() {
 	f.db = openDB(f.t, f.dir)
 	cfg := f.w.config(f.db)
+	cfg.Local, cfg.Mirror = f.local, f.mir
 	if f.cfg != nil {
 		f.cfg(&cfg)
 	}
@@ -139,57 +141,52 @@ func (f *fixture) close() {
 
 func (f *fixture) restart() { f.close(); f.open() }
 
-// settle waits until the owner has handled everything queued so far.
+// settle waits until the followers have stored what their feeds hold,
+// and the owner has handled everything queued so far.
 func (f *fixture) settle() {
 	f.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	caughtUp := func() bool {
+		for _, fs := range f.a.followers {
+			if fs.reached.Load() < fs.src.FeedHead() {
+				return false
+			}
+		}
 		f.a.pmu.Lock()
-		idle := len(f.a.pendRec) == 0 && len(f.a.pendRooms) == 0 && !f.a.rescanDue
-		f.a.pmu.Unlock()
-		if idle {
-			// One more full pass on the owner, so what was taken is stored.
-			done := make(chan struct{})
-			f.a.pmu.Lock()
-			f.a.pendRooms["__settle__"] = 0
-			f.a.pmu.Unlock()
-			f.a.poke()
-			for time.Now().Before(deadline) {
-				f.a.pmu.Lock()
-				_, left := f.a.pendRooms["__settle__"]
-				f.a.pmu.Unlock()
-				if !left {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
-			// The pass that took the marker may still be writing: a
-			// second marker is taken only after that pass returned.
-			f.a.pmu.Lock()
-			f.a.pendRooms["__settle2__"] = 0
-			f.a.pmu.Unlock()
-			f.a.poke()
-			for time.Now().Before(deadline) {
-				f.a.pmu.Lock()
-				_, left := f.a.pendRooms["__settle2__"]
-				f.a.pmu.Unlock()
-				if !left {
-					close(done)
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
-			<-done
-			return
+		defer f.a.pmu.Unlock()
+		return len(f.a.pendLook) == 0 && !f.a.rescanDue
+	}
+	for !caughtUp() {
+		if time.Now().After(deadline) {
+			f.t.Fatal("attention did not settle")
 		}
 		time.Sleep(time.Millisecond)
 	}
-	f.t.Fatal("owner did not settle")
+	// Two markers for the owner: the second is taken only after the pass
+	// that took the first returned (its writes stored).
+	for _, m := range []string{"__settle__", "__settle2__"} {
+		f.a.pmu.Lock()
+		f.a.pendLook[m] = true
+		f.a.pmu.Unlock()
+		f.a.poke()
+		for {
+			f.a.pmu.Lock()
+			left := f.a.pendLook[m]
+			f.a.pmu.Unlock()
+			if !left {
+				break
+			}
+			if time.Now().After(deadline) {
+				f.t.Fatal("owner did not settle")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 }
 
-// touch tells the service a local room changed, as the node listener does.
+// touch tells the service a local room changed (RoomChanged).
 func (f *fixture) touch(id string) {
-	f.a.NodeEvent(hostport.Event{Kind: hostport.EventStatus, RoomID: id})
+	f.a.RoomChanged(id)
 	f.settle()
 }
 
@@ -573,7 +570,20 @@ func payloadRecord(t testing.TB, roomID string, seq int64, typ, payload string, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &record.Record{RoomID: roomID, Seq: seq, Hash: fmt.Sprintf("hash%d", seq), ReceivedAt: 1_700_000_000_000, Envelope: env.Raw}
+	pre := ""
+	if seq > 1 {
+		pre = hash
+	}
+	return record.New(roomID, seq, pre, env, 1_700_000_000_000)
+}
+
+// received returns r as received at ms (its hash recomputed).
+func received(t testing.TB, r *record.Record, ms int64) *record.Record {
+	env, err := identity.OpenEnvelope(r.Envelope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return record.New(r.RoomID, r.Seq, r.PreHash, env, ms)
 }
 
 func (f *fixture) mentions(agent identity.AgentID, c Cursor) *Page {
@@ -595,17 +605,18 @@ func TestMentionsAccessAndReset(t *testing.T) {
 	f.w.put(directory.Entry{ID: roomID(3), Visibility: room.Private})
 	f.w.read[roomID(2)+"/"+string(alice)] = true
 	send := func(r *record.Record) {
-		f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
+		f.local.add(t, r)
 	}
 	send(mentionRecord(t, roomID(1), 1, "message.create", alice, bob, alice))
 	send(mentionRecord(t, roomID(2), 2, "message.create", alice))
 	send(mentionRecord(t, roomID(3), 3, "message.create", alice)) // alice may not read room 3
-	f.a.Mirrored(roomID(40), mentionRecord(t, roomID(40), 4, "message.create", alice), true)
+	f.settle()
+	f.mir.add(t, mentionRecord(t, roomID(40), 4, "message.create", alice))
 	f.settle()
 	p := f.mentions(alice, Cursor{})
 	its := p.Items.([]MentionItem)
 	if len(its) != 3 || its[0].RoomID != roomID(1) || its[1].RoomID != roomID(2) || its[2].Source != "mirror" ||
-		its[2].RoomURL != "http://127.0.0.1:2/v1/rooms/"+roomID(40) || its[0].RoomURL == "" || its[0].RecordHash != "hash1" {
+		its[2].RoomURL != "http://127.0.0.1:2/v1/rooms/"+roomID(40) || its[0].RoomURL == "" || its[0].RecordHash != mentionRecord(t, roomID(1), 1, "message.create", alice, bob, alice).Hash {
 		t.Fatalf("inbox %+v", its)
 	}
 	for _, it := range its {
@@ -650,7 +661,7 @@ func TestWatchStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := mentionRecord(t, roomID(1), 1, "message.create", alice)
-	f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: roomID(1), Record: r})
+	f.local.add(t, r)
 	select {
 	case it := <-w.C:
 		if it.Event != "mention" || !strings.Contains(string(it.Data), `"room_seq":1`) {
@@ -662,7 +673,7 @@ func TestWatchStream(t *testing.T) {
 	// A join request's outcome reaches its applicant.
 	review := payloadRecord(t, roomID(1), 2, "room.join.review",
 		`{"decision":"approve","request":{"applicant":"`+string(alice)+`","id":"jr_1","room_id":"`+roomID(1)+`"},"role":"speaker"}`)
-	f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: roomID(1), Record: review})
+	f.local.add(t, review)
 	select {
 	case it := <-w.C:
 		if it.Event != "join_request" || !strings.Contains(string(it.Data), `"request_id":"jr_1"`) || !strings.Contains(string(it.Data), `"decision":"approve"`) {
@@ -673,7 +684,7 @@ func TestWatchStream(t *testing.T) {
 	}
 	// A stream that does not read is dropped, not waited for.
 	for i := int64(2); i < 10; i++ {
-		f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: roomID(1), Record: mentionRecord(t, roomID(1), i, "message.create", alice)})
+		f.local.add(t, mentionRecord(t, roomID(1), i, "message.create", alice))
 		f.settle()
 	}
 	if w.Reason() != live.ReasonSlow || drainWatcher(w) != 2 || f.a.Watchers() != 0 {
@@ -712,7 +723,7 @@ func TestWatchStream(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: roomID(1), Record: mentionRecord(t, roomID(1), 10, "message.create", alice)})
+	f.local.add(t, mentionRecord(t, roomID(1), 10, "message.create", alice))
 	f.settle()
 	if len(w.C) != 1 {
 		t.Fatalf("after restart: %d items on the stream, want 1", len(w.C))
@@ -785,7 +796,7 @@ func TestWatchNeverReads(t *testing.T) {
 	}
 	mentioned := append([]identity.AgentID{alice}, agents...)
 	for i := int64(1); i <= records; i++ {
-		f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: roomID(1), Record: mentionRecord(t, roomID(1), i, "message.create", mentioned...)})
+		f.local.add(t, mentionRecord(t, roomID(1), i, "message.create", mentioned...))
 		f.settle()
 		// The pass has returned: every reading stream holds its item.
 		for _, w := range append(peers, slices.Concat(streams...)...) {

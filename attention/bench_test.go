@@ -8,13 +8,12 @@ import (
 	"time"
 
 	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/hostport"
 )
 
 // BenchmarkMatchAndAppend: 10,000 subscriptions (9,900 on one of 1,000
 // tags, 100 keyword-only) against room changes offered at 1,000/s over
 // 1,000 rooms. It reports the owner's cost per change (match + append +
-// stored batch) and the p99 from a change (NodeEvent) to its items being
+// stored batch) and the p99 from a change (RoomChanged) to its items being
 // stored and readable.
 //
 //	go test ./attention -run '^$' -bench MatchAndAppend -benchtime 3000x
@@ -74,7 +73,7 @@ func BenchmarkMatchAndAppend(b *testing.B) {
 			sent[id] = time.Now()
 		}
 		mu.Unlock()
-		a.NodeEvent(hostport.Event{Kind: hostport.EventStatus, RoomID: id})
+		a.RoomChanged(id)
 	}
 	for {
 		mu.Lock()

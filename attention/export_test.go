@@ -1,9 +1,5 @@
 package attention
 
-// SetDrop makes the listener drop the events drop selects, as if the
-// process died between their commit and their derivation.
-func SetDrop(c *Config, drop func(roomID string, seq int64) bool) { c.drop = drop }
-
 // SetOnPass makes the owner call fn after each pass.
 func SetOnPass(c *Config, fn func()) { c.onPass = fn }
 

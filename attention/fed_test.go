@@ -118,6 +118,28 @@ func TestRemoteMentionReachesMirrorInbox(t *testing.T) {
 	if seen := mirrorKeys(t, b); seen == 0 {
 		t.Error("B mirrors A's room but stored no mirror keys")
 	}
+
+	// Property: a mirror-delivered record's mention is derived exactly
+	// once across a restart of B (attention follows the mirror's change
+	// feed from its stored position); one stored after it, once too.
+	b = b.Restart(t)
+	fedtest.Connect(t, b, a)
+	res2, err := a.Node.Submit(context.Background(), ev(pub), pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 30*time.Second, "the mention after B's restart reaches B's inbox", func() bool {
+		p, err := b.Att.Mentions(bob.ID, attention.Cursor{}, 0)
+		return err == nil && len(p.Items.([]attention.MentionItem)) >= 2
+	})
+	b = b.Restart(t)
+	p, err = b.Att.Mentions(bob.ID, attention.Cursor{}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p.Items.([]attention.MentionItem); len(got) != 2 || got[0].RoomSeq != res.Record.Seq || got[1].RoomSeq != res2.Record.Seq {
+		t.Fatalf("B's inbox after restarts %+v, want seqs %d and %d once each", got, res.Record.Seq, res2.Record.Seq)
+	}
 }
 
 func mirrorKeys(t *testing.T, p *fedtest.Peer) (n int) {

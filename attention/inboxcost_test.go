@@ -7,7 +7,6 @@ import (
 
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/testwait"
 )
 
@@ -18,6 +17,8 @@ func inboxWith(tb testing.TB, n int) *Attention {
 	db := openDB(tb, tb.TempDir())
 	cfg := w.config(db)
 	cfg.Retention = n
+	src := newMemSource("fp/")
+	cfg.Local = src
 	a, err := Open(cfg)
 	if err != nil {
 		tb.Fatal(err)
@@ -28,7 +29,7 @@ func inboxWith(tb testing.TB, n int) *Attention {
 	w.read[roomID(2)+"/"+string(alice)] = true
 	for i := 1; i <= n; i++ {
 		r := mentionRecord(tb, roomID(1+i%2), int64(i), "message.create", alice)
-		a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
+		src.add(tb, r)
 	}
 	testwait.Until(tb, time.Minute, "the mentions stored", func() bool {
 		a.mu.RLock()

@@ -32,7 +32,6 @@ func TestRestoredDirIsANewStream(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a.Attach(n, nil)
 		return n, a
 	}
 	n, a := open(dir)

@@ -10,9 +10,10 @@ import (
 	"github.com/adpnode/adpnode/internal/groupcommit"
 )
 
-// How a pass's writes reach the disk.
+// How a batch's writes (a follower's, the owner's, the API's) reach the
+// disk.
 //
-// A pass's sets and deletes are kept in order in writes.ops. With
+// A batch's sets and deletes are kept in order in writes.ops. With
 // Config.Commit (a node: Node.CommitWith) they ride the node's group
 // commit: they share the transaction, and the fsync, of the records written
 // beside them, so under write load the inbox adds no synced write of its
@@ -22,8 +23,10 @@ import (
 // maxChunkBytes; a larger batch is committed as several, in order. A
 // commit ends only at a cut (writes.unit): after a whole mention (the item
 // with its inbox's head), a whole feed change (the item, the subscription's
-// head and the room's match state) or a whole deletion, so a crash between
-// two commits of one batch leaves no item beyond its head. Within one
+// head and the room's match state), a whole feed entry's items with the
+// follower's position (follow.go) or a whole deletion, so a crash between
+// two commits of one batch leaves no item beyond its head and no position
+// beyond what was derived. Within one
 // commit a key written twice is written once, with its last value (an
 // inbox's head is set with each of its items).
 
@@ -105,11 +108,16 @@ func lastWrites(ops []groupcommit.KV) []groupcommit.KV {
 	return out
 }
 
+// feedPosSuffix ends the keys of attention's positions in the change feeds
+// (node: fp/attention, mirror: m/fp/attention).
+const feedPosSuffix = "fp/" + Follower
+
 // rewritten reports whether k is a key a batch may write more than once
-// (an inbox's head, a subscription's meta, a room's match state).
+// (an inbox's head, a subscription's meta, a room's match state, a room's
+// mark, a feed position).
 func rewritten(k []byte) bool {
 	return bytes.HasPrefix(k, []byte(pfxInbox)) || bytes.HasPrefix(k, []byte(pfxSub)) || bytes.HasPrefix(k, []byte(pfxMatch)) ||
-		bytes.HasPrefix(k, []byte(pfxPrivate))
+		bytes.HasPrefix(k, []byte(pfxPrivate)) || bytes.HasPrefix(k, []byte(pfxWater)) || bytes.HasSuffix(k, []byte(feedPosSuffix))
 }
 
 // write stores w durably: it returns once every op is on disk (or failed).

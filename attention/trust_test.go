@@ -12,7 +12,6 @@ import (
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/hostport"
 )
 
 // Property: a create request is a JSON object with a filter object; null,
@@ -162,13 +161,13 @@ func TestRetentionCountsStoreTime(t *testing.T) {
 	f.w.put(directory.Entry{ID: roomID(1)})
 	for i := int64(1); i <= 3; i++ {
 		r := mentionRecord(t, roomID(1), i, "message.create", alice)
-		r.ReceivedAt = f.w.now.Load()
-		f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
+		r = received(t, r, f.w.now.Load())
+		f.local.add(t, r)
 	}
 	f.settle()
 	old := mentionRecord(t, roomID(40), 1, "message.create", alice)
-	old.ReceivedAt = f.w.now.Load() - (30 * 24 * time.Hour).Milliseconds()
-	f.a.Mirrored(roomID(40), old, false)
+	old = received(t, old, f.w.now.Load()-(30*24*time.Hour).Milliseconds())
+	f.mir.add(t, old)
 	f.settle()
 	check := func(when string) {
 		p := f.mentions(alice, Cursor{})
@@ -204,7 +203,7 @@ func TestHiddenMentionsLeaveNoTrace(t *testing.T) {
 	defer f.a.Unwatch(w)
 	send := func(roomN int, seq int64) {
 		r := mentionRecord(t, roomID(roomN), seq, "message.create", alice)
-		f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
+		f.local.add(t, r)
 		f.settle()
 	}
 	send(1, 1)
@@ -264,7 +263,7 @@ func TestSnapshotCursorIsDurable(t *testing.T) {
 	s := f.create(alice, `{"filter":{}}`)
 	f.w.put(directory.Entry{ID: roomID(1)})
 	armed.Store(true)
-	f.a.NodeEvent(hostport.Event{Kind: hostport.EventStatus, RoomID: roomID(1)})
+	f.a.RoomChanged(roomID(1))
 	<-held // the pass's items are in memory, not on disk
 	storedHead := func() int64 {
 		var m subMeta
@@ -359,7 +358,7 @@ func TestUpgradeBuildsPrivateRoomIndex(t *testing.T) {
 	f.w.put(directory.Entry{ID: roomID(2), Visibility: room.Restricted})
 	f.w.read[roomID(2)+"/"+string(alice)] = true
 	r := mentionRecord(t, roomID(2), 1, "message.create", alice)
-	f.a.NodeEvent(hostport.Event{Kind: hostport.EventRecord, RoomID: r.RoomID, Record: r})
+	f.local.add(t, r)
 	f.settle()
 	f.close()
 	// Back to the old layout.

@@ -25,7 +25,9 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/fedport"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
+	"github.com/adpnode/adpnode/internal/changefeed"
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/periodic"
 	"github.com/adpnode/adpnode/internal/reclaim"
@@ -158,6 +160,7 @@ type Mirror struct {
 	stats    Stats
 
 	commit   *groupcommit.Committer
+	feed     *changefeed.Feed    // one entry per verified record stored (Follow)
 	live     *live.Hub[struct{}] // live streams of the rooms, by room key
 	gapQ     chan *Room
 	evTopic  *federation.TopicHandle
@@ -206,6 +209,13 @@ func Open(cfg Config, n Host, fed Federation, idx *index.Index) (*Mirror, error)
 		live: live.NewHub[struct{}](streamBuffer),
 		gapQ: make(chan *Room, 4096), ctx: ctx, cancel: cancel, commit: groupcommit.New(n.DB(), 16384),
 		probe: safehttp.Client(safehttp.Options{Timeout: probeTimeout, AllowPrivate: cfg.AllowPrivateTargets})}
+	var err error
+	if m.feed, err = changefeed.Open(m.db, pfxFeed, pfxFeedPos); err != nil {
+		cancel()
+		m.commit.Close()
+		return nil, err
+	}
+	m.commit.SetFeed(m.feed.Committer())
 	if err := m.load(); err != nil {
 		cancel()
 		m.commit.Close()
@@ -221,7 +231,6 @@ func Open(cfg Config, n Host, fed Federation, idx *index.Index) (*Mirror, error)
 		m.commit.Close()
 		return nil, err
 	}
-	var err error
 	if m.evTopic, err = fed.JoinTopic(EvidenceTopic, m.validateEvidence, m.deliverEvidence); err != nil {
 		cancel()
 		return nil, err
@@ -275,8 +284,24 @@ func (m *Mirror) Close() {
 			m.log.Warn("store mirror room snapshots", "err", err)
 		}
 		m.commit.Close()
+		m.feed.Close()
 	})
 }
+
+// FeedHead returns the seq of the newest entry of the mirror's change
+// feed: one entry per verified record stored, in the record's transaction.
+func (m *Mirror) FeedHead() uint64 { return m.feed.Head() }
+
+// Follow hands fn every entry of the mirror's change feed after since, as
+// node.Follow does for the node's; it returns groupcommit.ErrClosed once
+// the mirror closed.
+func (m *Mirror) Follow(ctx context.Context, since uint64, fn func([]hostport.FeedEntry) error) error {
+	return m.feed.Follow(ctx, since, fn)
+}
+
+// FeedPosKey is the key under which follower stores its position in the
+// mirror's feed, with its own writes; the feed is pruned behind it.
+func (m *Mirror) FeedPosKey(follower string) []byte { return m.feed.PosKey(follower) }
 
 // stopTimers stops the rooms' pending gap checks (none is armed once the
 // context is cancelled, see armGapLocked).

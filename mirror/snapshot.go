@@ -11,6 +11,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/internal/changefeed"
 	"github.com/adpnode/adpnode/internal/periodic"
 )
 
@@ -98,6 +99,9 @@ func (m *Mirror) runSnapshots(ctx context.Context) {
 	periodic.Run(ctx, snapshotInterval, func() {
 		if err := m.snapshotRooms(); err != nil {
 			m.log.Warn("store mirror room snapshots", "err", err)
+		}
+		if err := m.feed.Prune(changefeed.Keep); err != nil {
+			m.log.Warn("prune the mirror's change feed", "err", err)
 		}
 	})
 }

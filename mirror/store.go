@@ -23,6 +23,8 @@ const (
 	pfxSnap     = storelayout.MirrorSnapshot
 	pfxTlogW    = storelayout.MirrorTlogWitness
 	pfxProof    = storelayout.MirrorHostLog
+	pfxFeed     = storelayout.MirrorFeed
+	pfxFeedPos  = storelayout.MirrorFeedPos
 )
 
 func roomKey(host identity.AgentID, roomID string) string { return string(host) + "/" + roomID }

@@ -23,6 +23,7 @@ var (
 	_ metrics.Federation   = (*federation.Federation)(nil)
 	_ metrics.Mirror       = (*mirror.Mirror)(nil)
 	_ mirror.Federation    = (*federation.Federation)(nil)
+	_ attention.Source     = mirrorSource{}
 )
 
 // mirrorPort is the mirror as the HTTP API sees it (hostapi.Mirror): its
@@ -53,30 +54,29 @@ func (p mirrorPort) Witness() hostapi.TlogWitness {
 	return nil // a typed nil is not nil
 }
 
-// mirrorChain is attention's catch-up source of m's rooms: their verified
-// heads and records.
-func mirrorChain(m *mirror.Mirror) *attention.Chain {
-	return &attention.Chain{Mirror: true,
-		Heads: func(int64) []attention.Head {
-			rs := m.Rooms()
-			out := make([]attention.Head, len(rs))
-			for i, r := range rs {
-				out[i] = attention.Head{ID: r.ID(), Seq: r.Info().VerifiedSeq}
-			}
-			return out
-		},
-		Records: func(roomID string, after int64, limit int) ([][]byte, error) {
-			for _, r := range m.Rooms() {
-				if r.ID() == roomID {
-					raws, _, err := r.Events(after, limit)
-					out := make([][]byte, len(raws))
-					for i, raw := range raws {
-						out[i] = raw
-					}
-					return out, err
-				}
-			}
-			return nil, nil
-		},
+// mirrorSource is the mirror as a source of attention: its change feed,
+// and its rooms' verified heads and records.
+type mirrorSource struct{ *mirror.Mirror }
+
+func (m mirrorSource) Heads() []attention.Head {
+	rs := m.Rooms()
+	out := make([]attention.Head, len(rs))
+	for i, r := range rs {
+		out[i] = attention.Head{ID: r.ID(), Seq: r.Info().VerifiedSeq}
 	}
+	return out
+}
+
+func (m mirrorSource) Records(roomID string, after int64, limit int) ([][]byte, error) {
+	for _, r := range m.Rooms() {
+		if r.ID() == roomID {
+			raws, _, err := r.Events(after, limit)
+			out := make([][]byte, len(raws))
+			for i, raw := range raws {
+				out[i] = raw
+			}
+			return out, err
+		}
+	}
+	return nil, nil
 }

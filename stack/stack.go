@@ -172,9 +172,6 @@ func Open(cfg Config) (_ *Stack, err error) {
 		s.Met.AttachFederation(s.Fed)
 		directory = s.Fed.Directory
 	}
-	if s.Att, err = attention.Open(attention.ForNode(n, directory, s.Index)); err != nil {
-		return nil, err
-	}
 	if cfg.Mirror != nil {
 		mc := *cfg.Mirror
 		if mc.Log == nil {
@@ -192,7 +189,6 @@ func Open(cfg Config) (_ *Stack, err error) {
 			if live {
 				s.Met.ObserveMirrorLag(time.Duration(n.NowMs()-rec.ReceivedAt) * time.Millisecond)
 			}
-			s.Att.Mirrored(roomID, rec, live)
 			if user != nil {
 				user(roomID, rec, live)
 			}
@@ -201,9 +197,16 @@ func Open(cfg Config) (_ *Stack, err error) {
 			return nil, err
 		}
 		s.Met.AttachMirror(s.Mir)
-		s.Att.CatchUp(mirrorChain(s.Mir))
 	}
-	s.Att.Attach(n, s.Index)
+	// Attention follows the node's change feed, and the mirror's.
+	ac := attention.ForNode(n, directory, s.Index)
+	if s.Mir != nil {
+		ac.Mirror = mirrorSource{s.Mir}
+	}
+	if s.Att, err = attention.Open(ac); err != nil {
+		return nil, err
+	}
+	s.Att.Attach(s.Index)
 	opts := cfg.API
 	// Only what runs: the options may be interfaces, and a typed nil
 	// is not nil.

@@ -54,6 +54,8 @@ const (
 	MirrorSnapshot    = Mirror + "s/"
 	MirrorTlogWitness = Mirror + "l/"
 	MirrorHostLog     = Mirror + "p/"
+	MirrorFeed        = Mirror + "f/"
+	MirrorFeedPos     = Mirror + "fp/"
 	IndexEntry        = "i/"
 	IndexConflict     = "ic/"
 	IndexOwn          = "io/"
@@ -134,6 +136,8 @@ var Table = []Space{
 	{"MirrorSnapshot", MirrorSnapshot, false, "mirror", "m/s/<host key>/<room>", "roomSnapshot JSON (room.State at some seq)", 2},
 	{"MirrorTlogWitness", MirrorTlogWitness, false, "mirror", "m/l/<log origin>", "JSON {size, hash, note, split}: the tlog-witness's last cosigned checkpoint of a mirrored host's log, and the split view it saw of that log, if any (then it cosigns nothing more of it)", 3},
 	{"MirrorHostLog", MirrorHostLog, false, "mirror", "m/p/<host key>/<room>", "JSON {seq, record_hash, known, witnesses, proof}: the host log's proof of an ended room's last record, checked, for extra.host_log of the mirror's archives", 3},
+	{"MirrorFeed", MirrorFeed, false, "mirror", "m/f/<feed seq:8 BE>", "record seq:8 BE | record hash:32 | room ID: the mirror's change feed, one entry per verified record stored, written in the record's transaction (internal/changefeed)", 3},
+	{"MirrorFeedPos", MirrorFeedPos, false, "mirror", "m/fp/<follower>", "feed seq:8 BE, the last entry of the mirror's feed the follower handled, written with its own writes (attention); the mirror reads them to prune", 3},
 	{"HostCosignature", HostCosignature, false, "node", "w/<room>/<witness key>", "retired: checkpoint.cosign of this host's room; dropped at start", 1},
 	{"IndexEntry", IndexEntry, false, "index", "i/<host key>/<room>", "signed announcement (as gossiped)", 1},
 	{"IndexConflict", IndexConflict, false, "index", "ic/<first 16 bytes of SHA-256, hex>", "signed announcement claiming another host's room ID (evidence)", 1},
@@ -154,8 +158,8 @@ var Table = []Space{
 	{"AttentionMatch", AttentionMatch, false, "attention", "at/x/<subscription>/<room>", "match state JSON", 3},
 	{"AttentionMention", AttentionMention, false, "attention", "at/m/<agent id>/<seq:8 BE>", "stored mention JSON", 3},
 	{"AttentionInbox", AttentionInbox, false, "attention", "at/mh/<agent id>", "head:8 BE | floor:8 BE", 3},
-	{"AttentionWater", AttentionWater, false, "attention", "at/w/<l|m>/<room>", "seq:8 BE, the last seq handled (catch-up)", 3},
-	{"AttentionPass", AttentionPass, true, "attention", "at/lp", "Unix ms:8 BE, when the last stored pass took its queue", 3},
+	{"AttentionWater", AttentionWater, false, "attention", "at/w/<l|m>/<room>", "seq:8 BE, the highest record seq of the room whose items were derived, written with them (the resync after the change feed was pruned past attention's position)", 3},
+	{"AttentionPass", AttentionPass, true, "attention", "at/lp", "retired: when the last pass took its queue (the catch-up before attention followed the change feeds); deleted at start", 3},
 	{"AttentionPrivate", AttentionPrivate, false, "attention", "at/mp/<agent id>/<room>", "seq:8 BE, the agent's latest inbox item of this non-public room (the visibility epoch)", 3},
 	{"AttentionSeen", AttentionSeen, true, "attention", "at/rs", "the v/restored value at/id was made under (absent: none)", 3},
 	{"AttentionVersion", AttentionVersion, true, "attention", "at/v", "version:8 BE of attention's own layout (2: at/mp/ is complete, item times grow with seqs)", 3},

@@ -1,0 +1,118 @@
+package changefeed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/adpnode/adpnode/adp/record"
+	"github.com/adpnode/adpnode/hostport"
+	"github.com/adpnode/adpnode/internal/groupcommit"
+)
+
+func open(t *testing.T, dir string) (*badger.DB, *Feed, *groupcommit.Committer) {
+	t.Helper()
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(db, "tf/", "tp/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := groupcommit.New(db, 16)
+	c.SetFeed(f.Committer())
+	return db, f, c
+}
+
+func store(t *testing.T, c *groupcommit.Committer, room string, seq int64) {
+	t.Helper()
+	r := &record.Record{RoomID: room, Seq: seq, Hash: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
+	if err := c.CommitEntry([]groupcommit.KV{{K: []byte(fmt.Sprintf("r/%s/%d", room, seq)), V: []byte("x")}}, Entry(r)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Property: a follower gets every entry after its position, in order,
+// first from the disk (across a restart of the store) then live; an entry
+// is written with its record or not at all; pruning keeps what a stored
+// position has not passed, and a follower below what is kept gets
+// hostport.ErrFeedBehind; Close ends Follow with groupcommit.ErrClosed.
+func TestFeedFollowPruneClose(t *testing.T) {
+	dir := t.TempDir()
+	db, f, c := open(t, dir)
+	for i := int64(1); i <= 3; i++ {
+		store(t, c, "a", i)
+	}
+	c.Close()
+	f.Close()
+	db.Close()
+
+	db, f, c = open(t, dir)
+	defer db.Close()
+	if f.Head() != 3 {
+		t.Fatalf("head after restart %d, want 3", f.Head())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan hostport.FeedEntry, 16)
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Follow(ctx, 1, func(b []hostport.FeedEntry) error {
+			for _, e := range b {
+				got <- e
+			}
+			return nil
+		})
+	}()
+	store(t, c, "b", 1)
+	for want := uint64(2); want <= 4; want++ {
+		select {
+		case e := <-got:
+			if e.Seq != want || (want < 4 && (e.RoomID != "a" || e.RecordSeq != int64(want))) || (want == 4 && e.RoomID != "b") {
+				t.Fatalf("entry %+v, want seq %d", e, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("entry %d not handed over", want)
+		}
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Follow after cancel: %v", err)
+	}
+
+	// A stored position at 2 keeps entries 3 and 4.
+	if err := db.Update(func(txn *badger.Txn) error { return txn.Set(f.PosKey("x"), PosValue(2)) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Prune(Keep); err != nil {
+		t.Fatal(err)
+	}
+	err := f.Follow(context.Background(), 2, func(b []hostport.FeedEntry) error {
+		if b[0].Seq != 3 {
+			return fmt.Errorf("first entry after 2 is %d", b[0].Seq)
+		}
+		return errors.New("stop")
+	})
+	if err == nil || err.Error() != "stop" {
+		t.Fatalf("follow from a kept position: %v", err)
+	}
+	if err := f.Follow(context.Background(), 0, func([]hostport.FeedEntry) error { return nil }); !errors.Is(err, hostport.ErrFeedBehind) {
+		t.Fatalf("follow from a pruned position: %v, want ErrFeedBehind", err)
+	}
+	// Keep bounds the feed whatever the positions; the newest stays.
+	if err := f.Prune(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Follow(context.Background(), 2, func([]hostport.FeedEntry) error { return nil }); !errors.Is(err, hostport.ErrFeedBehind) {
+		t.Fatalf("follow below Keep: %v, want ErrFeedBehind", err)
+	}
+	c.Close()
+	f.Close()
+	if err := f.Follow(context.Background(), 4, func([]hostport.FeedEntry) error { return nil }); !errors.Is(err, groupcommit.ErrClosed) {
+		t.Fatalf("follow after Close: %v, want ErrClosed", err)
+	}
+}
