@@ -235,7 +235,7 @@ func callAs(method, u, token string, body []byte) ([]byte, error) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := nodeHTTP().Do(req)
 	if err != nil {
 		return nil, err
 	}

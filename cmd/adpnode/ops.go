@@ -163,7 +163,7 @@ func onlineBackup(nodeURL, data string, w io.Writer) error {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := nodeHTTP().Do(req)
 	if err != nil {
 		return fmt.Errorf("the data dir is locked by a running node, and asking it failed: %w", err)
 	}
