@@ -47,6 +47,7 @@ Management requests carry the node's operator token, read from
   adpnode mirror add --kind all`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			nodeURL = nodeOfData(cmd, nodeURL, op.data)
 			value := ""
 			if len(args) == 1 {
 				value = args[0]
@@ -84,6 +85,7 @@ Management requests carry the node's operator token, read from
 		Use:   "list",
 		Short: "List mirror targets and mirrored rooms with their verified seq",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			nodeURL = nodeOfData(cmd, nodeURL, op.data)
 			b, err := call(http.MethodGet, nodeURL+"/v1/mirrors", nil)
 			if err != nil {
 				return err
@@ -128,6 +130,7 @@ Management requests carry the node's operator token, read from
 		Short: "Stop following a target (with --purge, also delete rooms no other target wants)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			nodeURL = nodeOfData(cmd, nodeURL, op.data)
 			q := ""
 			if purge {
 				q = "?purge=true"

@@ -331,6 +331,46 @@ type stack struct {
 	// challenge answers ACME http-01 challenges (nil unless --acme-http).
 	challenge     *http.Server
 	challengeAddr string
+	// urlFile is DATA/serve.url while the node serves ("" when not
+	// written).
+	urlFile string
+}
+
+// serveURLFile is the file in the data dir that names, while a node
+// serves, the URL commands on this machine reach it at (backup --data,
+// mirror and peers with --data): written once the node listens, removed
+// when it stops cleanly. A node killed leaves it behind; the next start
+// rewrites it.
+const serveURLFile = "serve.url"
+
+// localURL is the URL a command on this machine reaches the node at: over
+// plain HTTP, the address it listens on (an unspecified address is reached
+// on loopback); over TLS, the public URL, which its certificate names.
+func localURL(scheme, addr, publicURL string) string {
+	if scheme == "https" {
+		return publicURL
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return scheme + "://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// writeServeURL writes DATA/serve.url (atomically).
+func writeServeURL(dataDir, u string) (string, error) {
+	path := filepath.Join(dataDir, serveURLFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(u+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp, path)
 }
 
 // startStack opens the node and starts everything around it.
@@ -396,7 +436,12 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			}
 		}()
 	}
-	log.Info("adpnode serving", "listen", s.addr, "scheme", s.scheme, "public_url", s.n.Origin(), "data", cfg.DataDir)
+	local := localURL(s.scheme, s.addr, s.n.Origin())
+	if s.urlFile, err = writeServeURL(cfg.DataDir, local); err != nil {
+		log.Warn("cannot record the node's URL in the data dir: backup --data will need --node", "file", serveURLFile, "err", err)
+		s.urlFile = ""
+	}
+	log.Info("adpnode serving", "listen", s.addr, "scheme", s.scheme, "public_url", s.n.Origin(), "data", cfg.DataDir, "local_url", local)
 	return s, nil
 }
 
@@ -404,6 +449,11 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 // live streams, stop taking requests, let writes in flight finish, flush
 // storage).
 func (s *stack) close() error {
+	if s.urlFile != "" {
+		// First: a command reading it must not find a node that is going.
+		_ = os.Remove(s.urlFile)
+		s.urlFile = ""
+	}
 	if s.challenge != nil {
 		s.challenge.Close()
 	}
