@@ -345,9 +345,10 @@ const serveURLFile = "serve.url"
 
 // localURL is the URL a command on this machine reaches the node at: over
 // plain HTTP, the address it listens on (an unspecified address is reached
-// on loopback); over TLS, the public URL, which its certificate names.
+// on loopback); over TLS, the public URL, which its certificate names
+// (unless it names port 0: listen's port was chosen at start).
 func localURL(scheme, addr, publicURL string) string {
-	if scheme == "https" {
+	if u, err := url.Parse(publicURL); scheme == "https" && err == nil && u.Port() != "0" {
 		return publicURL
 	}
 	host, port, err := net.SplitHostPort(addr)
