@@ -42,6 +42,7 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: ss.level}))
+			routeLibraryLogs(log)
 			ss.cfg.Log = log
 			stop, err := startCPUProfile(os.Getenv("ADPNODE_CPUPROFILE"), log)
 			if err != nil {
@@ -418,6 +419,9 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	}
 	s.addr = ln.Addr().String()
 	s.scheme = "http"
+	// What net/http reports of a connection (a handler's misuse of the
+	// writer, a panic) is a warning in the node's log.
+	s.Server.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	if ts != nil {
 		s.scheme = "https"
 		s.Server.TLSConfig = ts.config
@@ -466,12 +470,6 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 	if err != nil {
 		return err
 	}
-	if s.fed != nil {
-		for _, a := range s.fed.Addrs() {
-			fmt.Fprintf(os.Stderr, "adpnode: libp2p %s\n", a)
-		}
-	}
-	fmt.Fprintf(os.Stderr, "adpnode: serving %s://%s (public URL %s, data %s)\n", s.scheme, s.addr, s.n.Origin(), cfg.DataDir)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
