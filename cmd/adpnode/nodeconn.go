@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -53,14 +54,15 @@ func prepareNodeConn(cmd *cobra.Command) error {
 }
 
 // checkNodeOrigin refuses a --node that is not an origin, naming the fix:
-// a bare host:port gets the http:// it lacks.
+// a bare host:port is told the http:// it lacks.
 func checkNodeOrigin(node string) error {
 	u, err := url.Parse(node)
 	if err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && (u.Path == "" || u.Path == "/") && u.RawQuery == "" {
 		return nil
 	}
-	if !strings.Contains(node, "://") && node != "" {
-		return usageErrorf("--node %q has no scheme: write --node http://%s (or https:// for a node serving TLS)", node, strings.TrimSuffix(node, "/"))
+	hostPort := strings.TrimSuffix(node, "/")
+	if _, _, err := net.SplitHostPort(hostPort); err == nil && !strings.ContainsAny(hostPort, " /") {
+		return usageErrorf("--node %q has no scheme: write --node http://%s (or https:// for a node serving TLS)", node, hostPort)
 	}
 	return usageErrorf("--node must be the node's origin, like http://127.0.0.1:8080 (got %q)", node)
 }
