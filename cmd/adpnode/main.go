@@ -49,10 +49,11 @@ func rootCmd() *cobra.Command {
 		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --node and --ca-cert of every command that talks to a node.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return prepareNodeConn(cmd) },
 	}
-	root.SetVersionTemplate("adpnode {{.Version}}\n")
 	addNodeConnFlags(root)
-	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return prepareNodeConn(cmd) }
+	root.SetVersionTemplate("adpnode {{.Version}}\n")
 	root.AddCommand(serveCmd(), keygenCmd(), signCmd(), tokenCmd(), verifyCmd(), peersCmd(), mirrorCmd(), exportCmd(),
 		roomCmd(), joinCmd(), requestsCmd(), postCmd(), tailCmd(), sealCmd(), roomsCmd(), devnetCmd(), versionCmd(), configCmd(),
 		checkCmd(), backupCmd(), restoreCmd(), watchCmd(), inboxCmd(), roundCmd(), dealCmd(), mcpCmd())
