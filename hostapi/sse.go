@@ -51,8 +51,25 @@ func (s *Server) sseConfig() sseConfig {
 // pump serves a subscription's channel as an SSE stream until it closes
 // (reason, if set, names why), the client goes away, or a write fails.
 func (s *Server) pump(c *gin.Context, hello string, ch <-chan *live.Item, reason func() string) {
-	writeSSE(c.Request.Context(), unwrap(c.Writer), s.sseConfig(), hello, ch, reason)
+	writeSSE(c.Request.Context(), ginHeaderWriter{unwrap(c.Writer), c.Writer}, s.sseConfig(), hello, ch, reason)
 }
+
+// ginHeaderWriter writes the stream's body to the net/http writer (whose
+// FlushError and deadlines the SSE writer uses, through Unwrap) and its
+// header through gin's, so that gin knows the header is written and does
+// not write it again when the handler returns ("superfluous
+// response.WriteHeader call").
+type ginHeaderWriter struct {
+	http.ResponseWriter
+	g gin.ResponseWriter
+}
+
+func (w ginHeaderWriter) WriteHeader(code int) {
+	w.g.WriteHeader(code)
+	w.g.WriteHeaderNow()
+}
+
+func (w ginHeaderWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // unwrap returns the net/http writer under gin's, whose FlushError reports
 // a failed flush (gin's Flush drops the error).

@@ -36,7 +36,7 @@ func (f *agentFlags) client() (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := client.New(f.node, k)
+	c := newClient(f.node, k)
 	// Sealing keys for member-only rooms live beside the agent key, made
 	// on first use (0600).
 	c.SealPath = client.SealKeyPath(f.key)
@@ -50,7 +50,7 @@ func (f *agentFlags) client() (*client.Client, error) {
 func (f *agentFlags) readerClient(cmd *cobra.Command) (*client.Client, error) {
 	if !cmd.Flags().Changed("key") {
 		if _, err := os.Stat(f.key); errors.Is(err, os.ErrNotExist) {
-			return client.New(f.node, nil), nil
+			return newClient(f.node, nil), nil
 		}
 	}
 	return f.client()
@@ -92,7 +92,7 @@ func readPayload(arg string) (any, error) {
 	}
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("payload: %w", err)
+		return nil, usageErrorf("payload is not valid JSON: %v", err)
 	}
 	return v, nil
 }
@@ -710,7 +710,7 @@ func roomsCmd() *cobra.Command {
 					q.Set(k, v)
 				}
 			}
-			c := client.New(nodeURL, nil)
+			c := newClient(nodeURL, nil)
 			raw, err := c.PublicRooms(cmd.Context(), q.Encode())
 			if err != nil {
 				return err

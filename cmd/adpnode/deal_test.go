@@ -132,7 +132,15 @@ func startDealExample(t *testing.T, edit func(string) string) *dealExample {
 	if !strings.HasPrefix(script, nodeLine) || !strings.Contains(script, buildLine) || strings.Count(script, split) != 1 {
 		t.Fatalf("the deal example must start with %q, build with %q and confirm once:\n%s", nodeLine, buildLine, script)
 	}
-	d := &dealExample{t: t, addr: freeAddr(t), data: t.TempDir(), work: t.TempDir()}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	work := t.TempDir()
+	// Build before choosing the port: a port found free and left unused
+	// for the length of a build may be taken by then.
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(work, "adpnode"), ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	d := &dealExample{t: t, addr: freeAddr(t), data: t.TempDir(), work: work, ctx: ctx}
 	d.node = "http://" + d.addr
 	nodeSet := "NODE=" + d.node + "\n"
 	script = edit(strings.Replace(strings.Replace(script, nodeLine, nodeSet, 1), buildLine, "", 1))
@@ -141,12 +149,6 @@ func startDealExample(t *testing.T, edit func(string) string) *dealExample {
 	part1 := script[:i] + "declare -p ROOM ROUND > vars.sh\n"
 	d.part2 = nodeSet + "source vars.sh\n" + script[i:]
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	t.Cleanup(cancel)
-	d.ctx = ctx
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(d.work, "adpnode"), ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
 	d.s = startTestStack(t, d.addr, d.data)
 	t.Cleanup(func() { d.s.close() })
 	d.bash(part1)

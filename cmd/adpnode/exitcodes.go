@@ -118,7 +118,9 @@ func markUsageErrors(cmd *cobra.Command) {
 	}
 }
 
-// loadAgentKey loads an agent key file, refusing a node's host key.
+// loadAgentKey loads an agent key file, refusing a node's host key, a
+// malformed file and a file others may read (exitUsage); a missing file
+// is exitNotFound, with the command that makes one.
 func loadAgentKey(path string) (*client.Key, error) {
 	k, err := client.LoadKey(path)
 	if errors.Is(err, client.ErrNodeKey) {
@@ -127,5 +129,11 @@ func loadAgentKey(path string) (*client.Key, error) {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%w (make a key with: adpnode keygen --out %s, or pass --key FILE)", err, path)
 	}
-	return k, err
+	if err != nil {
+		return nil, withCode(exitUsage, fmt.Errorf("key file: %w (an agent key file is what adpnode keygen writes)", err))
+	}
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		return nil, usageErrorf("key file %s can be read by others (mode %04o): it holds the agent's private key; chmod 600 %s", path, fi.Mode().Perm(), path)
+	}
+	return k, nil
 }

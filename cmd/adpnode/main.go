@@ -19,6 +19,7 @@ func main() {
 
 // run executes the command line and returns the exit code.
 func run(args []string, stdout, stderr io.Writer) int {
+	nodeTransport = nil
 	root := rootCmd()
 	root.SetArgs(args)
 	root.SetOut(stdout)
@@ -28,6 +29,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "adpnode:", err)
 			if errors.Is(err, syscall.ECONNREFUSED) {
 				fmt.Fprintln(stderr, "adpnode: no node is listening there: start one (adpnode serve), or point --node at a running node")
+			}
+			if untrustedCert(err) {
+				fmt.Fprintln(stderr, "adpnode: the node's TLS certificate is not trusted here: pass --ca-cert FILE (its CA, or the self-signed certificate itself), or set SSL_CERT_FILE")
 			}
 			if a, ok := dashID(args); ok && strings.Contains(err.Error(), "flag") {
 				fmt.Fprintf(stderr, "adpnode: %s looks like an id that begins with \"-\": put the flags first and the ids after \"--\" (adpnode round accept --key K -- ROOM ROUND TEXT)\n", a)
@@ -45,7 +49,10 @@ func rootCmd() *cobra.Command {
 		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --node and --ca-cert of every command that talks to a node.
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error { return prepareNodeConn(cmd) },
 	}
+	addNodeConnFlags(root)
 	root.SetVersionTemplate("adpnode {{.Version}}\n")
 	root.AddCommand(serveCmd(), keygenCmd(), signCmd(), tokenCmd(), verifyCmd(), peersCmd(), mirrorCmd(), exportCmd(),
 		roomCmd(), joinCmd(), requestsCmd(), postCmd(), tailCmd(), sealCmd(), roomsCmd(), devnetCmd(), versionCmd(), configCmd(),

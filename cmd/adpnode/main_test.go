@@ -12,5 +12,9 @@ import (
 // node closed.
 func TestMain(m *testing.M) {
 	hostLogCheckpoint = 100 * time.Millisecond
-	os.Exit(m.Run())
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/adpnode/adpnode/adpmcp"
-	"github.com/adpnode/adpnode/client"
 )
 
 func mcpCmd() *cobra.Command {
@@ -58,7 +57,11 @@ See docs/agents-mcp.md.`,
 				state = key + ".mcp"
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			s, err := adpmcp.New(adpmcp.Config{Key: k, KeyPath: key, Node: origin, StateDir: state, Log: log})
+			cfg := adpmcp.Config{Key: k, KeyPath: key, Node: origin, StateDir: state, Log: log}
+			if nodeTransport != nil { // --ca-cert
+				cfg.HTTP = &http.Client{Timeout: 30 * time.Second, Transport: nodeTransport}
+			}
+			s, err := adpmcp.New(cfg)
 			if err != nil {
 				return err
 			}
@@ -133,7 +136,7 @@ func publicOrigin(ctx context.Context, node string) (string, error) {
 	}
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	raw, err := client.New(base, nil).Discovery(cctx)
+	raw, err := newClient(base, nil).Discovery(cctx)
 	if err != nil {
 		if strings.Contains(node, "://") {
 			return base, nil // a URL works without discovery

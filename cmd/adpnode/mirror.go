@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -46,6 +47,7 @@ Management requests carry the node's operator token, read from
   adpnode mirror add --kind all`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			nodeURL = nodeOfData(cmd, nodeURL, op.data)
 			value := ""
 			if len(args) == 1 {
 				value = args[0]
@@ -83,6 +85,7 @@ Management requests carry the node's operator token, read from
 		Use:   "list",
 		Short: "List mirror targets and mirrored rooms with their verified seq",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			nodeURL = nodeOfData(cmd, nodeURL, op.data)
 			b, err := call(http.MethodGet, nodeURL+"/v1/mirrors", nil)
 			if err != nil {
 				return err
@@ -127,6 +130,7 @@ Management requests carry the node's operator token, read from
 		Short: "Stop following a target (with --purge, also delete rooms no other target wants)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			nodeURL = nodeOfData(cmd, nodeURL, op.data)
 			q := ""
 			if purge {
 				q = "?purge=true"
@@ -235,7 +239,7 @@ func callAs(method, u, token string, body []byte) ([]byte, error) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := nodeHTTP().Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -277,19 +281,29 @@ func nodeError(status int, body []byte) error {
 }
 
 func exportCmd() *cobra.Command {
-	var nodeURL, format, out string
+	var nodeURL, format, out, keyPath string
 	var fromMirror bool
 	var proofWait time.Duration
 	cmd := &cobra.Command{
 		Use:   "export <room id or Room URL>",
 		Short: "Download an ended room's archive (json, jsonl or md) from its host or from a mirror",
+		Long: `export downloads an ended room's archive. A public room needs no key; a
+restricted or private room is exported by a member: give that agent's key
+with --key (without --key, ./agent.key is used when it exists).`,
 		Example: `  adpnode export http://127.0.0.1:8080/v1/rooms/ID --format jsonl -o room.jsonl
+  adpnode export ID --key alice.key -o room.json
   adpnode export ID --mirror --node http://127.0.0.1:8081 -o room.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			origin := nodeURL
 			base := nodeURL + "/v1/rooms/" + args[0]
 			if strings.Contains(args[0], "://") {
 				base = strings.TrimSuffix(args[0], "/")
+				u, err := url.Parse(base)
+				if err != nil || u.Host == "" {
+					return usageErrorf("room URL %q: want http(s)://host/v1/rooms/ID", args[0])
+				}
+				origin = u.Scheme + "://" + u.Host
 			} else if fromMirror {
 				base = nodeURL + "/v1/mirrors/rooms/" + args[0]
 			}
@@ -297,10 +311,37 @@ func exportCmd() *cobra.Command {
 			if suffix == "" {
 				return usageErrorf("--format must be json, jsonl or md")
 			}
+			// The reader's key: given, or ./agent.key when there is one.
+			var key *client.Key
+			if _, err := os.Stat(keyPath); cmd.Flags().Changed("key") || err == nil {
+				k, err := loadAgentKey(keyPath)
+				if err != nil {
+					return err
+				}
+				key = k
+			}
+			get := func() ([]byte, error) {
+				tok := ""
+				if key != nil {
+					var err error
+					if tok, err = newClient(origin, key).Token(); err != nil {
+						return nil, err
+					}
+				}
+				return callAs(http.MethodGet, base+suffix, tok, nil)
+			}
 			fmt.Fprintf(os.Stderr, "downloading %s%s …\n", base, suffix)
-			b, err := call(http.MethodGet, base+suffix, nil)
+			b, err := get()
 			if client.CodeOf(err) == adp.CodeArchiveUnavailable {
 				return fmt.Errorf("%w (the room has not ended: wait for its end_time, or close it with adpnode room close)", err)
+			}
+			if st := statusOf(err); st == http.StatusNotFound || st == http.StatusForbidden || st == http.StatusUnauthorized {
+				if key == nil {
+					return fmt.Errorf("%w (a restricted or private room is exported by a member: pass --key FILE with a member's key)", err)
+				}
+				if st != http.StatusUnauthorized {
+					return fmt.Errorf("%w (agent %s may not read this room: only its members can export it)", err, key.ID)
+				}
 			}
 			if err != nil {
 				return err
@@ -313,7 +354,7 @@ func exportCmd() *cobra.Command {
 				deadline := time.Now().Add(proofWait)
 				for pause := 250 * time.Millisecond; !hasHostLogProof(b) && time.Now().Before(deadline); pause = min(2*pause, 4*time.Second) {
 					time.Sleep(min(pause, time.Until(deadline)))
-					if nb, err := call(http.MethodGet, base+suffix, nil); err == nil {
+					if nb, err := get(); err == nil {
 						b = nb
 					}
 				}
@@ -337,8 +378,18 @@ func exportCmd() *cobra.Command {
 	cmd.Flags().StringVar(&format, "format", "json", "json, jsonl or md")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default: stdout)")
 	cmd.Flags().BoolVar(&fromMirror, "mirror", false, "read the room from the node's mirror instead of its host API")
+	cmd.Flags().StringVar(&keyPath, "key", "agent.key", "agent key file of a member, for a restricted or private room (used when given or when the file exists)")
 	cmd.Flags().DurationVar(&proofWait, "proof-wait", 30*time.Second, "how long to wait for the host log's proof of the last record (json, jsonl; 0: do not wait)")
 	return cmd
+}
+
+// statusOf is the HTTP status of a node's error answer (0 if none).
+func statusOf(err error) int {
+	var ce *client.Error
+	if errors.As(err, &ce) {
+		return ce.Status
+	}
+	return 0
 }
 
 // hasHostLogProof reports whether a JSON or JSONL archive's manifest

@@ -105,7 +105,8 @@ func backupCmd() *cobra.Command {
 node is running on the data dir it is read directly; when a node holds the
 dir, the running node streams the backup (GET /v1/admin/backup, an operator
 endpoint: the request carries the operator token from DIR/operator.token)
-while it keeps serving.`,
+while it keeps serving. That node is found at the URL it records in
+DIR/serve.url while it serves; --node names it instead.`,
 		Example: `  adpnode backup --data ./data -o adpnode.backup
   adpnode backup --data ./data --node http://127.0.0.1:8080 -o adpnode.backup`,
 		Args: cobra.NoArgs,
@@ -121,6 +122,11 @@ while it keeps serving.`,
 			via := "data dir"
 			err = node.BackupDir(data, tmp)
 			if errors.Is(err, node.ErrLocked) {
+				if !cmd.Flags().Changed("node") {
+					if nodeURL, err = servingURL(data); err != nil {
+						return err
+					}
+				}
 				via = "running node " + nodeURL
 				if _, serr := tmp.Seek(0, io.SeekStart); serr != nil {
 					return serr
@@ -149,8 +155,35 @@ while it keeps serving.`,
 	}
 	cmd.Flags().StringVar(&data, "data", "./data", "data directory (Badger)")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "backup file to write")
-	cmd.Flags().StringVar(&nodeURL, "node", "http://127.0.0.1:8080", "the running node's HTTP origin (used when the dir is locked)")
+	cmd.Flags().StringVar(&nodeURL, "node", "", "the running node's HTTP origin, when the dir is locked (default: the URL in DIR/serve.url)")
 	return cmd
+}
+
+// servingURL reads the URL the node serving the data dir recorded there
+// (serve.url).
+func servingURL(data string) (string, error) {
+	path := filepath.Join(data, serveURLFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("the data dir %s is locked by a running node, and it names no URL (%w): pass that node's --node URL", data, err)
+	}
+	u := strings.TrimSpace(string(b))
+	if err := checkNodeOrigin(u); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return u, nil
+}
+
+// nodeOfData is the URL of the node serving data when the command was not
+// given --node and the dir names one (serve.url); otherwise nodeURL.
+func nodeOfData(cmd *cobra.Command, nodeURL, data string) string {
+	if cmd.Flags().Changed("node") || !cmd.Flags().Changed("data") {
+		return nodeURL
+	}
+	if u, err := servingURL(data); err == nil {
+		return u
+	}
+	return nodeURL
 }
 
 func onlineBackup(nodeURL, data string, w io.Writer) error {
@@ -163,7 +196,7 @@ func onlineBackup(nodeURL, data string, w io.Writer) error {
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := nodeHTTP().Do(req)
 	if err != nil {
 		return fmt.Errorf("the data dir is locked by a running node, and asking it failed: %w", err)
 	}

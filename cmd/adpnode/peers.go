@@ -22,6 +22,7 @@ func peersCmd() *cobra.Command {
 		Short:   "List a node's libp2p peers (connected and configured)",
 		Example: "  adpnode peers --node http://127.0.0.1:8080",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			nodeURL = nodeOfData(cmd, nodeURL, op.data)
 			tok, _ := op.token() // listing peers is public; the token is sent when there is one
 			b, err := callAs(http.MethodGet, strings.TrimSuffix(nodeURL, "/")+"/v1/federation/peers", tok, nil)
 			if err != nil {

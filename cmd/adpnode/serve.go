@@ -42,6 +42,7 @@ func serveCmd() *cobra.Command {
 				return err
 			}
 			log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: ss.level}))
+			routeLibraryLogs(log)
 			ss.cfg.Log = log
 			stop, err := startCPUProfile(os.Getenv("ADPNODE_CPUPROFILE"), log)
 			if err != nil {
@@ -331,6 +332,47 @@ type stack struct {
 	// challenge answers ACME http-01 challenges (nil unless --acme-http).
 	challenge     *http.Server
 	challengeAddr string
+	// urlFile is DATA/serve.url while the node serves ("" when not
+	// written).
+	urlFile string
+}
+
+// serveURLFile is the file in the data dir that names, while a node
+// serves, the URL commands on this machine reach it at (backup --data,
+// mirror and peers with --data): written once the node listens, removed
+// when it stops cleanly. A node killed leaves it behind; the next start
+// rewrites it.
+const serveURLFile = "serve.url"
+
+// localURL is the URL a command on this machine reaches the node at: over
+// plain HTTP, the address it listens on (an unspecified address is reached
+// on loopback); over TLS, the public URL, which its certificate names
+// (unless it names port 0: listen's port was chosen at start).
+func localURL(scheme, addr, publicURL string) string {
+	if u, err := url.Parse(publicURL); scheme == "https" && err == nil && u.Port() != "0" {
+		return publicURL
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return scheme + "://" + addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(host, port)
+}
+
+// writeServeURL writes DATA/serve.url (atomically).
+func writeServeURL(dataDir, u string) (string, error) {
+	path := filepath.Join(dataDir, serveURLFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(u+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp, path)
 }
 
 // startStack opens the node and starts everything around it.
@@ -377,6 +419,9 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	}
 	s.addr = ln.Addr().String()
 	s.scheme = "http"
+	// What net/http reports of a connection (a handler's misuse of the
+	// writer, a panic) is a warning in the node's log.
+	s.Server.ErrorLog = slog.NewLogLogger(log.Handler(), slog.LevelWarn)
 	if ts != nil {
 		s.scheme = "https"
 		s.Server.TLSConfig = ts.config
@@ -396,7 +441,12 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 			}
 		}()
 	}
-	log.Info("adpnode serving", "listen", s.addr, "scheme", s.scheme, "public_url", s.n.Origin(), "data", cfg.DataDir)
+	local := localURL(s.scheme, s.addr, s.n.Origin())
+	if s.urlFile, err = writeServeURL(cfg.DataDir, local); err != nil {
+		log.Warn("cannot record the node's URL in the data dir: backup --data will need --node", "file", serveURLFile, "err", err)
+		s.urlFile = ""
+	}
+	log.Info("adpnode serving", "listen", s.addr, "scheme", s.scheme, "public_url", s.n.Origin(), "data", cfg.DataDir, "local_url", local)
 	return s, nil
 }
 
@@ -404,6 +454,11 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 // live streams, stop taking requests, let writes in flight finish, flush
 // storage).
 func (s *stack) close() error {
+	if s.urlFile != "" {
+		// First: a command reading it must not find a node that is going.
+		_ = os.Remove(s.urlFile)
+		s.urlFile = ""
+	}
 	if s.challenge != nil {
 		s.challenge.Close()
 	}
@@ -415,12 +470,6 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 	if err != nil {
 		return err
 	}
-	if s.fed != nil {
-		for _, a := range s.fed.Addrs() {
-			fmt.Fprintf(os.Stderr, "adpnode: libp2p %s\n", a)
-		}
-	}
-	fmt.Fprintf(os.Stderr, "adpnode: serving %s://%s (public URL %s, data %s)\n", s.scheme, s.addr, s.n.Origin(), cfg.DataDir)
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)

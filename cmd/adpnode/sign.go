@@ -50,7 +50,7 @@ head from it and uses it as base_seq/base_hash, unless --base-seq and
 				roomID = u.Path[strings.LastIndex(u.Path, "/")+1:]
 				head = client.Head{Seq: baseSeq, Hash: baseHash}
 				if !cmd.Flags().Changed("base-seq") {
-					rc := client.New(u.Scheme+"://"+u.Host, k)
+					rc := newClient(u.Scheme+"://"+u.Host, k)
 					r, err := rc.Room(cmd.Context(), roomID)
 					if err != nil {
 						return err

@@ -66,6 +66,9 @@ its agent): what a member hands others to show a bad wrap
 (docs/sealed-rooms.md).
 
 Markdown transcripts (archive.md) are for reading and cannot be verified.
+A file that is not an archive at all is named for what it is (empty, HTML,
+text, a JSON object without a manifest such as a node's error answer or
+the room resource, JSON Lines without the manifest line), with exit 2.
 
 An archive must also be proven complete: its chain cannot show that no
 records were dropped from its end, so verify requires extra.host_log to

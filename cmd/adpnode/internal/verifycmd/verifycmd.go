@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"time"
 
@@ -59,8 +60,8 @@ func FileOpts(w io.Writer, name string, b []byte, m Member, o Options) (ok bool,
 	if isReceipt(b) {
 		return verifyReceipt(w, b), nil
 	}
-	if isMarkdown(name, b) {
-		return false, errors.New("Markdown transcripts are not verifiable; use the json or jsonl archive (adpnode export --format json)") //nolint:staticcheck // ST1005: Markdown is a proper noun
+	if err := notArchive(name, b); err != nil {
+		return false, err
 	}
 	var rep *archive.Report
 	var raws [][]byte
@@ -148,14 +149,108 @@ func printComplete(w io.Writer, c archive.Completeness) {
 
 func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
 
-// isMarkdown reports whether a file is a Markdown transcript rather than a
-// JSON or JSONL archive.
-func isMarkdown(name string, b []byte) bool {
-	if strings.HasSuffix(strings.ToLower(name), ".md") {
-		return true
+// errMarkdown is the answer for a Markdown transcript.
+var errMarkdown = errors.New("Markdown transcripts are not verifiable; use the json or jsonl archive (adpnode export --format json)") //nolint:staticcheck // ST1005: Markdown is a proper noun
+
+// exportHint is how to get a file verify can check.
+const exportHint = "download the room's archive with: adpnode export ROOM -o FILE (json) or --format jsonl"
+
+// notArchive names what a file that verify cannot check is instead of
+// guessing: an empty file, HTML, Markdown, text, a JSON array, a JSON
+// object without a manifest (a node's error answer, the room resource, a
+// record), JSON Lines without the manifest line. It returns nil for a
+// file with the shape of a JSON or JSONL archive; the archive parsers
+// then report what is wrong inside it.
+func notArchive(name string, b []byte) error {
+	t := bytes.TrimSpace(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")))
+	lower := strings.ToLower(name)
+	switch {
+	case len(t) == 0:
+		return fmt.Errorf("%s is empty, not an archive; %s", name, exportHint)
+	case strings.HasSuffix(lower, ".md") || t[0] == '#':
+		return errMarkdown
+	case t[0] == '<':
+		kind := "XML"
+		if head := strings.ToLower(string(t[:min(len(t), 512)])); strings.Contains(head, "<html") || strings.Contains(head, "<!doctype html") {
+			kind = "an HTML page"
+		}
+		return fmt.Errorf("%s is %s, not an archive (a web page or a proxy's error page saved in its place?); %s", name, kind, exportHint)
+	case t[0] == '[':
+		return fmt.Errorf("%s is a JSON array, not an archive (an archive is one JSON object with a manifest, or JSON Lines beginning with the manifest); %s", name, exportHint)
+	case t[0] != '{':
+		return fmt.Errorf("%s is not JSON (it begins %q), so not an archive; %s", name, string(t[:min(len(t), 16)]), exportHint)
 	}
-	t := bytes.TrimSpace(b)
-	return len(t) > 0 && t[0] != '{'
+	first, _, _ := bytes.Cut(t, []byte("\n"))
+	if bytes.Contains(first, []byte(`"manifest"`)) {
+		return nil // the JSON form (ParseJSON reports a malformed one)
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(t, &obj) == nil {
+		if isManifestLine(obj) {
+			return nil // JSON Lines with the manifest line alone
+		}
+		what := describeObject(obj)
+		if strings.HasPrefix(what, "a JSON object with members") {
+			what += " and no manifest"
+		}
+		return fmt.Errorf("%s is %s, not an archive; %s", name, what, exportHint)
+	}
+	if err := json.Unmarshal(first, &obj); err != nil {
+		return fmt.Errorf("%s is neither a JSON archive nor JSON Lines (line 1: %v); %s", name, err, exportHint)
+	}
+	if isManifestLine(obj) {
+		return nil // the JSONL form
+	}
+	if isRecordShape(obj) {
+		return fmt.Errorf("%s holds JSON Lines of records without the archive's manifest, which is the first line of an archive.jsonl and what the records are checked against; %s", name, exportHint)
+	}
+	return fmt.Errorf("%s is JSON Lines whose first line is %s, not an archive manifest; %s", name, describeObject(obj), exportHint)
+}
+
+// isManifestLine reports whether obj is a §19 manifest.
+func isManifestLine(obj map[string]json.RawMessage) bool {
+	var typ string
+	_ = json.Unmarshal(obj["type"], &typ)
+	return typ == "room.archive" || obj["events_sha3_256"] != nil && obj["last_hash"] != nil
+}
+
+// isRecordShape reports whether obj looks like a server record.
+func isRecordShape(obj map[string]json.RawMessage) bool {
+	return obj["seq"] != nil && obj["envelope"] != nil
+}
+
+// describeObject names a JSON object that is not an archive.
+func describeObject(obj map[string]json.RawMessage) string {
+	var e struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	}
+	var typ string
+	_ = json.Unmarshal(obj["type"], &typ)
+	switch {
+	case obj["error"] != nil && json.Unmarshal(obj["error"], &e) == nil && e.Code != "":
+		return fmt.Sprintf("a node's error answer (%s: %s)", e.Code, e.Message)
+	case isRecordShape(obj):
+		return "one record"
+	case obj["id"] != nil && obj["status"] != nil && obj["url"] != nil:
+		return "a room resource (what adpnode room show prints)"
+	case obj["records"] != nil || obj["events"] != nil:
+		return "a JSON object with records but no manifest"
+	case typ != "":
+		return fmt.Sprintf("a JSON object of type %q (verify checks archives, evidence, record proofs and deal receipts)", typ)
+	}
+	names := make([]string, 0, len(obj))
+	for k := range obj {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	if len(names) > 6 {
+		names = append(names[:6], "…")
+	}
+	if len(names) == 0 {
+		return "an empty JSON object"
+	}
+	return "a JSON object with members " + strings.Join(names, ", ")
 }
 
 // printWitnesses lists verified cosignatures: which keys to trust is the
