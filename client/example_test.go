@@ -1,3 +1,5 @@
+//go:build e2e
+
 package client_test
 
 import (
@@ -13,7 +15,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/client"
-	"github.com/adpnode/adpnode/internal/stack"
+	"github.com/adpnode/adpnode/stack"
 )
 
 // exampleHost starts an in-memory ADP host on 127.0.0.1 for the examples

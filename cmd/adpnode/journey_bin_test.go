@@ -1,3 +1,5 @@
+//go:build e2e
+
 package main
 
 import (
@@ -25,6 +27,7 @@ func adpnodeBinary(t *testing.T) string {
 		if binDir, binErr = os.MkdirTemp("", "adpnode-bin-"); binErr != nil {
 			return
 		}
+		afterTests = append(afterTests, func() { os.RemoveAll(binDir) })
 		binPath = filepath.Join(binDir, "adpnode")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
