@@ -64,9 +64,11 @@ type Node struct {
 
 	closing  atomic.Bool
 	inflight sync.WaitGroup
-	ctx      context.Context
-	cancel   context.CancelFunc
-	bg       sync.WaitGroup
+	// profileCount is the number of stored agent profiles (profile.go).
+	profileCount atomic.Int64
+	ctx          context.Context
+	cancel       context.CancelFunc
+	bg           sync.WaitGroup
 }
 
 // hostedRoom is one room this node is authoritative for.
