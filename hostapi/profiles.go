@@ -139,7 +139,7 @@ func (s *Server) profiles(ctx context.Context, roomID string, ids []identity.Age
 func (s *Server) profileDiscovery() gin.H {
 	o := s.n.Origin()
 	return gin.H{"mode": "local", "service": o, "protocol": profile.Protocol,
-		"endpoints": gin.H{"update": o + "/v1/profiles", "lookup": o + "/v1/profiles/{agent_id}", "batch": o + "/v1/profiles?ids={agent_id},…"},
+		"endpoints":       gin.H{"update": o + "/v1/profiles", "lookup": o + "/v1/profiles/{agent_id}", "batch": o + "/v1/profiles?ids={agent_id},…"},
 		"resolves_remote": s.opts.Profiles != nil,
 		"limits": gin.H{"envelope_bytes": profile.MaxEnvelopeBytes, "name_chars": profile.MaxNameRunes,
 			"capabilities": profile.MaxCapabilities, "capability_bytes": profile.MaxCapabilityBytes,
