@@ -199,3 +199,66 @@ func TestProfileRestartAndRestore(t *testing.T) {
 		t.Fatal("a resubmission after restore changed received_at")
 	}
 }
+
+// Property: an archive's Markdown names agents by their profile name as
+// escaped, inert text marked self-asserted, after the Agent ID; an agent
+// without a profile is shown by its ID alone.
+func TestProfileArchiveMarkdown(t *testing.T) {
+	h := adptest.StartHost(t, node.Config{})
+	c, s := adptest.NewAgent("md-creator"), adptest.NewAgent("md-speaker")
+	hostile := "<img src=x>**A**\u202e# [x](javascript:x)`"
+	expectStatus(t, putProfile(t, h, s.ProfileEnvelope(h.Clock.Ms(), hostile)), http.StatusCreated)
+	id := createRoom(t, h, c, roomPayload("public", h.Clock.Ms(), time.Hour))
+	joinRoom(t, h, s, id, "speaker")
+	h.MustPost(t, s, id, "message.create", msg("hi"))
+	h.Clock.Advance(time.Second)
+	h.MustPost(t, c, id, "room.close", map[string]any{"reason": "done"})
+	r := get(t, h, nil, "/v1/rooms/"+id+"/archive.md")
+	expectStatus(t, r, http.StatusOK)
+	out := string(r.Body)
+	escaped := `\<img src=x\>\*\*A\*\*\# \[x\]\(javascript:x\)\` + "`" + ` _(self-asserted name)_`
+	if !strings.Contains(out, "- `"+string(s.ID)+"` "+escaped+" (speaker)") ||
+		!strings.Contains(out, "message.create — `"+string(s.ID)+"` "+escaped+"\n") {
+		t.Fatalf("archive.md does not name the speaker inertly:\n%s", out)
+	}
+	if strings.Count(out, "<img") != strings.Count(out, `\<img`) || strings.ContainsRune(out, '\u202e') {
+		t.Fatalf("archive.md carries the raw name:\n%s", out)
+	}
+	if !strings.Contains(out, "- `"+string(c.ID)+"` (moderator)") {
+		t.Fatalf("an agent without a profile is not shown by its ID alone:\n%s", out)
+	}
+}
+
+// Property: a name grants nothing. An agent whose profile name is another
+// agent's name or Agent ID gets none of that agent's rights: room state
+// and every permission use Agent IDs only.
+func TestProfileNameGrantsNothing(t *testing.T) {
+	h := adptest.StartHost(t, node.Config{})
+	alice, mallory := adptest.NewAgent("alice"), adptest.NewAgent("mallory")
+	now := h.Clock.Ms()
+	expectStatus(t, putProfile(t, h, alice.ProfileEnvelope(now, "Alice")), http.StatusCreated)
+	p := roomPayload("restricted", now, time.Hour)
+	id := createRoom(t, h, alice, p)
+	for _, name := range []string{"Alice", string(alice.ID)} {
+		expectStatus(t, putProfile(t, h, mallory.ProfileEnvelope(now, name)), http.StatusCreated)
+		// Not a member of a restricted room: a join needs approval.
+		r := h.Post(t, mallory, id, "room.join", map[string]any{"role": "speaker"})
+		if r.Status < 400 {
+			t.Fatalf("mallory named %q joined a restricted room: %s", name, short(r))
+		}
+		// Creator-only actions stay the creator's.
+		r = h.Post(t, mallory, id, "room.close", map[string]any{"reason": "mine"})
+		if r.Status < 400 {
+			t.Fatalf("mallory named %q closed alice's room: %s", name, short(r))
+		}
+	}
+	if got := getRoom(t, h, nil, id); got.Status != "active" && got.Status != "scheduled" {
+		t.Fatalf("room state changed: %+v", got)
+	}
+	var res struct {
+		Creator string `json:"creator"`
+	}
+	if err := get(t, h, nil, "/v1/rooms/"+id).JSON(&res); err != nil || res.Creator != string(alice.ID) {
+		t.Fatalf("creator: %+v %v", res, err)
+	}
+}

@@ -162,3 +162,13 @@ func profileView(p *profile.Profile, at int64) *hostport.Profile {
 	return &hostport.Profile{AgentID: p.ID, Name: p.Name, Capabilities: p.Capabilities, Extra: p.Extra,
 		Envelope: p.Envelope.Raw, ReceivedAt: at, SelfAsserted: true, Nonce: p.Nonce()}
 }
+
+// profileName is the agent's stored profile name, "" without one (or on a
+// read failure: a name is decoration).
+func (n *Node) profileName(id identity.AgentID) string {
+	p, _, err := n.storedProfile(id)
+	if err != nil || p == nil {
+		return ""
+	}
+	return p.Name
+}
