@@ -525,7 +525,7 @@ func summarize(items []Item, more bool, next int64) string {
 	}
 	for _, it := range items {
 		line, _ := clip(strings.ReplaceAll(it.Content, "\n", " "), 200)
-		fmt.Fprintf(&b, "\n#%d %s %s: %s", it.Seq, short(it.Author), it.Type, line)
+		fmt.Fprintf(&b, "\n#%d %s %s: %s", it.Seq, authorLabel(it), it.Type, line)
 	}
 	if more {
 		fmt.Fprintf(&b, "\nmore after seq %d", next)
