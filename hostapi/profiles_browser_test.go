@@ -8,7 +8,11 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
+	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -66,5 +70,31 @@ func TestViewerProfilesBrowser(t *testing.T) {
 		t.Fatalf("labels: %+v", got.Labels)
 	}
 	tb.shot("profiles")
+	tb.assertInert()
+}
+
+// Property: the viewer of a mirrored room shows the names the host shows:
+// the mirror node fetches them from the room's host and the page checks
+// each against its signature.
+func TestViewerProfilesMirrorBrowser(t *testing.T) {
+	b := startBrowser(t)
+	peers := fedtest.Network(t, 2, nil, fedtest.Options{Rates: highRates(), Mirror: true})
+	pa, pb := peers[0], peers[1]
+	alice := adptest.NewAgent("alice")
+	r := adptest.Do(t, http.MethodPost, pa.URL+"/v1/profiles", "", alice.ProfileEnvelope(pa.Clock.Ms(), "Alice of A"))
+	expectStatus(t, r, http.StatusCreated)
+	id := fedtest.CreateRoom(t, pa, alice, room.Public, "Mirrored names", "names")
+	fedtest.MustSubmit(t, pa, alice, "message.create", id, msg("hello"))
+	if _, err := pb.Mir.AddTarget(mirror.TargetRoom, pa.URL+"/v1/rooms/"+id); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 10*time.Second, "B verified the room", func() bool {
+		r, ok := pb.Mir.Room(id, "")
+		return ok && r.Tip() == 2
+	})
+	tb := b.tab(t)
+	tb.run(chromedp.Navigate(pb.URL + "/#/mirrors/" + id))
+	tb.waitJS(15*time.Second, "the host's name on the mirror page", `document.querySelector('.badge[data-state="ok"]') && `+
+		`Array.from(document.querySelectorAll('#transcript .agent-label.named .agent-name')).some((e) => e.textContent === 'Alice of A')`)
 	tb.assertInert()
 }
