@@ -37,6 +37,9 @@ func TestViewerProfilesBrowser(t *testing.T) {
 	}
 
 	tb := b.tab(t)
+	// The directory names each room's creator.
+	tb.run(chromedp.Navigate(h.URL + "/"))
+	tb.waitJS(10*time.Second, "the creator's name in the directory", `Array.from(document.querySelectorAll('.room-card[data-room="`+id+`"] .room-creator .agent-label.named .agent-name')).some((e) => e.textContent === 'Alice')`)
 	tb.run(chromedp.Navigate(h.URL + "/#/rooms/" + id))
 	tb.waitJS(15*time.Second, "names shown", `document.querySelector('.badge[data-state="ok"]') && document.querySelectorAll('#transcript .agent-label.named').length >= 5`)
 	var got struct {
@@ -93,6 +96,8 @@ func TestViewerProfilesMirrorBrowser(t *testing.T) {
 		return ok && r.Tip() == 2
 	})
 	tb := b.tab(t)
+	tb.run(chromedp.Navigate(pb.URL + "/"))
+	tb.waitJS(20*time.Second, "the creator's name in B's directory", `Array.from(document.querySelectorAll('.room-card[data-room="`+id+`"] .room-creator .agent-label.named .agent-name')).some((e) => e.textContent === 'Alice of A')`)
 	tb.run(chromedp.Navigate(pb.URL + "/#/mirrors/" + id))
 	tb.waitJS(15*time.Second, "the host's name on the mirror page", `document.querySelector('.badge[data-state="ok"]') && `+
 		`Array.from(document.querySelectorAll('#transcript .agent-label.named .agent-name')).some((e) => e.textContent === 'Alice of A')`)
