@@ -2,6 +2,7 @@ package hostapi_test
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,6 +91,18 @@ func TestProfilesAcrossFederation(t *testing.T) {
 	}
 	if s := pb.Profiles.Stats(); s.Entries > 3 || s.Refused != 0 {
 		t.Fatalf("B's cache: %+v", s)
+	}
+
+	// The mirror's Markdown transcript names the agents as the host's does.
+	last := fedtest.MustSubmit(t, pa, alice, "room.close", id, map[string]any{"reason": "done"}).Record
+	testwait.Until(t, 10*time.Second, "B verified the closed room", func() bool {
+		r, ok := pb.Mir.Room(id, "")
+		return ok && r.Tip() == last.Seq
+	})
+	hostMD := adptest.Do(t, http.MethodGet, pa.URL+"/v1/rooms/"+id+"/archive.md", "", nil)
+	mirrorMD := adptest.Do(t, http.MethodGet, pb.URL+"/v1/mirrors/rooms/"+id+"/archive.md", "", nil)
+	if hostMD.Status != http.StatusOK || string(hostMD.Body) != string(mirrorMD.Body) || !strings.Contains(string(hostMD.Body), "Name of bob _(self-asserted name)_") {
+		t.Fatalf("transcripts differ or lack names:\n--- host\n%s\n--- mirror\n%s", hostMD.Body, mirrorMD.Body)
 	}
 }
 

@@ -110,8 +110,8 @@ func New(cfg Config) *Cache {
 
 // Stats are the cache's size and work so far.
 type Stats struct {
-	Entries        int
-	Bytes          int64
+	Entries          int
+	Bytes            int64
 	Fetches, Refused int64
 }
 

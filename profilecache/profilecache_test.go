@@ -139,7 +139,10 @@ func TestCacheRefusesHostile(t *testing.T) {
 			return true
 		},
 		"not JSON": func(w http.ResponseWriter, _ []string) bool { _, _ = w.Write([]byte("<html>")); return true },
-		"an error": func(w http.ResponseWriter, _ []string) bool { w.WriteHeader(http.StatusInternalServerError); return true },
+		"an error": func(w http.ResponseWriter, _ []string) bool {
+			w.WriteHeader(http.StatusInternalServerError)
+			return true
+		},
 	}
 	for name, ans := range answers {
 		f.mu.Lock()

@@ -1,6 +1,7 @@
 package stack
 
 import (
+	"context"
 	"net/url"
 	"time"
 
@@ -123,4 +124,16 @@ func originOf(roomURL string) string {
 		return ""
 	}
 	return u.Scheme + "://" + u.Host
+}
+
+// profileNames is the mirror's source of names for its transcripts: the
+// profiles of a mirrored room's agents, as its host serves them.
+func (s *Stack) profileNames(roomID string, ids []identity.AgentID) map[identity.AgentID]string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*profileFetchTimeout)
+	defer cancel()
+	out := map[identity.AgentID]string{}
+	for id, p := range s.Profiles.Resolve(ctx, roomID, ids) {
+		out[id] = p.Name
+	}
+	return out
 }

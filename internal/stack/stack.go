@@ -180,8 +180,17 @@ func Open(cfg Config) (_ *Stack, err error) {
 	if s.Att, err = attention.Open(attention.ForNode(n, directory, s.Index)); err != nil {
 		return nil, err
 	}
+	if s.Fed != nil {
+		// Profiles of agents in rooms this node mirrors or lists, from
+		// their hosts (docs/profiles.md).
+		s.Profiles = profilecache.New(profilecache.Config{Origins: s.profileOrigins, Now: cfg.Node.Now, Log: cfg.Log,
+			Client: safehttp.Client(safehttp.Options{Timeout: profileFetchTimeout, AllowPrivate: cfg.Federation.AllowPrivateOrigins})})
+	}
 	if cfg.Mirror != nil {
 		mc := *cfg.Mirror
+		if mc.Names == nil {
+			mc.Names = s.profileNames
+		}
 		if mc.Log == nil {
 			mc.Log = cfg.Log
 		}
@@ -218,11 +227,7 @@ func Open(cfg Config) (_ *Stack, err error) {
 	if s.Mir != nil {
 		opts.Mirror = mirrorPort{s.Mir}
 	}
-	if s.Fed != nil && opts.Profiles == nil {
-		// Profiles of agents in rooms this node mirrors or lists, from
-		// their hosts (docs/profiles.md).
-		s.Profiles = profilecache.New(profilecache.Config{Origins: s.profileOrigins, Now: cfg.Node.Now, Log: cfg.Log,
-			Client: safehttp.Client(safehttp.Options{Timeout: profileFetchTimeout, AllowPrivate: cfg.Federation.AllowPrivateOrigins})})
+	if s.Profiles != nil && opts.Profiles == nil {
 		opts.Profiles = s.Profiles
 	}
 	opts.Attention, opts.Metrics = s.Att, s.Met
