@@ -43,11 +43,14 @@ type Config struct {
 	MaxEntries   int
 	MaxBytes     int64
 	TTL, MissTTL time.Duration
-	// MaxInFlight bounds concurrent fetches (default 4): a lookup that
-	// finds them all busy answers from the cache alone.
-	MaxInFlight int
-	Now         func() time.Time
-	Log         *slog.Logger
+	// MaxInFlight bounds concurrent fetches (default 4) and
+	// FetchesPerMinute their rate (default 120): a lookup beyond either
+	// answers from the cache alone, so lookups cannot make this node send
+	// hosts more than that.
+	MaxInFlight      int
+	FetchesPerMinute int
+	Now              func() time.Time
+	Log              *slog.Logger
 }
 
 // MaxIDsPerFetch is the agents asked of a host in one request (the
@@ -69,6 +72,7 @@ type Cache struct {
 	bytes int64
 
 	fetches, refused int64
+	recent           []time.Time // fetch start times within the last minute
 }
 
 type entry struct {
@@ -95,6 +99,9 @@ func New(cfg Config) *Cache {
 	}
 	if cfg.MaxInFlight <= 0 {
 		cfg.MaxInFlight = 4
+	}
+	if cfg.FetchesPerMinute <= 0 {
+		cfg.FetchesPerMinute = 120
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -159,6 +166,9 @@ func (c *Cache) Resolve(ctx context.Context, roomID string, ids []identity.Agent
 			n := min(len(stale), MaxIDsPerFetch)
 			batch := stale[:n]
 			stale = stale[n:]
+			if !c.allowFetch(now) {
+				return out // over the rate: the cache alone
+			}
 			select {
 			case c.inflight <- struct{}{}:
 			default:
@@ -241,6 +251,22 @@ func (c *Cache) fetch(ctx context.Context, origin string, ids []identity.AgentID
 			Envelope: p.Envelope.Raw, ReceivedAt: now, Source: origin, SelfAsserted: true, Nonce: p.Nonce()}
 	}
 	return out, nil
+}
+
+// allowFetch counts one fetch at now if the last minute has room for it.
+func (c *Cache) allowFetch(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := 0
+	for i < len(c.recent) && now.Sub(c.recent[i]) >= time.Minute {
+		i++
+	}
+	c.recent = c.recent[i:]
+	if len(c.recent) >= c.cfg.FetchesPerMinute {
+		return false
+	}
+	c.recent = append(c.recent, now)
+	return true
 }
 
 func (c *Cache) refuse() {

@@ -186,3 +186,21 @@ func TestCacheBounded(t *testing.T) {
 		t.Fatalf("cache over its bounds: %+v", s)
 	}
 }
+
+// Property: lookups cannot make the cache fetch more than
+// FetchesPerMinute times a minute, however many agents they name.
+func TestCacheFetchRate(t *testing.T) {
+	c, f, clk := setup(t, profilecache.Config{FetchesPerMinute: 3})
+	ctx := context.Background()
+	for i := range 10 {
+		c.Resolve(ctx, "known", []identity.AgentID{adptest.NewAgent("rate" + string(rune('a'+i))).ID})
+	}
+	if h := f.hits.Load(); h != 3 {
+		t.Fatalf("%d fetches in a minute, want 3", h)
+	}
+	clk.ms.Add(60_000)
+	c.Resolve(ctx, "known", []identity.AgentID{adptest.NewAgent("rate-late").ID})
+	if h := f.hits.Load(); h != 4 {
+		t.Fatalf("%d fetches after the minute, want 4", h)
+	}
+}
