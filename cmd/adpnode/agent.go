@@ -667,11 +667,8 @@ func pollRoom(ctx context.Context, c *client.Client, id string, after int64, eve
 	}
 }
 
-// describe renders a verified record on one line.
-func describe(r *record.Record) string { return describeNamed(r, nil) }
-
-// describeNamed is describe with the actor shown by label (nil: its ID,
-// shortened).
+// describeNamed renders a verified record on one line, its actor shown by
+// label (nil: its ID, shortened).
 func describeNamed(r *record.Record, label func(identity.AgentID) string) string {
 	env, err := identity.ParseEnvelope(r.Envelope)
 	if err != nil {
