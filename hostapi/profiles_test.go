@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -260,5 +262,34 @@ func TestProfileNameGrantsNothing(t *testing.T) {
 	}
 	if err := get(t, h, nil, "/v1/rooms/"+id).JSON(&res); err != nil || res.Creator != string(alice.ID) {
 		t.Fatalf("creator: %+v %v", res, err)
+	}
+}
+
+// Property: agents racing for the last places under the host's cap on
+// stored profiles do not overshoot it.
+func TestProfileCapConcurrent(t *testing.T) {
+	h := adptest.StartHost(t, node.Config{MaxProfiles: 5})
+	now := h.Clock.Ms()
+	var wg sync.WaitGroup
+	var accepted atomic.Int64
+	for i := range 40 {
+		a := adptest.NewAgent("racer" + strconv.Itoa(i))
+		env := a.ProfileEnvelope(now, "Racer")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := http.Post(h.URL+"/v1/profiles", "application/json", bytes.NewReader(env))
+			if err != nil {
+				return
+			}
+			r.Body.Close()
+			if r.StatusCode == http.StatusCreated {
+				accepted.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := accepted.Load(); n != 5 {
+		t.Fatalf("%d first profiles accepted under a cap of 5", n)
 	}
 }

@@ -66,6 +66,7 @@ type Node struct {
 	inflight sync.WaitGroup
 	// profileCount is the number of stored agent profiles (profile.go).
 	profileCount atomic.Int64
+	profileNew   sync.Mutex // admits first profiles one at a time (profile.go)
 	ctx          context.Context
 	cancel       context.CancelFunc
 	bg           sync.WaitGroup

@@ -77,9 +77,15 @@ func (n *Node) PutProfile(body []byte) (*hostport.Profile, error) {
 		return nil, &adp.Error{Code: adp.CodeRateLimited, Message: "profile update rate limit",
 			Data: map[string]any{"reason": "profile_rate", "retry_after_ms": n.quotas.retryAfter(key, now)}}
 	}
-	if prev == nil && n.profileCount.Load() >= int64(n.cfg.MaxProfiles) {
-		return nil, &adp.Error{Code: adp.CodeRateLimited, Message: "this host stores no more new agent profiles",
-			Data: map[string]any{"reason": "profiles_full", "limit": n.cfg.MaxProfiles}}
+	if prev == nil {
+		// A first profile takes a place under the cap: one at a time, so
+		// agents on different stripes cannot overshoot it together.
+		n.profileNew.Lock()
+		defer n.profileNew.Unlock()
+		if n.profileCount.Load() >= int64(n.cfg.MaxProfiles) {
+			return nil, &adp.Error{Code: adp.CodeRateLimited, Message: "this host stores no more new agent profiles",
+				Data: map[string]any{"reason": "profiles_full", "limit": n.cfg.MaxProfiles}}
+		}
 	}
 	val := binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(p.Envelope.Raw)), uint64(now))
 	val = append(val, p.Envelope.Raw...)
