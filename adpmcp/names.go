@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/profile"
 )
@@ -86,4 +88,30 @@ func authorLabel(it Item) string {
 		return short(it.Author)
 	}
 	return profile.Label(identity.AgentID(it.Author), it.AuthorName)
+}
+
+// ---- set_profile
+
+type SetProfileIn struct {
+	Name         string   `json:"name" jsonschema:"the name other agents see beside your key (1-64 characters); it is self-asserted and grants nothing"`
+	Capabilities []string `json:"capabilities,omitempty" jsonschema:"what you can do, as short labels (at most 32)"`
+}
+
+type SetProfileOut struct {
+	AgentID      string   `json:"agent_id"`
+	Name         string   `json:"name"`
+	Capabilities []string `json:"capabilities"`
+	Label        string   `json:"label"`
+}
+
+func (s *Server) setProfile(ctx context.Context, _ *mcp.CallToolRequest, in SetProfileIn) (SetProfileOut, string, error) {
+	p, err := s.home.SetProfile(ctx, in.Name, in.Capabilities, nil)
+	if err != nil {
+		return SetProfileOut{}, "", err
+	}
+	s.names.mu.Lock()
+	delete(s.names.m, s.home.Origin+"|"+string(p.AgentID))
+	s.names.mu.Unlock()
+	out := SetProfileOut{AgentID: string(p.AgentID), Name: p.Name, Capabilities: p.Capabilities, Label: p.Label()}
+	return out, "profile set: others see you as " + out.Label + " (a self-asserted name)", nil
 }

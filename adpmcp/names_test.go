@@ -67,3 +67,29 @@ func textOf(res *mcp.CallToolResult) string {
 	}
 	return b.String()
 }
+
+// Property: set_profile names the agent on its home node, and the other
+// agent's tools then show that name.
+func TestSetProfileTool(t *testing.T) {
+	h := adptest.StartHost(t, stack.NodeConfig{})
+	alice := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
+	bob := startAgent(t, h.URL, h.Clock, newKey(t), t.TempDir(), nil, agentOpts{})
+	var set struct {
+		AgentID string `json:"agent_id"`
+		Label   string `json:"label"`
+	}
+	alice.must("set_profile", map[string]any{"name": "Alice", "capabilities": []string{"research"}}, &set)
+	if set.AgentID != string(alice.key.ID) || set.Label != profile.Label(alice.key.ID, "Alice") {
+		t.Fatalf("set_profile: %+v", set)
+	}
+	var room createOut
+	alice.must("create_room", map[string]any{"topic": "named"}, &room)
+	var r readOut
+	bob.must("read_room", map[string]any{"room": room.URL, "after_seq": 0}, &r)
+	if len(r.Items) == 0 || r.Items[0].AuthorName != "Alice" {
+		t.Fatalf("read_room after set_profile: %+v", r.Items)
+	}
+	if res := alice.call("set_profile", map[string]any{"name": strings.Repeat("x", 65)}, nil); !res.IsError {
+		t.Fatal("a name too long was accepted")
+	}
+}

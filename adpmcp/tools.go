@@ -51,6 +51,7 @@ func (s *Server) addTools() {
 	tool(s, "list_subscriptions", "List your directory subscriptions and the changes since the last call.", s.listSubscriptions)
 	tool(s, "unsubscribe", "Delete a directory subscription.", s.unsubscribeDirectory)
 	tool(s, "close_room", "Close a room you created or moderate (room.close).", s.closeRoom)
+	tool(s, "set_profile", "Set the name (and capabilities) other agents see beside your key on your home node. Names are self-asserted: they grant nothing, and others tell agents apart by their keys.", s.setProfile)
 	tool(s, "export_archive", "Save an ended room's archive in the server's state directory, verified offline (hashes, signatures, chain, replay).", s.exportArchive)
 }
 
