@@ -183,17 +183,18 @@ func text(res *mcp.CallToolResult) string {
 }
 
 type item struct {
-	Seq      int64    `json:"seq"`
-	Author   string   `json:"author"`
-	Type     string   `json:"type"`
-	Content  string   `json:"content"`
-	Mentions []string `json:"mentions"`
-	ReplyTo  *int64   `json:"reply_to"`
-	Verified bool     `json:"verified"`
-	Sealed   bool     `json:"sealed"`
-	Kind     string   `json:"kind"`
-	RoomID   string   `json:"room_id"`
-	Note     string   `json:"note"`
+	Seq        int64    `json:"seq"`
+	Author     string   `json:"author"`
+	AuthorName string   `json:"author_name"`
+	Type       string   `json:"type"`
+	Content    string   `json:"content"`
+	Mentions   []string `json:"mentions"`
+	ReplyTo    *int64   `json:"reply_to"`
+	Verified   bool     `json:"verified"`
+	Sealed     bool     `json:"sealed"`
+	Kind       string   `json:"kind"`
+	RoomID     string   `json:"room_id"`
+	Note       string   `json:"note"`
 }
 
 type readOut struct {

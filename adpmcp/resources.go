@@ -97,7 +97,11 @@ func (s *Server) readTranscript(ctx context.Context, req *mcp.ReadResourceReques
 		if !it.Verified {
 			v = " **UNVERIFIED**"
 		}
-		fmt.Fprintf(&b, "- #%d `%s` %s%s", it.Seq, it.Author, it.Type, v)
+		name := ""
+		if it.AuthorName != "" {
+			name = " (" + strings.ReplaceAll(it.AuthorName, "`", "'") + ", self-asserted)"
+		}
+		fmt.Fprintf(&b, "- #%d `%s`%s %s%s", it.Seq, it.Author, name, it.Type, v)
 		if it.ReplyTo != nil {
 			fmt.Fprintf(&b, " (re #%d)", *it.ReplyTo)
 		}

@@ -81,6 +81,8 @@ type Server struct {
 	waits   map[string]int            // active waits by session ID
 	subs    map[*mcp.ServerSession]map[string]func()
 
+	names nameCache
+
 	refused   atomic.Int64
 	inboxRefs int
 	inboxStop context.CancelFunc

@@ -51,6 +51,7 @@ func (s *Server) addTools() {
 	tool(s, "list_subscriptions", "List your directory subscriptions and the changes since the last call.", s.listSubscriptions)
 	tool(s, "unsubscribe", "Delete a directory subscription.", s.unsubscribeDirectory)
 	tool(s, "close_room", "Close a room you created or moderate (room.close).", s.closeRoom)
+	tool(s, "set_profile", "Set the name (and capabilities) other agents see beside your key on your home node. Names are self-asserted: they grant nothing, and others tell agents apart by their keys.", s.setProfile)
 	tool(s, "export_archive", "Save an ended room's archive in the server's state directory, verified offline (hashes, signatures, chain, replay).", s.exportArchive)
 }
 
@@ -525,7 +526,7 @@ func summarize(items []Item, more bool, next int64) string {
 	}
 	for _, it := range items {
 		line, _ := clip(strings.ReplaceAll(it.Content, "\n", " "), 200)
-		fmt.Fprintf(&b, "\n#%d %s %s: %s", it.Seq, short(it.Author), it.Type, line)
+		fmt.Fprintf(&b, "\n#%d %s %s: %s", it.Seq, authorLabel(it), it.Type, line)
 	}
 	if more {
 		fmt.Fprintf(&b, "\nmore after seq %d", next)

@@ -94,13 +94,16 @@ func (ch *chain) extend(ctx context.Context, c *client.Client, roomID string, ta
 
 // Item is one record as read_room and wait return it.
 type Item struct {
-	Seq      int64    `json:"seq"`
-	Author   string   `json:"author"`
-	Type     string   `json:"type"`
-	Content  string   `json:"content"`
-	Mentions []string `json:"mentions"`
-	ReplyTo  *int64   `json:"reply_to"`
-	Verified bool     `json:"verified"`
+	Seq    int64  `json:"seq"`
+	Author string `json:"author"`
+	// AuthorName is the author's self-asserted profile name, verified
+	// against its signature: it identifies nobody and grants nothing.
+	AuthorName string   `json:"author_name,omitempty"`
+	Type       string   `json:"type"`
+	Content    string   `json:"content"`
+	Mentions   []string `json:"mentions"`
+	ReplyTo    *int64   `json:"reply_to"`
+	Verified   bool     `json:"verified"`
 	// Hash is the event hash (what reactions and references name).
 	Hash string `json:"hash,omitempty"`
 	// Sealed: the content was sealed for members (opened here when it
@@ -167,6 +170,7 @@ func (s *Server) readVerifiedAt(ctx context.Context, rr roomRef, r *client.Room,
 		}
 		items = append(items, it)
 	}
+	s.nameItems(ctx, rr, items)
 	return items, more, head, nil
 }
 

@@ -326,7 +326,7 @@ func waitSummary(out WaitOut) string {
 		if !e.Verified {
 			v = " UNVERIFIED"
 		}
-		fmt.Fprintf(&b, "\n[%s] room %s #%d %s%s: %s", e.Kind, e.RoomID, e.Seq, short(e.Author), v, line)
+		fmt.Fprintf(&b, "\n[%s] room %s #%d %s%s: %s", e.Kind, e.RoomID, e.Seq, authorLabel(e.Item), v, line)
 	}
 	if out.Truncated {
 		b.WriteString("\nmore are ready: call wait again")

@@ -67,6 +67,11 @@ type Host interface {
 	AgentStatusOf(roomID string, viewer, agent identity.AgentID) (*hostport.AgentStatus, error)
 	SetAgentStatus(roomID string, agent identity.AgentID, body []byte) (*hostport.AgentStatus, error)
 
+	// PutProfile stores an agent's signed profile.update (POST
+	// /v1/profiles); Profile reads the stored one (not_found if none).
+	PutProfile(body []byte) (*hostport.Profile, error)
+	Profile(id identity.AgentID) (*hostport.Profile, error)
+
 	// Archive builds a room's archive (§19); the Write calls render it.
 	Archive(roomID string, viewer identity.AgentID) (*archive.Archive, error)
 	WriteArchiveJSONL(w io.Writer, roomID string, viewer identity.AgentID) error

@@ -72,6 +72,9 @@ type Options struct {
 	// HostLog, when set, serves the host log's tiles, checkpoint and
 	// proofs and names them in discovery.
 	HostLog HostLog
+	// Profiles, when set, resolves agent profiles this host does not
+	// hold (the hosts of mirrored and listed rooms).
+	Profiles Profiles
 }
 
 // Server serves one node over HTTP.
@@ -187,6 +190,7 @@ func (s *Server) routes() {
 	v1.GET("/rooms/:room_id/archive", s.archiveJSON)
 	v1.GET("/rooms/:room_id/archive.jsonl", s.archiveJSONL)
 	v1.GET("/rooms/:room_id/archive.md", s.archiveMD)
+	s.profileRoutes(v1)
 	v1.GET("/packs/:name", s.bundledPack)
 	v1.GET("/federation/peers", s.fedPeers)
 	v1.GET("/federation/hosts", s.fedHosts)
@@ -315,10 +319,10 @@ func (s *Server) discovery(c *gin.Context) {
 		"host":     s.n.Host(),
 		"service":  o,
 		"features": []string{"rooms", "restricted-rooms", "private-rooms", "join-requests", "join-review",
-			"sse-event-stream", "agent-status", "archives", "registered-packs", "external-packs", "bundled-packs", "public-room-discovery"},
+			"sse-event-stream", "agent-status", "archives", "profiles", "registered-packs", "external-packs", "bundled-packs", "public-room-discovery"},
 		"registered_packs": types.RegisteredPackIDs(),
 		"bundled_packs":    s.bundledPacksDiscovery(),
-		"profile":          gin.H{"mode": "none"},
+		"profile":          s.profileDiscovery(),
 		"endpoints":        gin.H{"api": o + "/v1", "sse": o + "/v1"},
 		"limits": gin.H{
 			"rates_per_minute": gin.H{"message": cfg.Rates.Message, "signal": cfg.Rates.Signal, "control": cfg.Rates.Control,

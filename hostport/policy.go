@@ -34,4 +34,6 @@ type Rates struct {
 	Message, Signal, Control                      int
 	MessageCeiling, SignalCeiling, ControlCeiling int
 	AgentStatus, Create, JoinRequests             int
+	// Profile is profile.update writes per agent per minute.
+	Profile int
 }

@@ -138,6 +138,21 @@ func Error(err error) Answer {
 		Body: Marshal(map[string]any{"error": map[string]any{"code": e.Code, "message": msg, "data": data}})}
 }
 
+// Profile returns the answer to a profile.update (POST /v1/profiles): the
+// profile with its envelope, 201 when it replaced the stored one, 200 for
+// an exact resubmission; Max-Seen-Nonce always.
+func Profile(p *hostport.Profile, err error) Answer {
+	if err != nil {
+		return Error(err)
+	}
+	a := Answer{Status: http.StatusCreated, Header: map[string]string{"Max-Seen-Nonce": identity.FormatMaxSeenNonce(p.MaxSeenNonce)},
+		Body: Marshal(p)}
+	if p.Resubmitted {
+		a.Status = http.StatusOK
+	}
+	return a
+}
+
 // Submit returns the answer to a write: the §9 creation shape for
 // room.create, the server record otherwise; 201 for a new record, 200 for
 // an exact resubmission; Max-Seen-Nonce always.

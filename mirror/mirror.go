@@ -119,7 +119,12 @@ type Config struct {
 	// WitnessName names the witness in its cosignatures: the node's
 	// public host[:port] + WitnessSuffix (the default when empty).
 	WitnessName string
-	Log         *slog.Logger
+	// Names, when set, gives the self-asserted profile names of a
+	// mirrored room's agents for its Markdown transcript (the names its
+	// host shows; docs/profiles.md), "" for an agent without one. It is
+	// called with no lock held and may ask the room's host.
+	Names func(roomID string, ids []identity.AgentID) map[identity.AgentID]string
+	Log   *slog.Logger
 }
 
 // Stats are the mirror's counters.

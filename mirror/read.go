@@ -10,6 +10,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/archive"
+	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/fedport"
@@ -133,13 +134,13 @@ func (r *Room) records() ([]*record.Record, error) {
 // host key in extra.host_key and, once fetched and checked (hostlog.go),
 // the host log's proof of the last record in extra.host_log.
 func (r *Room) Archive(now int64) (*archive.Archive, error) {
-	a, _, err := r.archive(now, nil)
+	a, _, err := r.archive(now, nil, nil)
 	return a, err
 }
 
 // archive builds the archive; with md set, it also writes the
 // Markdown transcript from the same state, under the room's lock.
-func (r *Room) archive(now int64, md io.Writer) (*archive.Archive, []*record.Record, error) {
+func (r *Room) archive(now int64, md io.Writer, names func(identity.AgentID) string) (*archive.Archive, []*record.Record, error) {
 	recs, err := r.records()
 	if err != nil {
 		return nil, nil, err
@@ -178,7 +179,7 @@ func (r *Room) archive(now int64, md io.Writer) (*archive.Archive, []*record.Rec
 		a.Records[i], _ = rec.MarshalJSON()
 	}
 	if md != nil {
-		if err := transcript.Write(md, m, r.st, res, recs); err != nil {
+		if err := transcript.WriteNamed(md, m, r.st, res, recs, names); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -188,13 +189,30 @@ func (r *Room) archive(now int64, md io.Writer) (*archive.Archive, []*record.Rec
 // WriteMarkdown writes the readable transcript of an ended mirrored room
 // (the host's archive.md renderer, fed from the verified chain).
 func (r *Room) WriteMarkdown(w io.Writer, now int64) error {
-	_, _, err := r.archive(now, w)
+	var names func(identity.AgentID) string
+	if f := r.m.cfg.Names; f != nil {
+		// The names of the room's members and authors, resolved before
+		// the room's lock is taken.
+		if recs, err := r.records(); err == nil {
+			seen := map[identity.AgentID]bool{}
+			var ids []identity.AgentID
+			for _, rec := range recs {
+				if env, err := identity.ParseEnvelope(rec.Envelope); err == nil && !seen[env.Event.Actor] {
+					seen[env.Event.Actor] = true
+					ids = append(ids, env.Event.Actor)
+				}
+			}
+			got := f(r.id, ids)
+			names = func(a identity.AgentID) string { return got[a] }
+		}
+	}
+	_, _, err := r.archive(now, w, names)
 	return err
 }
 
 // WriteJSONL writes the mirrored room's JSONL archive.
 func (r *Room) WriteJSONL(w io.Writer, now int64) error {
-	a, recs, err := r.archive(now, nil)
+	a, recs, err := r.archive(now, nil, nil)
 	if err != nil {
 		return err
 	}

@@ -120,7 +120,7 @@ func (n *Node) WriteArchiveMarkdown(w io.Writer, roomID string, viewer identity.
 	m := n.manifest(hr, recs, at)
 	var werr error
 	if err := n.view(hr, func(st *room.State) {
-		werr = transcript.Write(w, m, st, st.Resource(n.NowMs(), n.RoomURL(hr.id)), recs)
+		werr = transcript.WriteNamed(w, m, st, st.Resource(n.NowMs(), n.RoomURL(hr.id)), recs, n.profileName)
 	}); err != nil {
 		return err
 	}

@@ -24,6 +24,9 @@ type Rates struct {
 	Create int
 	// JoinRequests bounds join requests per agent per room per hour.
 	JoinRequests int
+	// Profile bounds profile.update writes per agent per minute across
+	// the host.
+	Profile int
 
 	// explicit marks a Rates whose zeros were all spelled out (NoRates):
 	// Config.Defaults replaces only an unset, all-zero Rates.
@@ -33,7 +36,7 @@ type Rates struct {
 // DefaultRates are the ADP §21 defaults plus this host's policies.
 func DefaultRates() Rates {
 	return Rates{Message: 5, Signal: 60, Control: 10,
-		MessageCeiling: 60, SignalCeiling: 600, ControlCeiling: 120, AgentStatus: 60, Create: 30, JoinRequests: 10}
+		MessageCeiling: 60, SignalCeiling: 600, ControlCeiling: 120, AgentStatus: 60, Create: 30, JoinRequests: 10, Profile: 10}
 }
 
 // NoRates disables every quota (every limit spelled out as 0).
@@ -61,6 +64,9 @@ type Config struct {
 	Rates  Rates
 	// Window is the live-write time window (Identity §7, DECISIONS 7).
 	Window time.Duration
+	// MaxProfiles caps the agent profiles the host stores
+	// (DefaultMaxProfiles if 0); an update of a stored one always fits.
+	MaxProfiles int
 	// JoinRequestTTL is how long a join request stays valid.
 	JoinRequestTTL time.Duration
 	// StatusTTL is the maximum agent status lifetime (§17.4).
@@ -105,6 +111,9 @@ func (c *Config) Defaults() {
 	if c.Window == 0 {
 		c.Window = 300 * time.Second
 	}
+	if c.MaxProfiles == 0 {
+		c.MaxProfiles = DefaultMaxProfiles
+	}
 	if c.JoinRequestTTL == 0 {
 		c.JoinRequestTTL = time.Hour
 	}
@@ -146,7 +155,7 @@ func (c *Config) Policy() hostport.Policy {
 		Limits:       c.Limits,
 		Rates: hostport.Rates{Message: r.Message, Signal: r.Signal, Control: r.Control,
 			MessageCeiling: r.MessageCeiling, SignalCeiling: r.SignalCeiling, ControlCeiling: r.ControlCeiling,
-			AgentStatus: r.AgentStatus, Create: r.Create, JoinRequests: r.JoinRequests},
+			AgentStatus: r.AgentStatus, Create: r.Create, JoinRequests: r.JoinRequests, Profile: r.Profile},
 		Window:             c.Window,
 		JoinRequestTTL:     c.JoinRequestTTL,
 		StatusTTL:          c.StatusTTL,

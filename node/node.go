@@ -64,9 +64,12 @@ type Node struct {
 
 	closing  atomic.Bool
 	inflight sync.WaitGroup
-	ctx      context.Context
-	cancel   context.CancelFunc
-	bg       sync.WaitGroup
+	// profileCount is the number of stored agent profiles (profile.go).
+	profileCount atomic.Int64
+	profileNew   sync.Mutex // admits first profiles one at a time (profile.go)
+	ctx          context.Context
+	cancel       context.CancelFunc
+	bg           sync.WaitGroup
 }
 
 // hostedRoom is one room this node is authoritative for.

@@ -66,6 +66,9 @@ func (n *Node) recover() error {
 	if err := n.nonces.load(n.db, n.NowMs()); err != nil {
 		return err
 	}
+	if err := n.loadProfileCount(); err != nil {
+		return err
+	}
 	layout, err := n.readLayout()
 	if err != nil {
 		return err

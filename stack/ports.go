@@ -1,6 +1,10 @@
 package stack
 
 import (
+	"context"
+	"net/url"
+	"time"
+
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/attention"
 	"github.com/adpnode/adpnode/federation"
@@ -8,6 +12,7 @@ import (
 	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
+	"github.com/adpnode/adpnode/profilecache"
 	"github.com/adpnode/adpnode/witness"
 )
 
@@ -24,6 +29,7 @@ var (
 	_ metrics.Mirror       = (*mirror.Mirror)(nil)
 	_ mirror.Federation    = (*federation.Federation)(nil)
 	_ attention.Source     = mirrorSource{}
+	_ hostapi.Profiles     = (*profilecache.Cache)(nil)
 )
 
 // mirrorPort is the mirror as the HTTP API sees it (hostapi.Mirror): its
@@ -79,4 +85,55 @@ func (m mirrorSource) Records(roomID string, after int64, limit int) ([][]byte, 
 		}
 	}
 	return nil, nil
+}
+
+// profileFetchTimeout bounds one fetch of remote profiles.
+const profileFetchTimeout = 5 * time.Second
+
+// profileOrigins is where the profiles of roomID's agents are asked: the
+// origin of the room's host, for a room this node mirrors or its
+// federated directory lists (not this node's own rooms, whose profiles it
+// holds or nobody does).
+func (s *Stack) profileOrigins(roomID string) []string {
+	if s.Node.HostsRoom(roomID) {
+		return nil
+	}
+	if s.Mir != nil {
+		if r, ok := s.Mir.Room(roomID, ""); ok {
+			if o := originOf(r.Info().RoomURL); o != "" {
+				return []string{o}
+			}
+		}
+	}
+	if s.Fed != nil {
+		for _, e := range s.Fed.Directory() {
+			if e.ID == roomID {
+				if o := originOf(e.URL); o != "" && o != s.Node.Origin() {
+					return []string{o}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// originOf is the origin of a Room URL ("" if it has none).
+func originOf(roomURL string) string {
+	u, err := url.Parse(roomURL)
+	if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// profileNames is the mirror's source of names for its transcripts: the
+// profiles of a mirrored room's agents, as its host serves them.
+func (s *Stack) profileNames(roomID string, ids []identity.AgentID) map[identity.AgentID]string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*profileFetchTimeout)
+	defer cancel()
+	out := map[identity.AgentID]string{}
+	for id, p := range s.Profiles.Resolve(ctx, roomID, ids) {
+		out[id] = p.Name
+	}
+	return out
 }

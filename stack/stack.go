@@ -29,9 +29,11 @@ import (
 	"github.com/adpnode/adpnode/hostlog"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/optoken"
+	"github.com/adpnode/adpnode/internal/safehttp"
 	"github.com/adpnode/adpnode/metrics"
 	"github.com/adpnode/adpnode/mirror"
 	"github.com/adpnode/adpnode/node"
+	"github.com/adpnode/adpnode/profilecache"
 	"github.com/adpnode/adpnode/witness"
 )
 
@@ -98,6 +100,9 @@ type Stack struct {
 	// (nil without Config.HostLog).
 	HostLog *hostlog.Log
 	Witness *witness.Submitter
+	// Profiles resolves the profiles of agents in rooms this node
+	// mirrors or lists (nil without federation).
+	Profiles *profilecache.Cache
 
 	cfg     Config
 	log     *slog.Logger
@@ -172,8 +177,17 @@ func Open(cfg Config) (_ *Stack, err error) {
 		s.Met.AttachFederation(s.Fed)
 		directory = s.Fed.Directory
 	}
+	if s.Fed != nil {
+		// Profiles of agents in rooms this node mirrors or lists, from
+		// their hosts (docs/profiles.md).
+		s.Profiles = profilecache.New(profilecache.Config{Origins: s.profileOrigins, Now: cfg.Node.Now, Log: cfg.Log,
+			Client: safehttp.Client(safehttp.Options{Timeout: profileFetchTimeout, AllowPrivate: cfg.Federation.AllowPrivateOrigins})})
+	}
 	if cfg.Mirror != nil {
 		mc := *cfg.Mirror
+		if mc.Names == nil {
+			mc.Names = s.profileNames
+		}
 		if mc.Log == nil {
 			mc.Log = cfg.Log
 		}
@@ -215,6 +229,9 @@ func Open(cfg Config) (_ *Stack, err error) {
 	}
 	if s.Mir != nil {
 		opts.Mirror = mirrorPort{s.Mir}
+	}
+	if s.Profiles != nil && opts.Profiles == nil {
+		opts.Profiles = s.Profiles
 	}
 	opts.Attention, opts.Metrics = s.Att, s.Met
 	opts.OperatorToken, opts.HTTP = s.OperatorToken, cfg.HTTP

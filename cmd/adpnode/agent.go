@@ -526,7 +526,7 @@ func postCmd() *cobra.Command {
 func tailCmd() *cobra.Command {
 	var af agentFlags
 	var after int64
-	var raw bool
+	var raw, noNames bool
 	var poll time.Duration
 	cmd := &cobra.Command{
 		Use:   "tail <room id or URL>",
@@ -552,17 +552,24 @@ interrupted room.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
+			// Actors are shown by their self-asserted profile name beside
+			// their key's fragment (docs/profiles.md), or the fragment.
+			var label func(identity.AgentID) string
+			if !noNames {
+				names := newAgentNames(c, id)
+				label = func(a identity.AgentID) string { return names.label(ctx, a) }
+			}
 			print := func(r *record.Record) error {
 				if raw {
 					b, _ := r.MarshalJSON()
 					fmt.Println(string(b))
 					return nil
 				}
-				if line, ok := describeOpened(ctx, c, id, r); ok {
+				if line, ok := describeOpened(ctx, c, id, r, label); ok {
 					fmt.Println(line)
 					return nil
 				}
-				fmt.Println(describe(r))
+				fmt.Println(describeNamed(r, label))
 				return nil
 			}
 			if c.Key != nil {
@@ -598,6 +605,7 @@ interrupted room.`,
 	af.add(cmd)
 	cmd.Flags().Int64Var(&after, "after", 0, "print records after this seq (all are still verified)")
 	cmd.Flags().BoolVar(&raw, "json", false, "print raw records")
+	cmd.Flags().BoolVar(&noNames, "no-names", false, "show agents by their IDs, without looking up their profiles")
 	cmd.Flags().DurationVar(&poll, "poll", 2*time.Second, "how often non-members poll for new records")
 	return cmd
 }
@@ -659,15 +667,18 @@ func pollRoom(ctx context.Context, c *client.Client, id string, after int64, eve
 	}
 }
 
-// describe renders a verified record on one line.
-func describe(r *record.Record) string {
+// describeNamed renders a verified record on one line, its actor shown by
+// label (nil: its ID, shortened).
+func describeNamed(r *record.Record, label func(identity.AgentID) string) string {
 	env, err := identity.ParseEnvelope(r.Envelope)
 	if err != nil {
 		return fmt.Sprintf("#%d ?", r.Seq)
 	}
 	ev := env.Event
 	actor := string(ev.Actor)
-	if len(actor) > 18 {
+	if label != nil {
+		actor = label(ev.Actor)
+	} else if len(actor) > 18 {
 		actor = actor[:18] + "…"
 	}
 	body := string(ev.Payload)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/client"
 )
 
@@ -90,6 +91,12 @@ func exitCode(err error) int {
 	}
 	if errors.Is(err, os.ErrNotExist) {
 		return exitNotFound
+	}
+	// Input the client's own checks refused before sending it (a profile
+	// name too long, say).
+	switch adp.CodeOf(err) {
+	case adp.CodeInvalidRequest, adp.CodeInvalidEvent, adp.CodePayloadTooLarge:
+		return exitUsage
 	}
 	if errors.Is(err, client.ErrNodeKey) {
 		return exitUsage

@@ -56,7 +56,7 @@ func rootCmd() *cobra.Command {
 	root.SetVersionTemplate("adpnode {{.Version}}\n")
 	root.AddCommand(serveCmd(), keygenCmd(), signCmd(), tokenCmd(), verifyCmd(), peersCmd(), mirrorCmd(), exportCmd(),
 		roomCmd(), joinCmd(), requestsCmd(), postCmd(), tailCmd(), sealCmd(), roomsCmd(), devnetCmd(), versionCmd(), configCmd(),
-		checkCmd(), backupCmd(), restoreCmd(), watchCmd(), inboxCmd(), roundCmd(), dealCmd(), mcpCmd())
+		checkCmd(), backupCmd(), restoreCmd(), watchCmd(), inboxCmd(), roundCmd(), dealCmd(), mcpCmd(), profileCmd())
 	markUsageErrors(root)
 	return root
 }

@@ -251,7 +251,7 @@ func isSealedRecord(r *record.Record) bool {
 
 // describeOpened renders a message.create of a member-only room: opened
 // when this agent holds the epoch key, "sealed (epoch N)" otherwise.
-func describeOpened(ctx context.Context, c *client.Client, roomID string, r *record.Record) (string, bool) {
+func describeOpened(ctx context.Context, c *client.Client, roomID string, r *record.Record, label func(identity.AgentID) string) (string, bool) {
 	if c.Key == nil {
 		return "", false
 	}
@@ -259,7 +259,7 @@ func describeOpened(ctx context.Context, c *client.Client, roomID string, r *rec
 	if err != nil || !ok || !o.Sealed {
 		return "", false
 	}
-	line := describe(r)
+	line := describeNamed(r, label)
 	if o.Err != nil {
 		return line, true // describe already says sealed (epoch N)
 	}

@@ -185,8 +185,10 @@ func ratesOf(v *settings.Values) node.Rates {
 		Create: v.Int("rates.room_create"), JoinRequests: v.Int("rates.join_requests_per_hour")}
 	if r == (node.Rates{}) {
 		// Config.Defaults reads an all-zero Rates as unset.
-		r = node.NoRates()
+		return node.NoRates()
 	}
+	// Profile updates per agent: not a setting (docs/profiles.md).
+	r.Profile = node.DefaultRates().Profile
 	return r
 }
 

@@ -192,5 +192,86 @@
     }
   }
 
-  Object.assign(V, { h, add, replace, extLink, download, enc, fmtTime, fmtClock, fmtDur, fmtRel, shortHash, shortAgent, swatchClass, pill, api, getDiscovery, errorBox, localSource, mirrorSource, withQ, routeOf, kv, safeHost, safeOrigin });
+  // ---------------------------------------------------------------- names
+
+  // Agent names (docs/profiles.md): an agent's self-asserted profile name,
+  // looked up on this node (GET /v1/profiles?ids=…&room=…, which asks a
+  // mirrored room's host for profiles this node does not hold), checked
+  // here against its signed profile.update when WebCrypto can, and shown
+  // as text beside the key's fragment. A name decides nothing: it only
+  // labels a key. Control, bidi and other invisible characters are
+  // dropped, so a name cannot reorder or hide what is around it.
+  const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
+  const inertName = (s) => String(s).replace(INVISIBLE, '').trim();
+  const keyFragment = (id) => (String(id).startsWith('did:agent:') ? String(id).slice(10, 18) : String(id).slice(0, 8));
+  const names = (() => {
+    const known = new Map(); // room|id -> name ('' when none)
+    const waiting = new Map(); // room -> Set of ids
+    const els = new Set(); // label elements waiting for a name
+    let timer = null;
+    const MAX_KNOWN = 5000;
+    async function accept(id, p) {
+      if (!p || p.agent_id !== id || !p.envelope || !p.envelope.event) return '';
+      const ev = p.envelope.event;
+      const pl = ev.payload || {};
+      if (ev.protocol !== 'agent-profile/1.0' || ev.type !== 'profile.update' || ev.actor !== id || pl.id !== id || typeof pl.name !== 'string') return '';
+      if (await V.ed25519Available() && (await V.verifyEnvelope(p.envelope)) !== null) return '';
+      return inertName(pl.name);
+    }
+    function paint() {
+      for (const el of els) {
+        const n = known.get(el.dataset.nameKey);
+        if (n === undefined) continue;
+        els.delete(el);
+        if (n) {
+          el.querySelector('.agent-name').textContent = n;
+          el.querySelector('.agent-key').textContent = keyFragment(el.dataset.agentId);
+          el.classList.add('named');
+          el.title = n + ' — a self-asserted name; the agent is its key ' + el.dataset.agentId;
+        }
+      }
+    }
+    async function flush() {
+      timer = null;
+      const batches = Array.from(waiting.entries());
+      waiting.clear();
+      for (const [room, set] of batches) {
+        const ids = Array.from(set);
+        for (let i = 0; i < ids.length; i += 100) {
+          const part = ids.slice(i, i + 100);
+          let got = [];
+          try {
+            const body = await api('/v1/profiles?ids=' + part.map(enc).join(',') + (room ? '&room=' + enc(room) : ''));
+            if (body && Array.isArray(body.result)) got = body.result;
+          } catch (e) { /* names are optional */ }
+          const by = new Map(got.filter((p) => p && typeof p.agent_id === 'string').map((p) => [p.agent_id, p]));
+          for (const id of part) {
+            if (known.size >= MAX_KNOWN) known.clear();
+            known.set(room + '|' + id, await accept(id, by.get(id)));
+          }
+        }
+      }
+      paint();
+    }
+    // label returns the element naming agent id in room: the key's short
+    // form now, the name and key fragment once known.
+    function label(id, room) {
+      const el = h('span', { class: 'agent-label', data: { agentId: String(id), nameKey: (room || '') + '|' + id } },
+        h('span', { class: 'agent-name', text: shortAgent(id) }), h('span', { class: 'agent-key' }));
+      if (typeof id !== 'string' || !id.startsWith('did:agent:')) return el;
+      const k = (room || '') + '|' + id;
+      els.add(el);
+      if (known.has(k)) {
+        paint();
+      } else {
+        if (!waiting.has(room || '')) waiting.set(room || '', new Set());
+        waiting.get(room || '').add(id);
+        if (!timer) timer = setTimeout(flush, 30);
+      }
+      return el;
+    }
+    return { label, inertName, keyFragment };
+  })();
+
+  Object.assign(V, { names, h, add, replace, extLink, download, enc, fmtTime, fmtClock, fmtDur, fmtRel, shortHash, shortAgent, swatchClass, pill, api, getDiscovery, errorBox, localSource, mirrorSource, withQ, routeOf, kv, safeHost, safeOrigin });
 })(window.ADPViewer = window.ADPViewer || {});

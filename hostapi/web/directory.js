@@ -84,6 +84,7 @@
       room.agenda ? h('p', { class: 'agenda', text: room.agenda.length > 240 ? room.agenda.slice(0, 240) + '…' : room.agenda }) : null,
       h('div', { class: 'room-meta' },
         h('span', { class: 'host-label', title: room.url, text: local ? 'this host' : room.host }),
+        typeof room.creator === 'string' ? h('span', { class: 'room-creator' }, 'by ', V.names.label(room.creator, local ? '' : room.id)) : null,
         h('span', { text: `${room.members} member${room.members === 1 ? '' : 's'}` }),
         h('span', { text: `${room.seq} record${room.seq === 1 ? '' : 's'}` }),
         h('span', { title: fmtTime(room.start_time) + ' → ' + fmtTime(room.end_time),

@@ -48,7 +48,7 @@
 
   function agentChip(src, model, id, opts) {
     const m = model.members.get(id);
-    const label = [h('span', { class: swatchClass(id) }), h('span', { class: 'agent-name', text: shortAgent(id) })];
+    const label = [h('span', { class: swatchClass(id) }), V.names.label(id, src && src.id)];
     const title = String(id) + (m && m.perspective ? ' — ' + m.perspective : '');
     if (opts && opts.noLink) return h('span', { class: 'agent', title }, label);
     return h('a', { class: 'agent', title, href: routeOf(src, '/member/' + enc(id)) }, label);

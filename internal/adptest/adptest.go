@@ -19,6 +19,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/profile"
 	"github.com/adpnode/adpnode/hostapi"
 	"github.com/adpnode/adpnode/stack"
 )
@@ -328,4 +329,22 @@ func TestRates(r stack.Rates) stack.Rates {
 		r.Create = 0
 	}
 	return r
+}
+
+// ProfileEnvelope signs the agent's profile.update (agent-profile/1.0)
+// at nowMs with the next nonce. It checks nothing: a test may sign a
+// profile the host must refuse.
+func (a *Agent) ProfileEnvelope(nowMs int64, name string, capabilities ...string) []byte {
+	if capabilities == nil {
+		capabilities = []string{}
+	}
+	p, err := json.Marshal(map[string]any{"id": a.ID, "name": name, "capabilities": capabilities, "extra": map[string]any{}})
+	if err != nil {
+		panic(err)
+	}
+	canon, err := identity.Canonicalize(p)
+	if err != nil {
+		panic(err)
+	}
+	return a.Sign(identity.Event{Protocol: profile.Protocol, Type: profile.Type, Actor: a.ID, CreatedAt: nowMs, Nonce: a.Nonce(nowMs), Payload: canon})
 }

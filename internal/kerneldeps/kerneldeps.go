@@ -24,11 +24,12 @@ const Kernel = Module + "/adp"
 // generation) and embed (the built-in pack, read at build time).
 // crypto/ecdh, crypto/hpke and crypto/subtle are adp/seal's (member-only
 // rooms: X25519 keys, HPKE epoch-key wraps, constant-time compares).
+// unicode is adp/profile's (the character classes of a shown name).
 var Std = []string{
 	"bufio", "bytes", "crypto/ecdh", "crypto/ed25519", "crypto/hpke", "crypto/rand", "crypto/sha256", "crypto/sha3", "crypto/sha512", "crypto/subtle",
 	"embed", "encoding/base64", "encoding/binary", "encoding/json", "errors", "fmt", "io", "math",
 	"net/url", "regexp", "regexp/syntax", "slices", "sort", "strconv", "strings",
-	"sync", "unicode/utf8",
+	"sync", "unicode", "unicode/utf8",
 }
 
 // Modules lists the third-party modules the kernel may use, each with all

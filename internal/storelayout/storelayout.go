@@ -29,6 +29,7 @@ const (
 	Member   = "a/"       // a/<agent id>/<room>
 	Feed     = "f/"       // f/<feed seq:8 BE>
 	FeedPos  = "fp/"      // fp/<follower>
+	Profile  = "pr/"      // pr/<agent id>
 	Layout   = "v/layout" // the single key holding Version
 	// Restored is written by a restore from a backup: a fresh random ID,
 	// so that what a data dir hands out (attention's stream IDs) can tell
@@ -124,6 +125,7 @@ var Table = []Space{
 	{"Member", Member, false, "node", "a/<agent id>/<room>", "flags:1 | role, for cold rooms", 2},
 	{"Feed", Feed, false, "node", "f/<feed seq:8 BE>", "record seq:8 BE | record hash:32 | room ID: the change feed, one entry per stored record, written in the record's transaction, seqs dense in commit order; pruned behind the slowest follower (node.Follow)", 3},
 	{"FeedPos", FeedPos, false, "node", "fp/<follower>", "feed seq:8 BE, the last entry the follower handled, written by the follower with its own writes (hostlog: host-log); the node reads them to prune", 3},
+	{"Profile", Profile, false, "node", "pr/<agent id>", "received_at:8 BE | the agent's latest accepted profile.update envelope, canonical (JCS) and unchanged (agent-profile/1.0; docs/profiles.md)", 3},
 	{"Layout", Layout, true, "node", "v/layout", "layout version:8 BE", 2},
 	{"Restored", Restored, true, "node", "v/restored", "random ID (hex) written by each restore from a backup", 3},
 	{"MirrorTarget", MirrorTarget, false, "mirror", "m/t/<target id>", "Target JSON", 1},

@@ -14,6 +14,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/archive"
 	"github.com/adpnode/adpnode/adp/identity"
+	"github.com/adpnode/adpnode/adp/profile"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 )
@@ -22,6 +23,28 @@ import (
 // manifest, replayed state, resource and records: the host's archive.md,
 // and a mirror's of a mirrored room. The caller keeps st from changing.
 func Write(w io.Writer, m archive.Manifest, st *room.State, res *room.Resource, recs []*record.Record) error {
+	return WriteNamed(w, m, st, res, recs, nil)
+}
+
+// WriteNamed is Write with agents' self-asserted profile names (names
+// returns "" for an agent without one; nil: none). A name is shown after
+// the Agent ID, made inert (no control or bidi characters) and escaped,
+// and marked self-asserted: the ID is the agent.
+func WriteNamed(w io.Writer, m archive.Manifest, st *room.State, res *room.Resource, recs []*record.Record, names func(identity.AgentID) string) error {
+	named := map[identity.AgentID]string{}
+	nameOf := func(a identity.AgentID) string {
+		if names == nil {
+			return ""
+		}
+		n, ok := named[a]
+		if !ok {
+			if n = profile.Inert(names(a)); n != "" {
+				n = " " + mdInline(n) + " _(self-asserted name)_"
+			}
+			named[a] = n
+		}
+		return n
+	}
 	members := st.AllMembers()
 	bw := bufio.NewWriter(w)
 	fmt.Fprintf(bw, "# %s\n\n", mdInline(res.Topic))
@@ -39,7 +62,7 @@ func Write(w io.Writer, m archive.Manifest, st *room.State, res *room.Resource, 
 		if mb.Perspective != "" {
 			p = " — " + mdInline(mb.Perspective)
 		}
-		fmt.Fprintf(bw, "- `%s` (%s)%s\n", mb.Agent, mb.Role, p)
+		fmt.Fprintf(bw, "- `%s`%s (%s)%s\n", mb.Agent, nameOf(mb.Agent), mb.Role, p)
 	}
 	fmt.Fprintf(bw, "\n## Transcript\n\n")
 	for _, r := range recs {
@@ -47,7 +70,7 @@ func Write(w io.Writer, m archive.Manifest, st *room.State, res *room.Resource, 
 		if err != nil {
 			continue
 		}
-		fmt.Fprintf(bw, "### #%d %s — `%s`\n\n", r.Seq, env.Event.Type, env.Event.Actor)
+		fmt.Fprintf(bw, "### #%d %s — `%s`%s\n\n", r.Seq, env.Event.Type, env.Event.Actor, nameOf(env.Event.Actor))
 		fmt.Fprintf(bw, "_%s_ · hash `%s`\n\n", msTime(r.ReceivedAt), r.Hash)
 		if env.Event.Type == "message.create" {
 			var p struct {
