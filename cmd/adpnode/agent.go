@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -698,18 +699,30 @@ func describe(r *record.Record) string {
 }
 
 func roomsCmd() *cobra.Command {
-	var nodeURL, status, tag, keyword, scope string
+	var nodeURL, status, tag, keyword, scope, cursor string
+	var limit int
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "rooms",
-		Short: "List public rooms across the federation (the §18 directory)",
+		Short: "List public rooms across the federation (the §18 directory), a page at a time",
+		Long: `rooms lists the directory of the node: its own public and restricted rooms and
+those its federation peers announce (verified hosts only), --limit at a time
+(1 to 100). When more rooms match, the last line gives the command for the
+next page (--cursor).`,
+		Example: `  adpnode rooms --node http://127.0.0.1:8081
+  adpnode rooms --node http://127.0.0.1:8081 --limit 50 --cursor CURSOR`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 || limit > 100 {
+				return usageErrorf("--limit must be from 1 to 100")
+			}
 			q := url.Values{}
-			for k, v := range map[string]string{"status": status, "tag": tag, "keyword": keyword, "scope": scope} {
+			for k, v := range map[string]string{"status": status, "tag": tag, "keyword": keyword, "scope": scope, "cursor": cursor} {
 				if v != "" {
 					q.Set(k, v)
 				}
 			}
+			q.Set("limit", strconv.Itoa(limit))
 			c := client.New(nodeURL, nil)
 			raw, err := c.PublicRooms(cmd.Context(), q.Encode())
 			if err != nil {
@@ -721,17 +734,26 @@ func roomsCmd() *cobra.Command {
 			}
 			var out struct {
 				Result []struct {
-					ID, Status, Topic, Host, URL string
-					Seq                          int64
+					ID, Status, Topic, Host, URL, Visibility string
+					Seq                                      int64
 				} `json:"result"`
+				Next string `json:"next_cursor"`
 			}
-			_ = json.Unmarshal(raw, &out)
+			if err := json.Unmarshal(raw, &out); err != nil {
+				return fmt.Errorf("directory: %w", err)
+			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ROOM\tSTATUS\tSEQ\tHOST\tTOPIC")
+			fmt.Fprintln(w, "ROOM\tSTATUS\tVISIBILITY\tSEQ\tTOPIC\tURL")
 			for _, r := range out.Result {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", r.ID, r.Status, r.Seq, r.Host, r.Topic)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Status, r.Visibility, r.Seq, oneLine(r.Topic, 60), r.URL)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if out.Next != "" {
+				fmt.Printf("next page: adpnode rooms --node %s --limit %d --cursor %s\n", nodeURL, limit, out.Next)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -740,6 +762,8 @@ func roomsCmd() *cobra.Command {
 	f.StringVar(&tag, "tag", "", "tag")
 	f.StringVar(&keyword, "keyword", "", "keyword in topic/agenda/tags")
 	f.StringVar(&scope, "scope", "", "federated (default) or local")
+	f.IntVar(&limit, "limit", 20, "rooms per page (1 to 100)")
+	f.StringVar(&cursor, "cursor", "", "the next_cursor a previous page printed")
 	f.BoolVar(&asJSON, "json", false, "print raw JSON")
 	return cmd
 }
