@@ -1,9 +1,14 @@
 package main
 
 import (
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/optoken"
+	"github.com/adpnode/adpnode/mirror"
 )
 
 // A newcomer lists the directory a page at a time: each line shows the
@@ -66,4 +71,45 @@ func TestRoomsPagesWithCursor(t *testing.T) {
 	// Hostile input: a limit out of range and a forged cursor are usage errors.
 	wantExit(t, exitUsage, "--limit must be from 1 to 100", "rooms", "--node", e.node, "--limit", "0")
 	wantExit(t, exitUsage, "cursor", "rooms", "--node", e.node, "--cursor", "garbage!")
+}
+
+// mirror add never implies a target: without one it is refused, naming
+// --all, and stores nothing; a target the node would refuse or misread
+// says what is wrong with it (a room ID, a host key, a host's origin, not
+// a URL, an unknown kind, a host that does not resolve); --all stores the
+// rule for every public room.
+// Property: a mirror rule is stored only for a target the operator named.
+func TestMirrorAddNeedsATarget(t *testing.T) {
+	b := fedtest.Network(t, 1, nil, fedtest.Options{Mirror: true})[0]
+	op := []string{"--node", b.URL, "--operator-token-file", filepath.Join(b.Dir, optoken.FileName)}
+	add := func(args ...string) []string { return append(append([]string{"mirror", "add"}, args...), op...) }
+	const id = "d8ftedhpqhsusbg001tg"
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, exitUsage, "mirror add needs a target"},
+		{nil, exitUsage, "--all for every public room"},
+		{[]string{id}, exitUsage, "is a room ID, not a Room URL"},
+		{[]string{"did:agent:_HS0t-9EeBdbAY4Vvek_SzBmfJzNIQeJkczAJvbo-6A"}, exitUsage, "use --kind host"},
+		{[]string{"http://127.0.0.1:1/"}, exitUsage, "names a host, not a room"},
+		{[]string{"127.0.0.1:1/v1/rooms/" + id}, exitUsage, "is not a Room URL"},
+		{[]string{"http://127.0.0.1:1/v1/rooms/nope"}, exitUsage, "names no room"},
+		{[]string{"--kind", "everything", "x"}, exitUsage, "target kind must be room, host, tag or all"},
+		{[]string{"--all", "http://127.0.0.1:1/v1/rooms/" + id}, exitUsage, "give it without a target"},
+		{[]string{"--kind", "tag"}, exitUsage, "needs a target"},
+		{[]string{"http://no-such-host.invalid/v1/rooms/" + id}, exitUnavailable, "host_unreachable"},
+	} {
+		wantExit(t, c.code, c.want, add(c.args...)...)
+	}
+	if ts := b.Mir.Targets(); len(ts) != 0 {
+		t.Fatalf("refused adds stored targets: %+v", ts)
+	}
+	if out := mustCLI(t, add("--all")...); !strings.Contains(out, "mirroring all:") {
+		t.Fatalf("mirror add --all: %q", out)
+	}
+	if ts := b.Mir.Targets(); len(ts) != 1 || ts[0].Kind != mirror.TargetAll {
+		t.Fatalf("after --all: %+v", ts)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/mirror"
@@ -35,26 +36,27 @@ Management requests carry the node's operator token, read from
 	op.register(cmd)
 
 	var kind string
-	var wait bool
+	var wait, all bool
 	var timeout time.Duration
 	add := &cobra.Command{
 		Use:   "add <room-url | host key | origin | tag>",
-		Short: "Mirror one room (by Room URL), a host's public rooms, rooms with a tag, or everything",
+		Short: "Mirror one room (by Room URL), a host's public rooms, rooms with a tag, or everything (--all)",
+		Long: `add stores a mirroring rule on the node. The target is a Room URL (the
+default kind), a host (--kind host, its key or origin), a tag (--kind tag),
+or every public room the federation announces (--all): a target is never
+implied, so add with no target is refused.`,
 		Example: `  adpnode mirror add https://adp.example.org/v1/rooms/d8ftedhpqhsusbg001tg
   adpnode mirror add --kind host did:agent:…
   adpnode mirror add --kind tag research
-  adpnode mirror add --kind all`,
+  adpnode mirror add --all`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			value := ""
 			if len(args) == 1 {
-				value = args[0]
+				value = strings.TrimSpace(args[0])
 			}
-			if kind == "" {
-				kind = mirror.TargetRoom
-				if value == "" {
-					kind = mirror.TargetAll
-				}
+			if err := checkMirrorTarget(&kind, value, all); err != nil {
+				return err
 			}
 			body, _ := json.Marshal(map[string]string{"kind": kind, "value": value})
 			tok, err := op.token()
@@ -74,7 +76,8 @@ Management requests carry the node's operator token, read from
 			return waitRoom(nodeURL, value, timeout, 500*time.Millisecond)
 		},
 	}
-	add.Flags().StringVar(&kind, "kind", "", "room, host, tag or all (default: room when a URL is given, else all)")
+	add.Flags().StringVar(&kind, "kind", "", "room (default), host, tag or all")
+	add.Flags().BoolVar(&all, "all", false, "mirror every public room the federation announces (same as --kind all)")
 	add.Flags().BoolVar(&wait, "wait", false, "for a room: show progress (verified N of M) until the mirror has caught up")
 	add.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "with --wait: give up (exit 6) after this long")
 
@@ -358,4 +361,56 @@ func hasHostLogProof(b []byte) bool {
 	}
 	p := m.Extra["host_log"]
 	return len(p) > 0 && string(p) != "null"
+}
+
+// checkMirrorTarget settles the kind of a mirror add and refuses, with what
+// is wrong and the command that would work, a call without a target (no
+// rule is implied: mirroring everything takes --all) and the targets the
+// node would refuse or misread: a room ID where a Room URL is wanted, a
+// host key given as a room, a URL that names no room.
+func checkMirrorTarget(kind *string, value string, all bool) error {
+	if all {
+		if value != "" || (*kind != "" && *kind != mirror.TargetAll) {
+			return usageErrorf("--all mirrors every public room: give it without a target or --kind")
+		}
+		*kind = mirror.TargetAll
+		return nil
+	}
+	switch *kind {
+	case "", mirror.TargetRoom, mirror.TargetHost, mirror.TargetTag, mirror.TargetAll:
+	default:
+		return usageErrorf("--kind %q: the target kind must be room, host, tag or all", *kind)
+	}
+	if *kind == mirror.TargetAll {
+		if value != "" {
+			return usageErrorf("--kind all takes no target (got %q)", value)
+		}
+		return nil
+	}
+	if value == "" {
+		return usageErrorf("mirror add needs a target: a Room URL (adpnode rooms prints them), --kind host KEY|ORIGIN, --kind tag TAG, or --all for every public room the federation announces")
+	}
+	if *kind == "" {
+		*kind = mirror.TargetRoom
+	}
+	if *kind != mirror.TargetRoom {
+		return nil
+	}
+	switch {
+	case record.ValidRoomID(value):
+		return usageErrorf("%q is a room ID, not a Room URL: give the room's URL, http(s)://HOST/v1/rooms/%s (adpnode rooms --node NODE prints it)", value, value)
+	case strings.HasPrefix(value, "did:agent:"):
+		return usageErrorf("%q is a host key, not a Room URL: to mirror that host's public rooms, use --kind host", value)
+	}
+	u, err := url.Parse(value)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+		return usageErrorf("%q is not a Room URL: want http(s)://HOST/v1/rooms/ROOM_ID", value)
+	case !strings.Contains(u.Path, "/v1/rooms/") || !record.ValidRoomID(u.Path[strings.LastIndex(u.Path, "/")+1:]):
+		if strings.Trim(u.Path, "/") == "" {
+			return usageErrorf("%q names a host, not a room: want %s/v1/rooms/ROOM_ID, or --kind host %s for all its public rooms", value, strings.TrimSuffix(value, "/"), strings.TrimSuffix(value, "/"))
+		}
+		return usageErrorf("%q names no room: want http(s)://HOST/v1/rooms/ROOM_ID", value)
+	}
+	return nil
 }
