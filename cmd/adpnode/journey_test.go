@@ -5,9 +5,12 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/optoken"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/mirror"
 )
 
@@ -111,5 +114,34 @@ func TestMirrorAddNeedsATarget(t *testing.T) {
 	}
 	if ts := b.Mir.Targets(); len(ts) != 1 || ts[0].Kind != mirror.TargetAll {
 		t.Fatalf("after --all: %+v", ts)
+	}
+}
+
+// inbox shows what the mention says, not only where it is: each line ends
+// with the message's text, read from the room's host and verified; text
+// that would drive the terminal (escape sequences) is neutralised.
+// Property: an inbox line carries the mentioning record's text.
+func TestInboxPrintsMentionText(t *testing.T) {
+	e := newCLIEnv(t)
+	id := e.createRoom(t, "public")
+	bobKey, err := client.LoadKey(e.key("bob"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob := []string{"--node", e.node, "--key", e.key("bob")}
+	alice := []string{"--node", e.node, "--key", e.key("alice")}
+	mustCLI(t, append([]string{"post", id, "Bob, can you review **the pricing** section?", "--mentions", string(bobKey.ID)}, alice...)...)
+	mustCLI(t, append([]string{"post", id, "red \x1b[31malert\x1b[0m", "--mentions", string(bobKey.ID)}, alice...)...)
+	var out string
+	testwait.Until(t, 10*time.Second, "both mentions in bob's inbox", func() bool {
+		out += mustCLI(t, append([]string{"inbox"}, bob...)...)
+		return strings.Count(out, "\n") >= 2
+	})
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 2 || !strings.HasSuffix(lines[0], "\tBob, can you review **the pricing** section?") {
+		t.Fatalf("inbox does not print the mention's text:\n%s", out)
+	}
+	if strings.ContainsRune(out, '\x1b') || !strings.Contains(lines[1], "red \uFFFD[31malert") {
+		t.Fatalf("inbox prints control characters as they came:\n%q", out)
 	}
 }
