@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -143,5 +144,50 @@ func TestInboxPrintsMentionText(t *testing.T) {
 	}
 	if strings.ContainsRune(out, '\x1b') || !strings.Contains(lines[1], "red \uFFFD[31malert") {
 		t.Fatalf("inbox prints control characters as they came:\n%q", out)
+	}
+}
+
+// devnet's progress report prints a line only when something changed, and
+// once the room has ended and both mirrors hold its last record it says so
+// once and falls silent, however long devnet keeps running.
+// Property: an idle devnet does not repeat itself.
+func TestDevnetProgressStopsRepeating(t *testing.T) {
+	steps := []devnetProgress{
+		{HostSeq: 1, Mirrors: []int64{-1, -1}},
+		{HostSeq: 1, Mirrors: []int64{-1, -1}}, // unchanged: not printed
+		{HostSeq: 3, Mirrors: []int64{1, 3}},
+		{HostSeq: 3, Mirrors: []int64{3, 3}},
+		{HostSeq: 3, Mirrors: []int64{3, 3}}, // quiet room: not printed
+		{HostSeq: 4, Ended: true, Mirrors: []int64{3, 4}},
+		{HostSeq: 4, Ended: true, Mirrors: []int64{4, 4}}, // settled
+	}
+	samples := 0
+	sample := func() devnetProgress {
+		p := steps[min(samples, len(steps)-1)]
+		samples++
+		return p
+	}
+	var out strings.Builder
+	ctx, cancel := context.WithCancel(context.Background())
+	tick := make(chan time.Time) // unbuffered: a send returns once the loop took the tick
+	done := make(chan struct{})
+	go func() { defer close(done); reportProgress(ctx, tick, sample, &out) }()
+	for i := 0; i < len(steps)+20; i++ {
+		tick <- time.Time{}
+	}
+	tick <- time.Time{} // the previous tick is fully handled once this one is taken
+	cancel()
+	<-done
+	want := "host seq 1 | node 2 waiting | node 3 waiting\n" +
+		"host seq 3 | node 2 verified 1 | node 3 verified 3\n" +
+		"host seq 3 | node 2 verified 3 | node 3 verified 3\n" +
+		"host seq 4 | node 2 verified 3 | node 3 verified 4\n" +
+		"host seq 4 | node 2 verified 4 | node 3 verified 4\n" +
+		"room ended at seq 4 and every mirror holds it; Ctrl-C stops devnet\n"
+	if out.String() != want {
+		t.Fatalf("progress report:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if samples != len(steps) {
+		t.Errorf("sampled %d times after settling, want %d", samples, len(steps))
 	}
 }
