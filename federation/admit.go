@@ -65,6 +65,7 @@ func (f *Federation) admit(ctx context.Context, e *index.Entry) pubsub.Validatio
 	}
 	if verified {
 		f.snapDirty.Store(true)
+		f.reconStale.Store(true)
 		return pubsub.ValidationAccept
 	}
 	f.queueCheck(e.Host)

@@ -750,6 +750,9 @@ next page (--cursor).`,
 			if err := w.Flush(); err != nil {
 				return err
 			}
+			if len(out.Result) == 0 && cursor == "" && scope != "local" {
+				fmt.Fprintf(os.Stderr, "no rooms listed; if a peer's rooms are missing, adpnode peers --node %s says why\n", nodeURL)
+			}
 			if out.Next != "" {
 				fmt.Printf("next page: adpnode rooms --node %s --limit %d --cursor %s\n", nodeURL, limit, out.Next)
 			}
