@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
@@ -58,9 +60,12 @@ func (f *agentFlags) readerClient(cmd *cobra.Command) (*client.Client, error) {
 }
 
 // splitRef accepts a room ID or a Room URL (whose origin then overrides
-// --node) and returns the room ID.
+// --node) and returns the room ID. For a room ID, the node is asked first:
+// one that does not host the room but lists it in its federated directory
+// says where it is (hosted_elsewhere), and the command talks to that host.
 func (f *agentFlags) splitRef(ref string) (string, error) {
 	if !strings.Contains(ref, "://") {
+		f.locate(ref)
 		return ref, nil
 	}
 	u, err := url.Parse(ref)
@@ -69,6 +74,42 @@ func (f *agentFlags) splitRef(ref string) (string, error) {
 	}
 	f.node = u.Scheme + "://" + u.Host
 	return u.Path[strings.LastIndex(u.Path, "/")+1:], nil
+}
+
+// locate points f.node at the host of room id when the node names
+// another host for it. Join requests are signed for the host's origin
+// (the token's audience), so the command talks to the host itself rather
+// than through the node; a node that cannot be asked changes nothing.
+func (f *agentFlags) locate(id string) {
+	if !record.ValidRoomID(id) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(f.node, "/")+"/v1/rooms/"+id, nil)
+	if err != nil {
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		return
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var ce *client.Error
+	if !errors.As(nodeError(resp.StatusCode, b), &ce) || ce.Data["reason"] != "hosted_elsewhere" {
+		return
+	}
+	host, _ := ce.Data["host"].(string)
+	u, err := url.Parse(host)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "room %s is hosted by %s (listed in %s's directory); talking to it there\n", id, termSafe(host), f.node)
+	f.node = u.Scheme + "://" + u.Host
 }
 
 // roomRef accepts a room ID or a Room URL (whose origin then overrides

@@ -191,3 +191,38 @@ func TestDevnetProgressStopsRepeating(t *testing.T) {
 		t.Errorf("sampled %d times after settling, want %d", samples, len(steps))
 	}
 }
+
+// A room found in node B's directory is joined and posted to with the
+// CLI pointed at B: B says the room is hosted by A (404 hosted_elsewhere
+// with its URL) and the CLI talks to A, saying so; the message lands in
+// A's room. A room no one lists stays a plain 404 (exit 3).
+// Property: `--node B` works for every room B's directory lists.
+func TestJoinAndPostThroughAnotherNode(t *testing.T) {
+	dir := t.TempDir()
+	na := recipeNode(t, dir, "a", "", "--allow-private-peers")
+	nb := recipeNode(t, dir, "b", na.fed.Addrs()[0], "--allow-private-peers")
+	a, b := struct{ URL string }{"http://" + na.addr}, struct{ URL string }{"http://" + nb.addr}
+	alice, bob := filepath.Join(dir, "alice.key"), filepath.Join(dir, "bob.key")
+	mustCLI(t, "keygen", "--out", alice)
+	mustCLI(t, "keygen", "--out", bob)
+	id := strings.Fields(mustCLI(t, "room", "create", "--node", a.URL, "--key", alice, "--topic", "found on B", "--visibility", "public"))[0]
+	testwait.Until(t, 20*time.Second, "B's directory lists A's room", func() bool { return listed(t, b.URL, id) })
+
+	code, out, errOut := cli(t, "join", id, "--node", b.URL, "--key", bob, "--wait", "10s", "--poll", "100ms")
+	if code != 0 || !strings.Contains(out, "joined as speaker") || !strings.Contains(errOut, "hosted by "+a.URL) {
+		t.Fatalf("join --node B: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = cli(t, "post", id, "hello from B's directory", "--node", b.URL, "--key", bob)
+	if code != 0 || !strings.HasPrefix(out, "seq ") {
+		t.Fatalf("post --node B: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if evs, err := callAs("GET", a.URL+"/v1/rooms/"+id+"/events", "", nil); err != nil || !strings.Contains(string(evs), "hello from B's directory") {
+		t.Fatalf("the message is not in A's room: %v\n%s", err, evs)
+	}
+	// Reads through B find the room too.
+	if out := mustCLI(t, "room", "show", id, "--node", b.URL); !strings.Contains(out, "found on B") {
+		t.Fatalf("room show --node B:\n%s", out)
+	}
+	// A room B's directory does not list: B's own 404, exit 3.
+	wantExit(t, exitNotFound, "room_not_found", "post", "d8ftedhpqhsusbg001tg", "x", "--node", b.URL, "--key", bob)
+}
