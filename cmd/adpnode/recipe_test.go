@@ -115,4 +115,16 @@ func TestFailedHostCheckRetriedSoon(t *testing.T) {
 	if out := mustCLI(t, "peers", "--node", url1); strings.Contains(out, "not listed") {
 		t.Errorf("peers still reports node 3's rooms missing:\n%s", out)
 	}
+
+	// Node 1 restarts on the same data dir: the confirmed binding is kept,
+	// the room listed at once, nothing reported missing.
+	n1.close()
+	n1 = recipeNode(t, dir, "d1", "", "--allow-private-peers", "--config", conf)
+	url1 = "http://" + n1.addr
+	if !listed(t, url1, id) {
+		t.Fatal("after a restart node 1 no longer lists node 3's room")
+	}
+	if out := mustCLI(t, "peers", "--node", url1); strings.Contains(out, "not listed") {
+		t.Errorf("after a restart peers reports node 3's rooms missing:\n%s", out)
+	}
 }
