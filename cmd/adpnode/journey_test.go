@@ -110,6 +110,12 @@ func TestMirrorAddNeedsATarget(t *testing.T) {
 	if ts := b.Mir.Targets(); len(ts) != 0 {
 		t.Fatalf("refused adds stored targets: %+v", ts)
 	}
+	// A host no announcement named yet: stored (it may come), with a note.
+	code, out, errOut := cli(t, add("--kind", "host", "did:agent:_HS0t-9EeBdbAY4Vvek_SzBmfJzNIQeJkczAJvbo-6A")...)
+	if code != 0 || !strings.Contains(errOut, "no host did:agent:_HS0t-9EeBdbAY4Vvek_SzBmfJzNIQeJkczAJvbo-6A is known to the node yet") {
+		t.Fatalf("mirror add --kind host of an unknown host: exit %d\n%s\n%s", code, out, errOut)
+	}
+	mustCLI(t, "mirror", "remove", "host:did:agent:_HS0t-9EeBdbAY4Vvek_SzBmfJzNIQeJkczAJvbo-6A", "--node", b.URL, "--operator-token-file", filepath.Join(b.Dir, optoken.FileName))
 	if out := mustCLI(t, add("--all")...); !strings.Contains(out, "mirroring all:") {
 		t.Fatalf("mirror add --all: %q", out)
 	}

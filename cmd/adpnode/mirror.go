@@ -70,6 +70,9 @@ implied, so add with no target is refused.`,
 			var t mirror.Target
 			_ = json.Unmarshal(b, &t)
 			fmt.Printf("mirroring %s\n", t.ID)
+			if kind == mirror.TargetHost && !knownHost(nodeURL, tok, t.Value) {
+				fmt.Fprintf(os.Stderr, "note: no host %s is known to the node yet (adpnode peers lists those it knows); the rule applies once it announces rooms\n", termSafe(t.Value))
+			}
 			if !wait || kind != mirror.TargetRoom {
 				return nil
 			}
@@ -413,4 +416,28 @@ func checkMirrorTarget(kind *string, value string, all bool) error {
 		return usageErrorf("%q names no room: want http(s)://HOST/v1/rooms/ROOM_ID", value)
 	}
 	return nil
+}
+
+// knownHost reports whether the node knows a host by key or origin from
+// its announcements (true when the node cannot say).
+func knownHost(nodeURL, tok, value string) bool {
+	b, err := callAs(http.MethodGet, strings.TrimSuffix(nodeURL, "/")+"/v1/federation/hosts", tok, nil)
+	if err != nil {
+		return true
+	}
+	var hosts struct {
+		Result []struct {
+			Key    string `json:"key"`
+			Origin string `json:"origin"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(b, &hosts) != nil {
+		return true
+	}
+	for _, h := range hosts.Result {
+		if h.Key == value || h.Origin == value {
+			return true
+		}
+	}
+	return false
 }
