@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -18,11 +19,16 @@ import (
 // extra flags.
 func recipeNode(t *testing.T, dir, name, bootstrap string, extra ...string) *stack {
 	t.Helper()
+	return recipeNodeLog(t, nil, dir, name, bootstrap, extra...)
+}
+
+func recipeNodeLog(t *testing.T, log *slog.Logger, dir, name, bootstrap string, extra ...string) *stack {
+	t.Helper()
 	args := []string{"--listen", freeAddr(t), "--data", filepath.Join(dir, name), "--p2p-listen", "/ip4/127.0.0.1/tcp/0"}
 	if bootstrap != "" {
 		args = append(args, "--bootstrap", bootstrap)
 	}
-	s := startServe(t, nil, append(args, extra...)...)
+	s := startServe(t, log, append(args, extra...)...)
 	t.Cleanup(func() { s.close() })
 	return s
 }
@@ -83,7 +89,8 @@ func TestThreeNodeRecipeListsRooms(t *testing.T) {
 func TestFailedHostCheckRetriedSoon(t *testing.T) {
 	dir := t.TempDir()
 	conf := writeFile(t, "slow.yaml", "federation:\n  announce_interval: 10m\n")
-	n1 := recipeNode(t, dir, "d1", "", "--allow-private-peers", "--config", conf)
+	logs := &logRecords{}
+	n1 := recipeNodeLog(t, slog.New(logs), dir, "d1", "", "--allow-private-peers", "--config", conf)
 	front := freeAddr(t) // node 3's public URL: nothing listens there yet
 	n3 := recipeNode(t, dir, "d3", n1.fed.Addrs()[0], "--allow-private-peers", "--config", conf, "--public-url", "http://"+front)
 	url1 := "http://" + n1.addr
@@ -112,6 +119,10 @@ func TestFailedHostCheckRetriedSoon(t *testing.T) {
 		return listed(t, url1, id)
 	})
 	t.Logf("listed %s after the origin answered", time.Since(fixed).Round(10*time.Millisecond))
+	// A streak is logged at warn at most once; its quick retries at debug.
+	if n := logs.count(slog.LevelWarn, "host binding not confirmed"); n > 1 {
+		t.Errorf("%d warnings for one streak of failed checks (and %d retries at debug), want at most 1", n, logs.count(slog.LevelDebug, "host binding not confirmed"))
+	}
 	if out := mustCLI(t, "peers", "--node", url1); strings.Contains(out, "not listed") {
 		t.Errorf("peers still reports node 3's rooms missing:\n%s", out)
 	}
