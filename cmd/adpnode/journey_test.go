@@ -151,6 +151,20 @@ func TestInboxPrintsMentionText(t *testing.T) {
 	if strings.ContainsRune(out, '\x1b') || !strings.Contains(lines[1], "red \uFFFD[31malert") {
 		t.Fatalf("inbox prints control characters as they came:\n%q", out)
 	}
+
+	// In a member-only room the host holds ciphertext: bob's inbox opens
+	// the mention with his key.
+	sealed := strings.Fields(mustCLI(t, append([]string{"room", "create", "--topic", "sealed", "--confidentiality", "member-only"}, alice...)...))[0]
+	mustCLI(t, append([]string{"join", sealed}, bob...)...)
+	mustCLI(t, append([]string{"post", sealed, "the reserve is 4200", "--mentions", string(bobKey.ID)}, alice...)...)
+	out = ""
+	testwait.Until(t, 10*time.Second, "the sealed mention in bob's inbox", func() bool {
+		out += mustCLI(t, append([]string{"inbox"}, bob...)...)
+		return strings.TrimSpace(out) != ""
+	})
+	if !strings.Contains(out, "[opened] the reserve is 4200") {
+		t.Fatalf("inbox does not open a sealed mention for a member:\n%s", out)
+	}
 }
 
 // devnet's progress report prints a line only when something changed, and
