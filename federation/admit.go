@@ -65,6 +65,7 @@ func (f *Federation) admit(ctx context.Context, e *index.Entry) pubsub.Validatio
 	}
 	if verified {
 		f.snapDirty.Store(true)
+		f.reconStale.Store(true)
 		return pubsub.ValidationAccept
 	}
 	f.queueCheck(e.Host)
@@ -174,14 +175,23 @@ func (f *Federation) checkWorker(ctx context.Context) {
 	}
 }
 
-// logCheckFailure logs a failed binding check. Checks refused because the
+// logCheckFailure logs a failed binding check: at warn, but the quick
+// retries of a streak (see retryIn) at debug. Checks refused because the
 // origin is loopback or private repeat every few minutes for as long as
 // the peer announces; only the first is logged above debug, with the
 // operator's switch (Config.PrivateOriginsHint).
 func (f *Federation) logCheckFailure(b index.Binding, err error) {
 	var po *privateOrigin
 	if !errors.As(err, &po) {
-		f.log.Warn("host binding not confirmed", "host_key", b.Key, "origin", b.Origin, "err", err)
+		f.checkMu.Lock()
+		fails := f.checks[b.Key].fails
+		f.checkMu.Unlock()
+		if fails > 1 && fails <= retryBurst {
+			// A quick retry of a streak already logged.
+			f.log.Debug("host binding not confirmed", "host_key", b.Key, "origin", b.Origin, "err", err, "failures", fails)
+			return
+		}
+		f.log.Warn("host binding not confirmed", "host_key", b.Key, "origin", b.Origin, "err", err, "failures", fails)
 		return
 	}
 	if f.privateNoted.CompareAndSwap(false, true) {

@@ -269,6 +269,7 @@ func (f *Federation) announce(ctx context.Context, s directory.Entry) bool {
 	f.published[s.ID] = published{raw: raw, id: sha256.Sum256(raw), issued: now, expires: now + ttl.Milliseconds(),
 		summary: sum, refresh: time.Now().Add(refresh)}
 	f.pubMu.Unlock()
+	f.reconStale.Store(true)
 	f.idx.SetOwn(s.ID, raw)
 	if err := f.idxTopic.Publish(ctx, raw); err != nil && ctx.Err() == nil {
 		f.log.Warn("publish announcement", "room", s.ID, "err", err)

@@ -28,6 +28,8 @@ type bindingCheck struct {
 	at             int64     // node clock (reported)
 	wall           time.Time // wall clock (for throttling re-checks)
 	err            string
+	fails          int  // failed checks in a row of this binding
+	private        bool // the last check was refused: a loopback or private origin
 }
 
 // due reports whether binding b should be (re)checked: never checked as
@@ -49,7 +51,27 @@ func (c bindingCheck) dueAt(interval time.Duration) bool {
 	if c.verified {
 		return time.Since(c.wall) >= 10*interval
 	}
-	return time.Since(c.wall) >= interval
+	return time.Since(c.wall) >= c.retryIn(interval)
+}
+
+// Failed checks are retried soon, so that a host whose origin did not
+// answer yet (still starting, briefly down) is listed once it does: after
+// retryFirst, doubling with each failure in a row, at most every interval.
+// A check refused because the origin is loopback or private waits the
+// whole interval: only this node's own setting changes that, and a
+// restart clears the checks. Past retryBurst failures in a row, the
+// binding loop's pass every interval takes over from the retry timer.
+const (
+	retryFirst = time.Second
+	retryBurst = 6
+)
+
+// retryIn is how long after a failed check the binding is checked again.
+func (c bindingCheck) retryIn(interval time.Duration) time.Duration {
+	if c.private || c.fails < 1 {
+		return interval
+	}
+	return min(retryFirst<<min(c.fails-1, 20), interval)
 }
 
 // KnownHosts lists the remote hosts known from the index, with the result
@@ -66,6 +88,9 @@ func (f *Federation) KnownHosts() []HostInfo {
 		if c, ok := f.checks[b.Key]; ok {
 			hi.Verified = c.verified && c.peerID == b.PeerID && c.origin == b.Origin
 			hi.CheckedAt, hi.CheckErr = c.at, c.err
+			if !hi.Verified {
+				hi.NotListed = f.notListedLocked(b, c)
+			}
 		}
 		out = append(out, hi)
 	}
@@ -78,8 +103,10 @@ func (f *Federation) KnownHosts() []HostInfo {
 func (f *Federation) CheckBinding(ctx context.Context, b index.Binding) error {
 	err := f.checkBinding(ctx, b)
 	c := bindingCheck{verified: err == nil, peerID: b.PeerID, origin: b.Origin, at: f.n.NowMs(), wall: time.Now()}
+	var po *privateOrigin
 	if err != nil {
 		c.err = err.Error()
+		c.private = errors.As(err, &po)
 	}
 	f.checkMu.Lock()
 	was := f.checks[b.Key]
@@ -89,12 +116,22 @@ func (f *Federation) CheckBinding(ctx context.Context, b index.Binding) error {
 		// verified stays verified until the origin contradicts it.
 		c.verified = true
 	}
+	if !c.verified {
+		c.fails = 1
+		if !was.verified && was.peerID == b.PeerID && was.origin == b.Origin {
+			c.fails = was.fails + 1
+		}
+		if !c.private && c.fails <= retryBurst && ctx.Err() == nil {
+			f.scheduleRetryLocked(b, c.wall.Add(c.retryIn(f.cfg.AnnounceInterval)))
+		}
+	}
 	f.checks[b.Key] = c
 	f.checkMu.Unlock()
 	f.saveCheck(b.Key, c)
 	if was.verified != c.verified || was.peerID != c.peerID || was.origin != c.origin {
 		f.idx.Reverify()
 		f.snapDirty.Store(true)
+		f.reconStale.Store(true)
 	}
 	if c.verified {
 		if n := f.idx.DropConflicts(b.Key, f.n.NowMs()); n > 0 {
@@ -157,6 +194,106 @@ func (c *contradiction) Error() string { return c.msg }
 // make this node probe its own network.
 func (f *Federation) httpClient() *http.Client {
 	return safehttp.Client(safehttp.Options{Timeout: 5 * time.Second, AllowPrivate: f.cfg.AllowPrivateOrigins})
+}
+
+// notListedLocked says why the rooms of a host whose binding b is not
+// verified are not in the directory (checkMu held).
+func (f *Federation) notListedLocked(b index.Binding, c bindingCheck) string {
+	if c.peerID != b.PeerID || c.origin != b.Origin {
+		return "host binding not checked yet"
+	}
+	if c.private {
+		msg := "host URL " + b.Origin + " is loopback or private, and this node does not check such hosts"
+		if f.cfg.PrivateOriginsHint != "" {
+			msg += ": " + f.cfg.PrivateOriginsHint
+		}
+		return msg
+	}
+	msg := "host binding not confirmed: " + c.err
+	if !c.wall.IsZero() {
+		msg += fmt.Sprintf(" (checking again in %s)", max(0, time.Until(c.wall.Add(c.retryIn(f.cfg.AnnounceInterval)))).Round(time.Second))
+	}
+	return msg
+}
+
+// notListed says why the rooms of the host bound by b are not in this
+// node's directory ("" when its binding is verified).
+func (f *Federation) notListed(b index.Binding) string {
+	f.checkMu.Lock()
+	defer f.checkMu.Unlock()
+	c, ok := f.checks[b.Key]
+	if ok && c.verified && c.peerID == b.PeerID && c.origin == b.Origin {
+		return ""
+	}
+	if !ok {
+		return "host binding not checked yet"
+	}
+	return f.notListedLocked(b, c)
+}
+
+// scheduleRetryLocked asks the retry loop to check b again at at (checkMu
+// held). At most cap(checkQ) retries wait; beyond, the binding loop's
+// pass every interval checks the binding.
+func (f *Federation) scheduleRetryLocked(b index.Binding, at time.Time) {
+	if _, ok := f.retry[b.Key]; !ok && len(f.retry) >= cap(f.checkQ) {
+		return
+	}
+	f.retry[b.Key] = pendingRetry{b: b, at: at}
+	select {
+	case f.retryKick <- struct{}{}:
+	default:
+	}
+}
+
+type pendingRetry struct {
+	b  index.Binding
+	at time.Time
+}
+
+// retryLoop queues the failed checks whose retry is due, sleeping until
+// the next one.
+func (f *Federation) retryLoop(ctx context.Context) {
+	for {
+		next := f.queueDueRetries(time.Now())
+		var wake <-chan time.Time
+		var t *time.Timer
+		if !next.IsZero() {
+			t = time.NewTimer(time.Until(next))
+			wake = t.C
+		}
+		select {
+		case <-ctx.Done():
+		case <-wake:
+		case <-f.retryKick:
+		}
+		if t != nil {
+			t.Stop()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// queueDueRetries queues the retries due at now and returns when the next
+// one is (zero: none waits).
+func (f *Federation) queueDueRetries(now time.Time) time.Time {
+	var due []index.Binding
+	var next time.Time
+	f.checkMu.Lock()
+	for k, r := range f.retry {
+		if !r.at.After(now) {
+			due = append(due, r.b)
+			delete(f.retry, k)
+		} else if next.IsZero() || r.at.Before(next) {
+			next = r.at
+		}
+	}
+	f.checkMu.Unlock()
+	for _, b := range due {
+		f.queueCheck(b)
+	}
+	return next
 }
 
 // bindingLoop cross-checks host bindings once per announce interval.

@@ -168,12 +168,14 @@ type Federation struct {
 	static []peer.AddrInfo // static peers, set in Start before any goroutine reads them
 	disc   discoveryState
 
-	checkMu  sync.Mutex
-	checks   map[identity.AgentID]bindingCheck
-	queued   map[identity.AgentID]bool
-	checkQ   chan index.Binding
-	inflight map[identity.AgentID]chan struct{}
-	inline   chan struct{}
+	checkMu   sync.Mutex
+	checks    map[identity.AgentID]bindingCheck
+	queued    map[identity.AgentID]bool
+	checkQ    chan index.Binding
+	inflight  map[identity.AgentID]chan struct{}
+	inline    chan struct{}
+	retry     map[identity.AgentID]pendingRetry // failed checks to retry soon
+	retryKick chan struct{}
 
 	rate      *hostRate
 	pull      *pullBudget // reconciliation and index sync served, per peer
@@ -182,6 +184,9 @@ type Federation struct {
 	snapMu    sync.Mutex
 	snap      syncSnapshot
 	snapDirty atomic.Bool // the index or the local rooms changed since snap
+	// reconStale: a verified entry or an own announcement changed since
+	// the reconciliation set was built.
+	reconStale atomic.Bool
 
 	pubMu     sync.Mutex
 	published map[string]published // room ID -> this node's latest announcement
@@ -264,7 +269,7 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 	f := &Federation{cfg: cfg, n: n, idx: idx, signer: assertion.NewSigner(cfg.Key), h: h, bw: bw, log: cfg.Log,
 		ctx: ctx, cancel: cancel, announceQ: make(chan announceReq, 16384), recordQ: make(chan hostport.Event, 16384),
 		recSubs: map[peer.ID]*recordSub{}, checks: map[identity.AgentID]bindingCheck{}, queued: map[identity.AgentID]bool{},
-		checkQ: make(chan index.Binding, 1024), inflight: map[identity.AgentID]chan struct{}{}, inline: make(chan struct{}, inlineWaiters), rate: newHostRate(cfg.Limits.AnnounceBurst, cfg.Limits.AnnounceRate),
+		checkQ: make(chan index.Binding, 1024), retry: map[identity.AgentID]pendingRetry{}, retryKick: make(chan struct{}, 1), inflight: map[identity.AgentID]chan struct{}{}, inline: make(chan struct{}, inlineWaiters), rate: newHostRate(cfg.Limits.AnnounceBurst, cfg.Limits.AnnounceRate),
 		syncSlots: peerSlots{max: cfg.Limits.SyncPerPeer}, reconSlots: peerSlots{max: cfg.Limits.SyncPerPeer},
 		published: map[string]published{}, reconBusy: map[peer.ID]bool{},
 		pull: newPullBudget(cfg.Limits.Pull, func() time.Time { return time.UnixMilli(n.NowMs()) })}
@@ -306,6 +311,7 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 	f.goLoop(f.antiEntropyLoop)
 	f.goLoop(f.publishLoop)
 	f.goLoop(f.bindingLoop)
+	f.goLoop(f.retryLoop)
 	for i := 0; i < bindingCheckers; i++ {
 		f.goLoop(f.checkWorker)
 	}
@@ -408,9 +414,16 @@ func (f *Federation) Peers() []PeerInfo {
 		pi.Static = true
 	}
 	out := make([]PeerInfo, 0, len(m))
+	bound := map[identity.AgentID]index.Binding{}
+	for _, b := range f.idx.Bindings(f.n.NowMs()) {
+		bound[b.Key] = b
+	}
 	for id, pi := range m {
 		if k, ok := HostKeyOf(id); ok {
 			pi.HostKey = k
+			if b, ok := bound[k]; ok {
+				pi.NotListed = f.notListed(b)
+			}
 		}
 		out = append(out, *pi)
 	}

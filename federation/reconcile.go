@@ -43,8 +43,12 @@ const (
 	reconAnswerMax  = syncPageBytes
 	reconFrameWait  = 10 * time.Second
 	reconSessionMax = time.Minute
-	// reconSetMaxAge is how long a built item set is reused.
+	// reconSetMaxAge is how long a built item set is reused;
+	// reconSetMinAge how long once the directory changed, so that a
+	// peer that connects just after a change learns it at once, and the
+	// set is rebuilt at most ten times a second however busy the index.
 	reconSetMaxAge = time.Second
+	reconSetMinAge = 100 * time.Millisecond
 )
 
 const (
@@ -59,14 +63,18 @@ type reconSet struct {
 	raw map[negentropy.ID][]byte
 }
 
-// reconItems returns the directory items, rebuilt at most every
-// reconSetMaxAge however many peers ask.
+// reconItems returns the directory items, rebuilt when the set is older
+// than reconSetMaxAge, or than reconSetMinAge once the directory changed,
+// however many peers ask.
 func (f *Federation) reconItems() *reconSet {
 	f.reconMu.Lock()
 	defer f.reconMu.Unlock()
-	if f.recon != nil && time.Since(f.recon.at) < reconSetMaxAge {
-		return f.recon
+	if f.recon != nil {
+		if age := time.Since(f.recon.at); age < reconSetMinAge || age < reconSetMaxAge && !f.reconStale.Load() {
+			return f.recon
+		}
 	}
+	f.reconStale.Store(false) // a change from here on is built in now or marks the set stale again
 	now := f.n.NowMs()
 	live := f.idx.Live(now, true)
 	own := f.ownAnnouncements(now)

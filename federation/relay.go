@@ -17,6 +17,7 @@ import (
 	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/jsonobj"
+	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/httpwire"
 	"github.com/adpnode/adpnode/index"
 )
@@ -96,6 +97,17 @@ func (f *Federation) serveRelay(s network.Stream) {
 // only from unverified claims, the answer is relay_failed with
 // data.reason "unverified_host". ok is false when the index does not know
 // the room (the caller answers room_not_found itself).
+// Locate returns the directory entry of a remote room announced by a
+// host whose binding is verified (the first such claim).
+func (f *Federation) Locate(roomID string) (directory.Entry, bool) {
+	for _, c := range f.idx.Claims(roomID, f.n.NowMs()) {
+		if f.Verified(c.Host) {
+			return c.Room, true
+		}
+	}
+	return directory.Entry{}, false
+}
+
 func (f *Federation) Relay(ctx context.Context, roomID string, body []byte) (httpwire.Answer, bool) {
 	claims := f.idx.Claims(roomID, f.n.NowMs())
 	if len(claims) == 0 {

@@ -23,6 +23,9 @@ type PeerInfo struct {
 	Addrs     []string         `json:"addrs"`
 	Connected bool             `json:"connected"`
 	Static    bool             `json:"static"`
+	// NotListed says why this peer's rooms are not in the node's
+	// directory: its host binding could not be confirmed, and why.
+	NotListed string `json:"not_listed,omitempty"`
 }
 
 // HostInfo is a remote host as this node knows it: the binding learned from
@@ -34,6 +37,8 @@ type HostInfo struct {
 	Verified  bool   `json:"verified"`
 	CheckedAt int64  `json:"checked_at,omitempty"`
 	CheckErr  string `json:"check_error,omitempty"`
+	// NotListed says why the host's rooms are not in the directory.
+	NotListed string `json:"not_listed,omitempty"`
 }
 
 // GossipStats counts gossip validation outcomes (for metrics and tests),

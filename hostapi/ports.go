@@ -31,6 +31,9 @@ type Federation interface {
 	// Relay forwards a write for a remote room; ok is false when the room
 	// is unknown.
 	Relay(ctx context.Context, roomID string, body []byte) (httpwire.Answer, bool)
+	// Locate returns the directory entry of a room another host holds,
+	// when a host with a verified binding announces it.
+	Locate(roomID string) (directory.Entry, bool)
 	// Binding is this node's host key, peer ID and addresses.
 	Binding() index.Binding
 	Addrs() []string

@@ -212,8 +212,31 @@ func (s *Server) fail(c *gin.Context, err error) {
 	if adp.CodeOf(err) == adp.CodeInternal {
 		s.log.Error("internal error", "path", c.FullPath(), "err", err)
 	}
+	if adp.CodeOf(err) == adp.CodeRoomNotFound {
+		err = s.hostedElsewhere(c, err)
+	}
 	httpwire.Error(err).Write(c.Writer)
 	c.Abort()
+}
+
+// hostedElsewhere turns the room_not_found of a room this node does not host,
+// but which its federated directory lists, into one that says where the
+// room is: reason hosted_elsewhere, the room's URL and its host's origin
+// (clients such as the CLI then talk to that host). Other errors are
+// returned as they are.
+func (s *Server) hostedElsewhere(c *gin.Context, err error) error {
+	id := c.Param("room_id")
+	if id == "" || s.opts.Federation == nil || !strings.HasPrefix(c.FullPath(), "/v1/rooms/:room_id") || s.n.HostsRoom(id) {
+		return err
+	}
+	e, ok := s.opts.Federation.Locate(id)
+	if !ok || e.URL == "" {
+		return err
+	}
+	origin := strings.TrimSuffix(e.URL, "/v1/rooms/"+id)
+	return &adp.Error{Code: adp.CodeRoomNotFound,
+		Message: "this node does not host room " + id + "; its host is " + origin + " (Room URL " + e.URL + ")",
+		Data:    map[string]any{"reason": "hosted_elsewhere", "room_url": e.URL, "host": origin}}
 }
 
 // body reads the request body under the size cap (DECISIONS 10).

@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -57,9 +60,12 @@ func (f *agentFlags) readerClient(cmd *cobra.Command) (*client.Client, error) {
 }
 
 // splitRef accepts a room ID or a Room URL (whose origin then overrides
-// --node) and returns the room ID.
+// --node) and returns the room ID. For a room ID, the node is asked first:
+// one that does not host the room but lists it in its federated directory
+// says where it is (hosted_elsewhere), and the command talks to that host.
 func (f *agentFlags) splitRef(ref string) (string, error) {
 	if !strings.Contains(ref, "://") {
+		f.locate(ref)
 		return ref, nil
 	}
 	u, err := url.Parse(ref)
@@ -68,6 +74,42 @@ func (f *agentFlags) splitRef(ref string) (string, error) {
 	}
 	f.node = u.Scheme + "://" + u.Host
 	return u.Path[strings.LastIndex(u.Path, "/")+1:], nil
+}
+
+// locate points f.node at the host of room id when the node names
+// another host for it. Join requests are signed for the host's origin
+// (the token's audience), so the command talks to the host itself rather
+// than through the node; a node that cannot be asked changes nothing.
+func (f *agentFlags) locate(id string) {
+	if !record.ValidRoomID(id) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(f.node, "/")+"/v1/rooms/"+id, nil)
+	if err != nil {
+		return
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		return
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var ce *client.Error
+	if !errors.As(nodeError(resp.StatusCode, b), &ce) || ce.Data["reason"] != "hosted_elsewhere" {
+		return
+	}
+	host, _ := ce.Data["host"].(string)
+	u, err := url.Parse(host)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "room %s is hosted by %s (listed in %s's directory); talking to it there\n", id, termSafe(host), f.node)
+	f.node = u.Scheme + "://" + u.Host
 }
 
 // roomRef accepts a room ID or a Room URL (whose origin then overrides
@@ -709,18 +751,30 @@ func describeNamed(r *record.Record, label func(identity.AgentID) string) string
 }
 
 func roomsCmd() *cobra.Command {
-	var nodeURL, status, tag, keyword, scope string
+	var nodeURL, status, tag, keyword, scope, cursor string
+	var limit int
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "rooms",
-		Short: "List public rooms across the federation (the §18 directory)",
+		Short: "List public rooms across the federation (the §18 directory), a page at a time",
+		Long: `rooms lists the directory of the node: its own public and restricted rooms and
+those its federation peers announce (verified hosts only), --limit at a time
+(1 to 100). When more rooms match, the last line gives the command for the
+next page (--cursor).`,
+		Example: `  adpnode rooms --node http://127.0.0.1:8081
+  adpnode rooms --node http://127.0.0.1:8081 --limit 50 --cursor CURSOR`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if limit < 1 || limit > 100 {
+				return usageErrorf("--limit must be from 1 to 100")
+			}
 			q := url.Values{}
-			for k, v := range map[string]string{"status": status, "tag": tag, "keyword": keyword, "scope": scope} {
+			for k, v := range map[string]string{"status": status, "tag": tag, "keyword": keyword, "scope": scope, "cursor": cursor} {
 				if v != "" {
 					q.Set(k, v)
 				}
 			}
+			q.Set("limit", strconv.Itoa(limit))
 			c := newClient(nodeURL, nil)
 			raw, err := c.PublicRooms(cmd.Context(), q.Encode())
 			if err != nil {
@@ -732,17 +786,29 @@ func roomsCmd() *cobra.Command {
 			}
 			var out struct {
 				Result []struct {
-					ID, Status, Topic, Host, URL string
-					Seq                          int64
+					ID, Status, Topic, Host, URL, Visibility string
+					Seq                                      int64
 				} `json:"result"`
+				Next string `json:"next_cursor"`
 			}
-			_ = json.Unmarshal(raw, &out)
+			if err := json.Unmarshal(raw, &out); err != nil {
+				return fmt.Errorf("directory: %w", err)
+			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ROOM\tSTATUS\tSEQ\tHOST\tTOPIC")
+			fmt.Fprintln(w, "ROOM\tSTATUS\tVISIBILITY\tSEQ\tTOPIC\tURL")
 			for _, r := range out.Result {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\n", r.ID, r.Status, r.Seq, r.Host, r.Topic)
+				fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", r.ID, r.Status, r.Visibility, r.Seq, oneLine(r.Topic, 60), r.URL)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			if len(out.Result) == 0 && cursor == "" && scope != "local" {
+				fmt.Fprintf(os.Stderr, "no rooms listed; if a peer's rooms are missing, adpnode peers --node %s says why\n", nodeURL)
+			}
+			if out.Next != "" {
+				fmt.Printf("next page: adpnode rooms --node %s --limit %d --cursor %s\n", nodeURL, limit, out.Next)
+			}
+			return nil
 		},
 	}
 	f := cmd.Flags()
@@ -751,6 +817,8 @@ func roomsCmd() *cobra.Command {
 	f.StringVar(&tag, "tag", "", "tag")
 	f.StringVar(&keyword, "keyword", "", "keyword in topic/agenda/tags")
 	f.StringVar(&scope, "scope", "", "federated (default) or local")
+	f.IntVar(&limit, "limit", 20, "rooms per page (1 to 100)")
+	f.StringVar(&cursor, "cursor", "", "the next_cursor a previous page printed")
 	f.BoolVar(&asJSON, "json", false, "print raw JSON")
 	return cmd
 }

@@ -7,9 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -168,7 +170,9 @@ func inboxCmd() *cobra.Command {
 		Use:   "inbox",
 		Short: "Print the records that mention you since the last run",
 		Long: `inbox reads your mentions inbox on the node: records that mention your agent
-in rooms of the node you may read and in public rooms it mirrors. The cursor
+in rooms of the node you may read and in public rooms it mirrors, each with
+its text, read from the room's host and verified (opened, in a member-only
+room whose key you hold). The cursor
 is saved (atomically) after each page, so the next run prints only what is
 new. --follow keeps polling. A host-local extension.`,
 		Args: cobra.NoArgs,
@@ -194,8 +198,8 @@ new. --follow keeps polling. A host-local extension.`,
 				printItems(items, raw, func(b json.RawMessage) string {
 					var it client.MentionItem
 					_ = json.Unmarshal(b, &it)
-					return fmt.Sprintf("%d\t%s\t%s\tseq %d\t%s\t%s", it.Seq, time.UnixMilli(it.At).UTC().Format(time.RFC3339), it.Type, it.RoomSeq,
-						it.Actor, it.RoomURL)
+					return fmt.Sprintf("%d\t%s\t%s\tseq %d\t%s\t%s\t%s", it.Seq, time.UnixMilli(it.At).UTC().Format(time.RFC3339), it.Type, it.RoomSeq,
+						it.Actor, it.RoomURL, mentionText(ctx, c, it))
 				})
 				return nil
 			}
@@ -213,4 +217,32 @@ new. --follow keeps polling. A host-local extension.`,
 	cmd.Flags().BoolVar(&raw, "json", false, "print raw inbox items")
 	cmd.Flags().DurationVar(&poll, "poll", 5*time.Second, "how often --follow polls")
 	return cmd
+}
+
+// mentionText reads the record a mention item names from the room's host
+// (the origin of its Room URL), checks it is the record the inbox named,
+// and renders its text on one line: a message's content (opened when it
+// is sealed and this agent holds the key), another event's payload. A
+// record that cannot be read says why instead.
+func mentionText(ctx context.Context, c *client.Client, it client.MentionItem) string {
+	rc := c
+	if u, err := url.Parse(it.RoomURL); err == nil && u.Host != "" && u.Scheme+"://"+u.Host != c.Origin {
+		rc = newClient(u.Scheme+"://"+u.Host, c.Key)
+		rc.SealPath, rc.OnBadWrap = c.SealPath, c.OnBadWrap
+	}
+	recs, _, err := rc.Events(ctx, it.RoomID, it.RoomSeq-1, 1)
+	switch {
+	case err != nil:
+		return termSafe(oneLine("(text unavailable: "+err.Error()+")", 200))
+	case len(recs) == 0 || recs[0].Seq != it.RoomSeq || recs[0].Hash != it.RecordHash:
+		return "(text unavailable: the host serves another record at that seq)"
+	}
+	line := describeNamed(recs[0], nil)
+	if opened, ok := describeOpened(ctx, rc, it.RoomID, recs[0], nil); ok {
+		line = opened
+	}
+	if i := strings.Index(line, "✓ "); i >= 0 {
+		line = line[i+len("✓ "):]
+	}
+	return termSafe(oneLine(line, 200))
 }

@@ -273,7 +273,7 @@ func TestJoinResumesAcrossRestart(t *testing.T) {
 func TestOperatorTokenMissingSaysWhatToDo(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "not-the-nodes-data")
 	errOut := wantExit(t, exitNotFound, "pass that node's --data DIR, or --operator-token-file FILE",
-		"mirror", "add", "http://127.0.0.1:1/v1/rooms/r1", "--node", "http://127.0.0.1:1", "--data", dir)
+		"mirror", "add", "http://127.0.0.1:1/v1/rooms/d8ftedhpqhsusbg001tg", "--node", "http://127.0.0.1:1", "--data", dir)
 	if !strings.Contains(errOut, filepath.Join(dir, "operator.token")) {
 		t.Fatalf("the error does not name the file it looked for: %s", errOut)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -121,30 +122,25 @@ prints the URLs to look at and the replication progress. Ctrl-C stops it.`,
 			defer func() { tcancel(); <-talkDone }()
 			progress := time.NewTicker(2 * time.Second)
 			defer progress.Stop()
-			for {
-				select {
-				case <-ctx.Done():
-					fmt.Println("\nstopping devnet")
-					return nil
-				case <-progress.C:
-					seq := stacks[0].n.Summaries()
-					var hostSeq int64
-					for _, s := range seq {
-						if s.ID == room.ID {
-							hostSeq = s.Seq
-						}
+			sample := func() devnetProgress {
+				var p devnetProgress
+				for _, s := range stacks[0].n.Summaries() {
+					if s.ID == room.ID {
+						p.HostSeq, p.Ended = s.Seq, s.Status == "ended" || s.Status == "cancelled"
 					}
-					line := fmt.Sprintf("host seq %d", hostSeq)
-					for i, s := range stacks[1:] {
-						if r, ok := s.mir.Room(room.ID, ""); ok {
-							line += fmt.Sprintf(" | node %d verified %d", i+2, r.Tip())
-						} else {
-							line += fmt.Sprintf(" | node %d waiting", i+2)
-						}
-					}
-					fmt.Println(line)
 				}
+				for _, s := range stacks[1:] {
+					v := int64(-1)
+					if r, ok := s.mir.Room(room.ID, ""); ok {
+						v = r.Tip()
+					}
+					p.Mirrors = append(p.Mirrors, v)
+				}
+				return p
 			}
+			reportProgress(ctx, progress.C, sample, os.Stdout)
+			fmt.Println("\nstopping devnet")
+			return nil
 		},
 	}
 	cmd.Flags().IntVar(&basePort, "base-port", 8081, "HTTP port of node 1 (nodes 2 and 3 use the next two)")
@@ -153,4 +149,66 @@ prints the URLs to look at and the replication progress. Ctrl-C stops it.`,
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary data directory")
 	cmd.Flags().DurationVar(&duration, "room-duration", time.Hour, "how long the demo room lasts")
 	return cmd
+}
+
+// devnetProgress is what devnet reports: the host's seq of the demo room,
+// whether the room has ended, and each mirror's verified seq (-1 while it
+// waits for the room).
+type devnetProgress struct {
+	HostSeq int64
+	Ended   bool
+	Mirrors []int64
+}
+
+func (p devnetProgress) line() string {
+	line := fmt.Sprintf("host seq %d", p.HostSeq)
+	for i, v := range p.Mirrors {
+		if v < 0 {
+			line += fmt.Sprintf(" | node %d waiting", i+2)
+		} else {
+			line += fmt.Sprintf(" | node %d verified %d", i+2, v)
+		}
+	}
+	return line
+}
+
+// settled reports whether the room has ended and every mirror holds its
+// last record: nothing will change any more.
+func (p devnetProgress) settled() bool {
+	if !p.Ended {
+		return false
+	}
+	for _, v := range p.Mirrors {
+		if v != p.HostSeq {
+			return false
+		}
+	}
+	return true
+}
+
+// reportProgress prints the progress line at each tick when it differs
+// from the last one printed, and once the room has ended and every mirror
+// has caught up, says so once and prints nothing more. It returns when
+// ctx ends.
+func reportProgress(ctx context.Context, tick <-chan time.Time, sample func() devnetProgress, out io.Writer) {
+	last, done := "", false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+			if done {
+				continue
+			}
+			p := sample()
+			if line := p.line(); line != last {
+				fmt.Fprintln(out, line)
+				last = line
+			}
+			if p.settled() {
+				fmt.Fprintf(out, "room ended at seq %d and every mirror holds it; Ctrl-C stops devnet\n", p.HostSeq)
+				done = true
+			}
+		}
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/client"
 	"github.com/adpnode/adpnode/internal/optoken"
 	"github.com/adpnode/adpnode/mirror"
@@ -36,27 +37,28 @@ Management requests carry the node's operator token, read from
 	op.register(cmd)
 
 	var kind string
-	var wait bool
+	var wait, all bool
 	var timeout time.Duration
 	add := &cobra.Command{
 		Use:   "add <room-url | host key | origin | tag>",
-		Short: "Mirror one room (by Room URL), a host's public rooms, rooms with a tag, or everything",
+		Short: "Mirror one room (by Room URL), a host's public rooms, rooms with a tag, or everything (--all)",
+		Long: `add stores a mirroring rule on the node. The target is a Room URL (the
+default kind), a host (--kind host, its key or origin), a tag (--kind tag),
+or every public room the federation announces (--all): a target is never
+implied, so add with no target is refused.`,
 		Example: `  adpnode mirror add https://adp.example.org/v1/rooms/d8ftedhpqhsusbg001tg
   adpnode mirror add --kind host did:agent:…
   adpnode mirror add --kind tag research
-  adpnode mirror add --kind all`,
+  adpnode mirror add --all`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			nodeURL = nodeOfData(cmd, nodeURL, op.data)
 			value := ""
 			if len(args) == 1 {
-				value = args[0]
+				value = strings.TrimSpace(args[0])
 			}
-			if kind == "" {
-				kind = mirror.TargetRoom
-				if value == "" {
-					kind = mirror.TargetAll
-				}
+			if err := checkMirrorTarget(&kind, value, all); err != nil {
+				return err
 			}
 			body, _ := json.Marshal(map[string]string{"kind": kind, "value": value})
 			tok, err := op.token()
@@ -70,13 +72,17 @@ Management requests carry the node's operator token, read from
 			var t mirror.Target
 			_ = json.Unmarshal(b, &t)
 			fmt.Printf("mirroring %s\n", t.ID)
+			if kind == mirror.TargetHost && !knownHost(nodeURL, tok, t.Value) {
+				fmt.Fprintf(os.Stderr, "note: no host %s is known to the node yet (adpnode peers lists those it knows); the rule applies once it announces rooms\n", termSafe(t.Value))
+			}
 			if !wait || kind != mirror.TargetRoom {
 				return nil
 			}
 			return waitRoom(nodeURL, value, timeout, 500*time.Millisecond)
 		},
 	}
-	add.Flags().StringVar(&kind, "kind", "", "room, host, tag or all (default: room when a URL is given, else all)")
+	add.Flags().StringVar(&kind, "kind", "", "room (default), host, tag or all")
+	add.Flags().BoolVar(&all, "all", false, "mirror every public room the federation announces (same as --kind all)")
 	add.Flags().BoolVar(&wait, "wait", false, "for a room: show progress (verified N of M) until the mirror has caught up")
 	add.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "with --wait: give up (exit 6) after this long")
 
@@ -409,4 +415,80 @@ func hasHostLogProof(b []byte) bool {
 	}
 	p := m.Extra["host_log"]
 	return len(p) > 0 && string(p) != "null"
+}
+
+// checkMirrorTarget settles the kind of a mirror add and refuses, with what
+// is wrong and the command that would work, a call without a target (no
+// rule is implied: mirroring everything takes --all) and the targets the
+// node would refuse or misread: a room ID where a Room URL is wanted, a
+// host key given as a room, a URL that names no room.
+func checkMirrorTarget(kind *string, value string, all bool) error {
+	if all {
+		if value != "" || (*kind != "" && *kind != mirror.TargetAll) {
+			return usageErrorf("--all mirrors every public room: give it without a target or --kind")
+		}
+		*kind = mirror.TargetAll
+		return nil
+	}
+	switch *kind {
+	case "", mirror.TargetRoom, mirror.TargetHost, mirror.TargetTag, mirror.TargetAll:
+	default:
+		return usageErrorf("--kind %q: the target kind must be room, host, tag or all", *kind)
+	}
+	if *kind == mirror.TargetAll {
+		if value != "" {
+			return usageErrorf("--kind all takes no target (got %q)", value)
+		}
+		return nil
+	}
+	if value == "" {
+		return usageErrorf("mirror add needs a target: a Room URL (adpnode rooms prints them), --kind host KEY|ORIGIN, --kind tag TAG, or --all for every public room the federation announces")
+	}
+	if *kind == "" {
+		*kind = mirror.TargetRoom
+	}
+	if *kind != mirror.TargetRoom {
+		return nil
+	}
+	switch {
+	case record.ValidRoomID(value):
+		return usageErrorf("%q is a room ID, not a Room URL: give the room's URL, http(s)://HOST/v1/rooms/%s (adpnode rooms --node NODE prints it)", value, value)
+	case strings.HasPrefix(value, "did:agent:"):
+		return usageErrorf("%q is a host key, not a Room URL: to mirror that host's public rooms, use --kind host", value)
+	}
+	u, err := url.Parse(value)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
+		return usageErrorf("%q is not a Room URL: want http(s)://HOST/v1/rooms/ROOM_ID", value)
+	case !strings.Contains(u.Path, "/v1/rooms/") || !record.ValidRoomID(u.Path[strings.LastIndex(u.Path, "/")+1:]):
+		if strings.Trim(u.Path, "/") == "" {
+			return usageErrorf("%q names a host, not a room: want %s/v1/rooms/ROOM_ID, or --kind host %s for all its public rooms", value, strings.TrimSuffix(value, "/"), strings.TrimSuffix(value, "/"))
+		}
+		return usageErrorf("%q names no room: want http(s)://HOST/v1/rooms/ROOM_ID", value)
+	}
+	return nil
+}
+
+// knownHost reports whether the node knows a host by key or origin from
+// its announcements (true when the node cannot say).
+func knownHost(nodeURL, tok, value string) bool {
+	b, err := callAs(http.MethodGet, strings.TrimSuffix(nodeURL, "/")+"/v1/federation/hosts", tok, nil)
+	if err != nil {
+		return true
+	}
+	var hosts struct {
+		Result []struct {
+			Key    string `json:"key"`
+			Origin string `json:"origin"`
+		} `json:"result"`
+	}
+	if json.Unmarshal(b, &hosts) != nil {
+		return true
+	}
+	for _, h := range hosts.Result {
+		if h.Key == value || h.Origin == value {
+			return true
+		}
+	}
+	return false
 }

@@ -53,8 +53,8 @@ func TestMirrorAddJourney(t *testing.T) {
 	wantExit(t, exitNotFound, "room_not_found", mirrorCLI("add", a.Node.RoomURL(private), "--wait")...)
 	closed := "http://" + freeAddr(t) + "/v1/rooms/" + pub // nothing listens there
 	wantExit(t, exitUnavailable, "host_unreachable", mirrorCLI("add", closed, "--wait")...)
-	wantExit(t, exitUsage, "invalid_request: a room target is a Room URL", mirrorCLI("add", "http://127.0.0.1:1/not-a-room")...)
-	wantExit(t, exitUsage, "target kind must be room, host, tag or all", mirrorCLI("add", "--kind", "everything")...)
+	wantExit(t, exitUsage, "names no room", mirrorCLI("add", "http://127.0.0.1:1/not-a-room")...)
+	wantExit(t, exitUsage, "target kind must be room, host, tag or all", mirrorCLI("add", "--kind", "everything", "x")...)
 	other := t.TempDir() // another node's operator token
 	if _, err := optoken.LoadOrCreate(other); err != nil {
 		t.Fatal(err)

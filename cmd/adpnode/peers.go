@@ -19,7 +19,7 @@ func peersCmd() *cobra.Command {
 	var op operatorFlags
 	cmd := &cobra.Command{
 		Use:     "peers",
-		Short:   "List a node's libp2p peers (connected and configured)",
+		Short:   "List a node's libp2p peers (connected and configured), and why a peer's rooms are not listed",
 		Example: "  adpnode peers --node http://127.0.0.1:8080",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			nodeURL = nodeOfData(cmd, nodeURL, op.data)
@@ -43,11 +43,43 @@ func peersCmd() *cobra.Command {
 			for _, p := range out.Result {
 				fmt.Fprintf(w, "%s\t%s\t%v\t%v\t%s\n", p.PeerID, p.HostKey, p.Connected, p.Static, strings.Join(p.Addrs, " "))
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			printNotListed(nodeURL, tok, out.Result)
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&nodeURL, "node", "http://127.0.0.1:8080", "the node's HTTP origin")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the raw JSON")
 	op.register(cmd)
 	return cmd
+}
+
+// printNotListed says, for each peer and each other known host whose rooms
+// the node's directory leaves out, why (the node's not_listed): a newcomer
+// whose directory stays empty learns what to change.
+func printNotListed(nodeURL, tok string, peers []federation.PeerInfo) {
+	seen := map[string]bool{}
+	for _, p := range peers {
+		if p.NotListed != "" {
+			fmt.Printf("rooms of peer %s not listed: %s\n", p.PeerID, termSafe(p.NotListed))
+			seen[string(p.HostKey)] = true
+		}
+	}
+	b, err := callAs(http.MethodGet, strings.TrimSuffix(nodeURL, "/")+"/v1/federation/hosts", tok, nil)
+	if err != nil {
+		return
+	}
+	var hosts struct {
+		Result []federation.HostInfo `json:"result"`
+	}
+	if json.Unmarshal(b, &hosts) != nil {
+		return
+	}
+	for _, h := range hosts.Result {
+		if h.NotListed != "" && !seen[string(h.Key)] {
+			fmt.Printf("rooms of host %s (%s) not listed: %s\n", h.Key, termSafe(h.Origin), termSafe(h.NotListed))
+		}
+	}
 }

@@ -92,7 +92,7 @@ so a node that does not hold the profile fetches it from that room's host.
 			if err != nil {
 				return usageErrorf("agent id: %v", err)
 			}
-			c := client.New(af.node, nil)
+			c := newClient(af.node, nil)
 			p, err := c.Profile(cmd.Context(), id, room)
 			if err != nil {
 				return err
