@@ -3,6 +3,7 @@ package federation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -12,6 +13,8 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
+	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/hostport"
 )
 
 // Checkpoint is a host's signed commitment to a record (see assertion).
@@ -32,42 +35,144 @@ type StreamedRecord struct {
 	Host       peer.ID
 }
 
-// publishLoop publishes every accepted record of a public room with a
-// checkpoint on this host's record topic. Records of restricted and
-// private rooms never leave the host (DECISIONS 12).
+// publishLoop follows the host's change feed and publishes every record
+// of a public room, in feed order, with a checkpoint on this host's record
+// topic; records of restricted and private rooms never leave the host
+// (DECISIONS 12). It also asks for the announcement of every public or
+// restricted room a record changed (announceLoop).
+//
+// It keeps no stored position: it starts at the feed's head as Start read
+// it. Gossip reaches only the peers connected when a message goes out, and
+// a restarted node has none at first, so records replayed at a start would
+// reach nobody; what a restart leaves unpublished reaches mirrors as it
+// would anyway: announceLoop announces at once every room whose head moved
+// since its last announcement (loadOwn), index sync hands that to each
+// peer as it connects, and mirrors backfill up to the announced seq. A
+// stored position would also hold the feed's pruning for a federation that
+// may never run again. When the feed has pruned past the publisher (it fell
+// more than the feed keeps behind), it counts what it skips
+// (Stats.RecordDropped) and goes on from the head: mirrors backfill those.
 func (f *Federation) publishLoop(ctx context.Context) {
-	var drops int64
+	pos := f.feedFrom
 	for {
+		err := f.n.Follow(ctx, pos, func(batch []hostport.FeedEntry) error {
+			f.publishBatch(ctx, batch)
+			pos = batch[len(batch)-1].Seq
+			return nil
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		if !errors.Is(err, hostport.ErrFeedBehind) {
+			// The host closed first, or its store failed.
+			f.log.Warn("record publisher stopped; mirrors backfill from announcements", "err", err)
+			return
+		}
+		head := f.n.FeedHead()
+		f.stats.RecordDropped.Add(int64(head - pos))
+		f.log.Warn("record publisher fell behind what the change feed keeps; mirrors backfill the records it skips", "skipped", head-pos)
+		pos = head
+	}
+}
+
+// publishBatch handles one batch of feed entries: an announcement request
+// per room it touches, and the records of public rooms on the record
+// topic, read from the host in runs of consecutive seqs.
+func (f *Federation) publishBatch(ctx context.Context, batch []hostport.FeedEntry) {
+	if ch := f.stall.Load(); ch != nil {
 		select {
+		case <-*ch:
 		case <-ctx.Done():
 			return
-		case e := <-f.recordQ:
-			f.noteDrops(&drops, &f.stats.RecordDropped, "record stream queue full; mirrors will backfill")
-			s, ok := f.n.Summary(e.RoomID)
-			if !ok || s.Visibility != room.Public {
-				continue
+		}
+	}
+	f.snapDirty.Store(true)
+	rooms := map[string]*batchRoom{}
+	for i := 0; i < len(batch); {
+		e := batch[i]
+		j := i + 1
+		for j < len(batch) && batch[j].RoomID == e.RoomID && batch[j].RecordSeq == batch[j-1].RecordSeq+1 {
+			j++
+		}
+		r, ok := rooms[e.RoomID]
+		if !ok {
+			r = &batchRoom{}
+			r.s, r.ok = f.n.Summary(e.RoomID)
+			rooms[e.RoomID] = r
+			if r.ok && r.s.Visibility != room.Private {
+				f.queueAnnounce(ctx, e.RoomID, e.RecordSeq == 1 || f.urgentChange(r.s))
 			}
-			msg, err := f.recordMessage(e.Record)
-			if err != nil {
-				f.log.Error("checkpoint", "room", e.RoomID, "err", err)
-				continue
-			}
-			f.stats.Published.Add(1)
-			if err := f.recTopic.Publish(ctx, msg); err != nil && ctx.Err() == nil {
-				f.log.Warn("publish record", "room", e.RoomID, "seq", e.Record.Seq, "err", err)
-			}
+		}
+		if r.ok && r.s.Visibility == room.Public {
+			f.publishRun(ctx, batch[i:j])
+		}
+		i = j
+	}
+}
+
+type batchRoom struct {
+	s  directory.Entry
+	ok bool
+}
+
+// queueAnnounce hands announceLoop a room whose entry may have changed; it
+// waits while the queue is full (announceLoop drains it between flushes).
+func (f *Federation) queueAnnounce(ctx context.Context, id string, urgent bool) {
+	select {
+	case f.announceQ <- announceReq{id, urgent}:
+	case <-ctx.Done():
+	}
+}
+
+// publishRun publishes a run of one public room's records with
+// consecutive seqs.
+func (f *Federation) publishRun(ctx context.Context, run []hostport.FeedEntry) {
+	roomID := run[0].RoomID
+	raws, _, err := f.n.Events(roomID, "", run[0].RecordSeq-1, len(run))
+	if err != nil {
+		f.log.Warn("read records to publish; mirrors backfill them", "room", roomID, "seq", run[0].RecordSeq, "err", err)
+		return
+	}
+	for i, raw := range raws {
+		if i >= len(run) {
+			break
+		}
+		msg, err := f.recordMessageRaw(run[i], raw)
+		if err != nil {
+			f.log.Error("checkpoint", "room", roomID, "seq", run[i].RecordSeq, "err", err)
+			continue
+		}
+		f.stats.Published.Add(1)
+		if err := f.recTopic.Publish(ctx, msg); err != nil && ctx.Err() == nil {
+			f.log.Warn("publish record", "room", roomID, "seq", run[i].RecordSeq, "err", err)
 		}
 	}
 }
 
-func (f *Federation) recordMessage(rec *record.Record) ([]byte, error) {
-	cp, err := f.signer.Sign(assertion.TypeCheckpoint, Checkpoint{Host: f.signer.HostKey(), RoomID: rec.RoomID, Seq: rec.Seq,
-		Hash: rec.Hash, ReceivedAt: rec.ReceivedAt}, f.n.NowMs())
+// recordMessageRaw builds the stream message of a stored record (raw, its
+// JSON as the host stores and serves it) named by its feed entry e. The
+// record is the host's own, so it is not verified again; it must be the
+// one e names.
+func (f *Federation) recordMessageRaw(e hostport.FeedEntry, raw []byte) ([]byte, error) {
+	var head struct {
+		RoomID     string `json:"room_id"`
+		Seq        int64  `json:"seq"`
+		Hash       string `json:"hash"`
+		ReceivedAt int64  `json:"received_at"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return nil, err
+	}
+	hash := identity.EncodeB64(e.Hash[:])
+	if head.RoomID != e.RoomID || head.Seq != e.RecordSeq || head.Hash != hash {
+		return nil, errFeedMismatch
+	}
+	cp, err := f.signer.Sign(assertion.TypeCheckpoint, Checkpoint{Host: f.signer.HostKey(), RoomID: e.RoomID, Seq: e.RecordSeq,
+		Hash: hash, ReceivedAt: head.ReceivedAt}, f.n.NowMs())
 	if err != nil {
 		return nil, err
 	}
-	recJSON, _ := rec.MarshalJSON()
-	return json.Marshal(RecordMsg{Record: recJSON, Checkpoint: cp})
+	return json.Marshal(RecordMsg{Record: raw, Checkpoint: cp})
 }
 
 // ParseRecordMsg verifies a record stream message from host: the record
@@ -108,6 +213,7 @@ func (e fedError) Error() string { return string(e) }
 const (
 	errWrongHost          = fedError("checkpoint not signed by the stream's host")
 	errCheckpointMismatch = fedError("checkpoint does not name the record it carries")
+	errFeedMismatch       = fedError("the stored record is not the one its change-feed entry names")
 )
 
 // recordSub is a subscription to a remote host's record topic.
