@@ -58,6 +58,8 @@ import (
 //   - agent status, transient (§17.4, node/status.go), is never invented:
 //     any status after the restart is one set before, of an active speaking
 //     member;
+//   - the host log holds every record of every chain exactly once, and
+//     nothing else (recovery_hostlog_test.go);
 //   - writes continue: a message by a member and a direct join succeed;
 //   - the restart takes under 20 s and the node's RSS stays under 512 MB.
 //
@@ -175,6 +177,7 @@ func TestRecoveryProperty(t *testing.T) {
 		}
 		h.checkRSS()
 		h.compare(before, mode > 0)
+		h.checkHostLog()
 		h.writesContinue()
 		if t.Failed() {
 			t.FailNow()
