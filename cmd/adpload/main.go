@@ -38,11 +38,9 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/adpnode/adpnode/hostapi"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/stack"
 )
 
@@ -253,7 +251,7 @@ type inprocHost struct {
 	st       *stack.Stack
 	dir      string
 	owned    bool
-	appended *atomic.Int64 // records handed to the host log (-hostlog)
+	feedBase uint64 // the node's feed head when the load began
 }
 
 func startInproc(o options) (*inprocHost, error) {
@@ -288,16 +286,7 @@ func startInproc(o options) (*inprocHost, error) {
 		ln.Close()
 		return nil, err
 	}
-	h := &inprocHost{url: url, st: st, dir: dir, owned: owned, appended: new(atomic.Int64)}
-	if o.hostLog {
-		// The stack's own listener hands each record to the log; this
-		// one counts them for logReport.
-		st.Node.Listen(func(e hostport.Event) {
-			if e.Kind == hostport.EventRecord && e.Record != nil {
-				h.appended.Add(1)
-			}
-		})
-	}
+	h := &inprocHost{url: url, st: st, dir: dir, owned: owned, feedBase: st.Node.FeedHead()}
 	st.Serve(ln)
 	fmt.Printf("in-process node: %s, durable Badger (SyncWrites) in %s, rates %s, host log %v\n", url, dir, o.rates, o.hostLog)
 	return h, nil
@@ -319,7 +308,9 @@ func (h *inprocHost) logReport() {
 	if l == nil {
 		return
 	}
-	want := uint64(h.appended.Load())
+	// Feed seqs number every record the node stored, as the log's leaves
+	// do: the log covers the load once its size reaches the feed's head.
+	want := h.st.Node.FeedHead()
 	_, cp, _ := l.Checkpoint(context.Background())
 	start := time.Now()
 	at := cp.Size
@@ -328,7 +319,7 @@ func (h *inprocHost) logReport() {
 		_, cp, _ = l.Checkpoint(context.Background())
 	}
 	fmt.Printf("host log:        %d records appended in %d rounds; the checkpoint covered %d when the load stopped, all %d after %s more\n",
-		want, l.Rounds(), at, cp.Size, time.Since(start).Round(time.Millisecond))
+		want-h.feedBase, l.Rounds(), at, cp.Size, time.Since(start).Round(time.Millisecond))
 }
 
 func (h *inprocHost) close() {
