@@ -65,6 +65,7 @@ type options struct {
 	blockprofile string
 	timeout      time.Duration
 	hostLog      bool
+	noFeed       bool
 	logBatchAge  time.Duration
 	logCpEvery   time.Duration
 	logRound     time.Duration
@@ -95,6 +96,7 @@ func main() {
 	flag.StringVar(&o.blockprofile, "blockprofile", "", "write a blocking profile (waits of 100 µs or more) of the load phase to this file")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request HTTP timeout")
 	flag.BoolVar(&o.hostLog, "hostlog", false, "in-process node: attach the host log (tessera POSIX in the data dir), as serve does")
+	flag.BoolVar(&o.noFeed, "nofeed", false, "in-process node: store records without change-feed entries, the baseline of the feed's cost (no host log; never how a node serves)")
 	flag.DurationVar(&o.logBatchAge, "log-batch-age", 0, "with -hostlog: tessera batch max age (0: the daemon's default)")
 	flag.DurationVar(&o.logCpEvery, "log-checkpoint-interval", 0, "with -hostlog: checkpoint interval (0: the daemon's default)")
 	flag.DurationVar(&o.logRound, "log-round", 0, "with -hostlog: least time between two host-log rounds (0: the daemon's default, the checkpoint interval)")
@@ -127,6 +129,9 @@ func run(o options) error {
 	}
 	if o.hostLog && !o.inproc {
 		return errors.New("-hostlog needs -inproc")
+	}
+	if o.noFeed && (!o.inproc || o.hostLog) {
+		return errors.New("-nofeed needs -inproc and no -hostlog (the host log follows the feed)")
 	}
 	if o.logRound < 0 || o.logCpEvery < 0 || o.logBatchAge < 0 {
 		return errors.New("-log-round, -log-checkpoint-interval and -log-batch-age must not be negative")
@@ -276,6 +281,7 @@ func startInproc(o options) (*inprocHost, error) {
 	if o.rates == "off" {
 		cfg.Rates = ratesOff()
 	}
+	cfg.WithoutFeed = o.noFeed
 	// Every agent of the load comes from one address: only the total cap.
 	sc := stack.Config{Node: cfg, Log: cfg.Log, HTTP: hostapi.HTTPOptions{MaxConnectionsPerAddress: hostapi.DefaultMaxConnections}}
 	if o.hostLog {
@@ -288,7 +294,7 @@ func startInproc(o options) (*inprocHost, error) {
 	}
 	h := &inprocHost{url: url, st: st, dir: dir, owned: owned, feedBase: st.Node.FeedHead()}
 	st.Serve(ln)
-	fmt.Printf("in-process node: %s, durable Badger (SyncWrites) in %s, rates %s, host log %v\n", url, dir, o.rates, o.hostLog)
+	fmt.Printf("in-process node: %s, durable Badger (SyncWrites) in %s, rates %s, host log %v, change feed %v\n", url, dir, o.rates, o.hostLog, !o.noFeed)
 	return h, nil
 }
 
