@@ -158,7 +158,7 @@ type Federation struct {
 	closeMu sync.RWMutex // orders goroutine starts against Close
 
 	announceQ chan announceReq              // rooms whose entry changed
-	feedFrom  uint64                        // the feed seq the record publisher starts after (Start)
+	feedFrom  uint64                        // the feed seq the record publisher starts after (publisherStart)
 	stall     atomic.Pointer[chan struct{}] // tests: while set, the record publisher waits for it to close
 
 	subMu    sync.Mutex
@@ -301,7 +301,7 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 	h.SetStreamHandler(SyncProtocol, f.serveSync)
 	h.SetStreamHandler(ReconcileProtocol, f.serveReconcile)
 	h.Network().Notify(syncNotifiee{f})
-	f.feedFrom = n.FeedHead()
+	f.feedFrom = f.publisherStart()
 	f.goLoop(f.dialLoop)
 	f.goLoop(f.announceLoop)
 	f.goLoop(f.antiEntropyLoop)

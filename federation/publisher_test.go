@@ -11,6 +11,7 @@ import (
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"github.com/adpnode/adpnode/internal/testwait"
+	"github.com/adpnode/adpnode/mirror"
 )
 
 // TestStalledPublisherLosesNoRecord. Property: the record publisher
@@ -80,5 +81,43 @@ func TestStalledPublisherLosesNoRecord(t *testing.T) {
 	}
 	if n := a.Fed.Stats().RecordDropped.Load(); n != 0 {
 		t.Errorf("A dropped %d records", n)
+	}
+}
+
+// TestRestartUnpublishedRecordsReachMirror. Property: the record publisher
+// stores its position, so records a stop left unpublished are published
+// after the restart, once a peer is back on the record topic, and reach
+// a mirror with no further write (without it they waited for the next
+// anti-entropy round, minutes). The log line gives how long that takes.
+func TestRestartUnpublishedRecordsReachMirror(t *testing.T) {
+	peers := networkWith(t, 2, nil, fedtest.Options{Rates: benchRates(), Mirror: true})
+	a, b := peers[0], peers[1]
+	alice := adptest.NewAgent("alice")
+	id := createRoom(t, a, alice, room.Public, "restarted host")
+	if _, err := b.Mir.AddTarget(mirror.TargetRoom, a.Node.RoomURL(id)); err != nil {
+		t.Fatal(err)
+	}
+	verified := func() int64 {
+		if r, ok := b.Mir.Room(id, a.Fed.HostKey()); ok {
+			return r.Info().VerifiedSeq
+		}
+		return 0
+	}
+	for range 3 {
+		submit(t, a, alice, "message.create", id, map[string]any{"content_type": "text/plain", "content": "before"})
+	}
+	testwait.Until(t, 30*time.Second, "B mirrors the first records", func() bool { return verified() == 4 })
+
+	federation.StallPublisher(a.Fed) // never resumed: A stops first
+	const unpublished = 5
+	for range unpublished {
+		submit(t, a, alice, "message.create", id, map[string]any{"content_type": "text/plain", "content": "unpublished"})
+	}
+	a = a.Restart(t)
+	connect(t, b, a)
+	took := testwait.Until(t, 60*time.Second, "B mirrors the records A's stop left unpublished", func() bool { return verified() == 4+unpublished })
+	t.Logf("records unpublished at a stop reached the mirror %v after the restart", took.Round(time.Millisecond))
+	if n := a.Fed.Stats().Published.Load(); n != unpublished {
+		t.Errorf("the restarted publisher published %d records, want the %d its stop left", n, unpublished)
 	}
 }

@@ -2,9 +2,12 @@ package federation
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -15,6 +18,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/hostport"
+	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
 // Checkpoint is a host's signed commitment to a record (see assertion).
@@ -35,29 +39,58 @@ type StreamedRecord struct {
 	Host       peer.ID
 }
 
+// FeedFollower is the record publisher's name among the followers of the
+// host's change feed (its position: storelayout.FeedPos + FeedFollower).
+const FeedFollower = "record-publisher"
+
+const (
+	// positionEvery is how often the publisher stores its position while
+	// it advances (and once more when it stops): after a crash it
+	// publishes again at most what it published in the last interval,
+	// which mirrors take as the records they hold.
+	positionEvery = time.Second
+	// backlogWait bounds how long a publisher that starts behind the
+	// feed's head waits for a peer on its record topic before it
+	// publishes what it has not: a restarted node has no peer at first,
+	// and gossip reaches only the peers there when a message goes out.
+	backlogWait = 30 * time.Second
+)
+
 // publishLoop follows the host's change feed and publishes every record
 // of a public room, in feed order, with a checkpoint on this host's record
 // topic; records of restricted and private rooms never leave the host
 // (DECISIONS 12). It also asks for the announcement of every public or
 // restricted room a record changed (announceLoop).
 //
-// It keeps no stored position: it starts at the feed's head as Start read
-// it. Gossip reaches only the peers connected when a message goes out, and
-// a restarted node has none at first, so records replayed at a start would
-// reach nobody; what a restart leaves unpublished reaches mirrors as it
-// would anyway: announceLoop announces at once every room whose head moved
-// since its last announcement (loadOwn), index sync hands that to each
-// peer as it connects, and mirrors backfill up to the announced seq. A
-// stored position would also hold the feed's pruning for a federation that
-// may never run again. When the feed has pruned past the publisher (it fell
-// more than the feed keeps behind), it counts what it skips
-// (Stats.RecordDropped) and goes on from the head: mirrors backfill those.
+// It stores its position, so that a stop does not skip what it had not
+// yet published: a restarted publisher first waits (at most backlogWait)
+// for a peer on its record topic, then publishes from where it was. A
+// federation run on a data dir for the first time starts at the feed's
+// head. Should the feed have pruned past it (it fell more than the feed
+// keeps behind), it counts what it skips (Stats.RecordDropped) and goes
+// on from the head: mirrors backfill those records when the room's
+// announcement shows them its new head.
 func (f *Federation) publishLoop(ctx context.Context) {
-	pos := f.feedFrom
+	pos, saved := f.feedFrom, f.feedFrom
+	defer func() {
+		if pos != saved {
+			f.savePosition(pos)
+		}
+	}()
+	if pos < f.n.FeedHead() {
+		f.awaitRecordPeer(ctx)
+	}
+	last := time.Now()
 	for {
 		err := f.n.Follow(ctx, pos, func(batch []hostport.FeedEntry) error {
-			f.publishBatch(ctx, batch)
+			if !f.publishBatch(ctx, batch) {
+				return ctx.Err() // stopping: the batch stays unpublished
+			}
 			pos = batch[len(batch)-1].Seq
+			if time.Since(last) >= positionEvery {
+				f.savePosition(pos)
+				saved, last = pos, time.Now()
+			}
 			return nil
 		})
 		if ctx.Err() != nil {
@@ -75,15 +108,77 @@ func (f *Federation) publishLoop(ctx context.Context) {
 	}
 }
 
+// publisherStart is the feed position the publisher starts after: its
+// stored position, or the feed's head when it has none (or a position
+// beyond the head, from another data dir).
+func (f *Federation) publisherStart() uint64 {
+	head := f.n.FeedHead()
+	var pos uint64
+	found := false
+	err := f.n.DB().View(func(txn *badger.Txn) error {
+		item, err := txn.Get([]byte(storelayout.FeedPos + FeedFollower))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) == 8 {
+				pos, found = binary.BigEndian.Uint64(v), true
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		f.log.Warn("read the record publisher's position; starting at the feed's head", "err", err)
+	}
+	if !found || pos > head {
+		return head
+	}
+	return pos
+}
+
+// savePosition stores the publisher's position (the node prunes the feed
+// behind the slowest stored position).
+func (f *Federation) savePosition(pos uint64) {
+	err := f.n.DB().Update(func(txn *badger.Txn) error {
+		return txn.Set([]byte(storelayout.FeedPos+FeedFollower), binary.BigEndian.AppendUint64(nil, pos))
+	})
+	if err != nil {
+		f.log.Warn("store the record publisher's position", "err", err)
+	}
+}
+
+// awaitRecordPeer waits until some peer subscribes to this host's record
+// topic, at most backlogWait.
+func (f *Federation) awaitRecordPeer(ctx context.Context) {
+	deadline := time.NewTimer(backlogWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	topic := RecordTopic(f.h.ID())
+	for len(f.ps.ListPeers(topic)) == 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // publishBatch handles one batch of feed entries: an announcement request
 // per room it touches, and the records of public rooms on the record
-// topic, read from the host in runs of consecutive seqs.
-func (f *Federation) publishBatch(ctx context.Context, batch []hostport.FeedEntry) {
+// topic, read from the host in runs of consecutive seqs. It reports
+// whether it went through the batch (false: ctx ended first).
+func (f *Federation) publishBatch(ctx context.Context, batch []hostport.FeedEntry) bool {
 	if ch := f.stall.Load(); ch != nil {
 		select {
 		case <-*ch:
 		case <-ctx.Done():
-			return
+			return false
 		}
 	}
 	f.snapDirty.Store(true)
@@ -108,6 +203,7 @@ func (f *Federation) publishBatch(ctx context.Context, batch []hostport.FeedEntr
 		}
 		i = j
 	}
+	return ctx.Err() == nil
 }
 
 type batchRoom struct {
