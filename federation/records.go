@@ -54,6 +54,10 @@ const (
 	// publishes what it has not: a restarted node has no peer at first,
 	// and gossip reaches only the peers there when a message goes out.
 	backlogWait = 30 * time.Second
+	// maxBacklog bounds what a start publishes of records written before
+	// it (a federation turned off for a long while and on again): older
+	// ones are left to the mirrors' backfill, as what the feed pruned.
+	maxBacklog = 10_000
 )
 
 // publishLoop follows the host's change feed and publishes every record
@@ -110,7 +114,8 @@ func (f *Federation) publishLoop(ctx context.Context) {
 
 // publisherStart is the feed position the publisher starts after: its
 // stored position, or the feed's head when it has none (or a position
-// beyond the head, from another data dir).
+// beyond the head, from another data dir); at most maxBacklog behind the
+// head (what it skips counts as dropped).
 func (f *Federation) publisherStart() uint64 {
 	head := f.n.FeedHead()
 	var pos uint64
@@ -135,6 +140,11 @@ func (f *Federation) publisherStart() uint64 {
 	}
 	if !found || pos > head {
 		return head
+	}
+	if head-pos > maxBacklog {
+		f.stats.RecordDropped.Add(int64(head - maxBacklog - pos))
+		f.log.Warn("record publisher: more records than it republishes at a start were left unpublished; mirrors backfill them", "skipped", head-maxBacklog-pos)
+		pos = head - maxBacklog
 	}
 	return pos
 }
