@@ -22,7 +22,6 @@ type Host interface {
 	Summaries() []directory.Entry
 	Summary(roomID string) (directory.Entry, bool)
 	CanReadEvents(roomID string, agent identity.AgentID) bool
-	Listen(fn func(hostport.Event))
 	// ActiveSince lists the rooms whose latest record was received at or
 	// after ms; ChainRecords reads a room's stored records after seq
 	// after, with no read rule (the catch-up's own derivations).
@@ -69,7 +68,6 @@ func ForNode(n Host, dir func() []directory.Entry, idx *index.Index) Config {
 // Attach registers a's listeners on n and idx (idx may be nil). The mirror
 // hook is Mirrored, passed in mirror.Config.OnVerified.
 func (a *Attention) Attach(n Host, idx *index.Index) {
-	n.Listen(a.NodeEvent)
 	if idx != nil {
 		idx.OnChange(a.IndexChanged)
 	}

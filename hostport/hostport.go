@@ -57,9 +57,6 @@ const (
 	EventStatus                  // the room's lifecycle status changed (scheduler)
 )
 
-// Listener is told about a host's events (see Event for what it may do).
-type Listener func(Event)
-
 // RoomHead is a hosted room's latest seq and when its latest record was
 // received (Unix ms).
 type RoomHead struct {

@@ -340,7 +340,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 		n.hub.refresh(hr.id, st)
 		hr.mu.RUnlock()
 	}
-	n.emit(hostport.Event{Kind: hostport.EventRecord, RoomID: hr.id, Type: a.Type, Record: rec, Envelope: env, Status: st.StatusAt(now)})
+	n.endViewers(hr.id, st.StatusAt(now))
 	switch a.Type {
 	case "room.create", "room.update", "room.close", "room.cancel":
 		n.sched.touch(hr)
