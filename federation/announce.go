@@ -2,11 +2,12 @@ package federation
 
 import (
 	"bytes"
+	"container/heap"
 	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"math/rand/v2"
-	"sync/atomic"
+	"slices"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
@@ -14,7 +15,6 @@ import (
 
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
 )
 
@@ -46,43 +46,88 @@ type published struct {
 	expires int64
 	summary []byte // the announced summary, to tell real changes
 	refresh time.Time
+	room    directory.Entry // the announced entry, to tell urgent changes
+	// boundary is the host time its status next changes by the clock
+	// (boundaryOf; 0: never).
+	boundary int64
 }
 
-// onNodeEvent is the host listener. It runs on the host's writer
-// goroutine while the room's sequencer (and the writer's actor lock) are
-// held, so it only looks at the event's fields and queues work without
-// blocking: no parsing, no logging, no locks. What a full queue drops is
-// counted (Stats.AnnounceDropped, Stats.RecordDropped) and logged by the
-// loops that drain the queues; the refresh sweep announces the change
-// later, and mirrors backfill the record.
-func (f *Federation) onNodeEvent(e hostport.Event) {
-	f.snapDirty.Store(true)
-	urgent := e.Kind == hostport.EventStatus || e.Record != nil && (e.Record.Seq == 1 || e.Status != room.StatusActive)
-	switch e.Type {
-	case "room.update", "room.close", "room.cancel":
-		urgent = true
+// urgentChange reports whether s differs from the room's last
+// announcement in more than its seq, head, member count and activity: a
+// new room, or a change of status, topic, agenda, times, tags, language
+// or visibility. Any record of a room that is not active counts as urgent
+// too, as its announcement says when it starts or that it ended.
+func (f *Federation) urgentChange(s directory.Entry) bool {
+	if s.Status != room.StatusActive {
+		return true
 	}
-	select {
-	case f.announceQ <- announceReq{e.RoomID, urgent}:
-	default:
-		f.stats.AnnounceDropped.Add(1)
+	p, ok := f.lastPublished(s.ID)
+	if !ok {
+		return true
 	}
-	if e.Kind == hostport.EventRecord && e.Record != nil {
-		select {
-		case f.recordQ <- e:
-		default:
-			f.stats.RecordDropped.Add(1)
+	o := p.room
+	return o.Status != s.Status || o.Topic != s.Topic || o.Agenda != s.Agenda || o.Visibility != s.Visibility ||
+		o.StartTime != s.StartTime || o.EndTime != s.EndTime || o.Language != s.Language || !slices.Equal(o.Tags, s.Tags)
+}
+
+// A room's status also changes with no record, when its start or end time
+// comes: each announcement notes the next of those times (boundaryOf), and
+// announceLoop announces the room urgently once the host clock passes it.
+
+// boundaryOf is the host time at which s's status next changes by the
+// clock alone (0: never; it ended or was cancelled).
+func boundaryOf(s directory.Entry) int64 {
+	switch s.Status {
+	case room.StatusScheduled:
+		return s.StartTime
+	case room.StatusActive:
+		return s.EndTime
+	}
+	return 0
+}
+
+// boundary is a room's next status change by the clock (a min-heap of
+// them, f.bounds, guarded by pubMu; an entry whose room's announcement
+// names another time is stale and skipped).
+type boundary struct {
+	at int64
+	id string
+}
+
+type boundaries []boundary
+
+func (b boundaries) Len() int           { return len(b) }
+func (b boundaries) Less(i, j int) bool { return b[i].at < b[j].at }
+func (b boundaries) Swap(i, j int)      { b[i], b[j] = b[j], b[i] }
+func (b *boundaries) Push(x any)        { *b = append(*b, x.(boundary)) }
+func (b *boundaries) Pop() any {
+	old := *b
+	x := old[len(old)-1]
+	*b = old[:len(old)-1]
+	return x
+}
+
+// noteBoundaryLocked records p's room's next status change (pubMu held).
+func (f *Federation) noteBoundaryLocked(id string, p *published, old int64) {
+	p.boundary = boundaryOf(p.room)
+	if p.boundary != 0 && p.boundary != old {
+		heap.Push(&f.bounds, boundary{p.boundary, id})
+	}
+}
+
+// passedBoundaries pops the rooms whose status changed by the clock at or
+// before now since their last announcement.
+func (f *Federation) passedBoundaries(now int64) []string {
+	f.pubMu.Lock()
+	defer f.pubMu.Unlock()
+	var out []string
+	for len(f.bounds) > 0 && f.bounds[0].at <= now {
+		b := heap.Pop(&f.bounds).(boundary)
+		if p, ok := f.published[b.id]; ok && p.boundary == b.at {
+			out = append(out, b.id)
 		}
 	}
-}
-
-// noteDrops logs, from a federation goroutine, how many events a full
-// queue dropped since the last call (*last holds the count seen then).
-func (f *Federation) noteDrops(last *int64, dropped *atomic.Int64, msg string) {
-	if d := dropped.Load(); d != *last {
-		f.log.Warn(msg, "dropped", d-*last, "total", d)
-		*last = d
-	}
+	return out
 }
 
 // refreshSweepEvery is how often announceLoop looks for entries due for a
@@ -101,7 +146,6 @@ func (f *Federation) announceLoop(ctx context.Context) {
 	sweep := time.NewTicker(refreshSweepEvery)
 	defer sweep.Stop()
 	pending := map[string]bool{} // room -> urgent
-	var announceDrops int64
 	last := map[string]time.Time{}
 	for _, s := range f.n.Summaries() {
 		if f.changed(s) {
@@ -115,6 +159,9 @@ func (f *Federation) announceLoop(ctx context.Context) {
 		case r := <-f.announceQ:
 			pending[r.id] = pending[r.id] || r.urgent
 		case <-flush.C:
+			for _, id := range f.passedBoundaries(f.n.NowMs()) {
+				pending[id] = true
+			}
 			now := time.Now()
 			sent := 0
 			for id, urgent := range pending {
@@ -135,7 +182,6 @@ func (f *Federation) announceLoop(ctx context.Context) {
 				}
 			}
 		case <-sweep.C:
-			f.noteDrops(&announceDrops, &f.stats.AnnounceDropped, "announce queue full; the sweep announces the changes")
 			now := time.Now()
 			for _, id := range f.dueForRefresh(now) {
 				if _, ok := pending[id]; !ok {
@@ -143,8 +189,8 @@ func (f *Federation) announceLoop(ctx context.Context) {
 				}
 				f.markRefresh(id)
 			}
-			// Changes the full queue dropped: compare every summary
-			// with what was announced (cheap: no signing).
+			// Changes no record told of: compare every summary with
+			// what was announced (cheap: no signing).
 			if len(f.announceQ) == 0 {
 				for _, s := range f.n.Summaries() {
 					if _, ok := pending[s.ID]; !ok && f.changed(s) {
@@ -173,8 +219,10 @@ func (f *Federation) loadOwn() {
 		}
 		sum, _ := json.Marshal(e.Room)
 		left := time.Duration(e.ExpiresAt-now) * time.Millisecond
-		f.published[id] = published{raw: raw, id: e.ID, issued: e.IssuedAt, expires: e.ExpiresAt, summary: sum,
-			refresh: time.Now().Add(time.Duration(rand.Int64N(int64(left/2) + 1)))}
+		p := published{raw: raw, id: e.ID, issued: e.IssuedAt, expires: e.ExpiresAt, summary: sum,
+			refresh: time.Now().Add(time.Duration(rand.Int64N(int64(left/2) + 1))), room: e.Room}
+		f.noteBoundaryLocked(id, &p, 0)
+		f.published[id] = p
 	}
 }
 
@@ -266,8 +314,10 @@ func (f *Federation) announce(ctx context.Context, s directory.Entry) bool {
 	// average, and a burst of new rooms refreshes spread over a third.
 	refresh := ttl/6 + time.Duration(rand.Int64N(int64(ttl/3)+1))
 	f.pubMu.Lock()
-	f.published[s.ID] = published{raw: raw, id: sha256.Sum256(raw), issued: now, expires: now + ttl.Milliseconds(),
-		summary: sum, refresh: time.Now().Add(refresh)}
+	p := published{raw: raw, id: sha256.Sum256(raw), issued: now, expires: now + ttl.Milliseconds(),
+		summary: sum, refresh: time.Now().Add(refresh), room: s}
+	f.noteBoundaryLocked(s.ID, &p, f.published[s.ID].boundary)
+	f.published[s.ID] = p
 	f.pubMu.Unlock()
 	f.reconStale.Store(true)
 	f.idx.SetOwn(s.ID, raw)

@@ -37,3 +37,11 @@ func AnnounceSummary(f *Federation, s directory.Entry) bool { return f.announce(
 // LibP2PHost returns f's libp2p host (NAT tests: pings over a relayed
 // connection, connection state).
 func LibP2PHost(f *Federation) host.Host { return f.h }
+
+// StallPublisher makes f's record publisher wait before its next batch of
+// feed entries until resume is called.
+func StallPublisher(f *Federation) (resume func()) {
+	ch := make(chan struct{})
+	f.stall.Store(&ch)
+	return func() { f.stall.Store(nil); close(ch) }
+}

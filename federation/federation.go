@@ -33,7 +33,6 @@ import (
 	"github.com/adpnode/adpnode/adp/assertion"
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/fedport"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/periodic"
 )
@@ -158,8 +157,9 @@ type Federation struct {
 	wg      sync.WaitGroup
 	closeMu sync.RWMutex // orders goroutine starts against Close
 
-	announceQ chan announceReq // rooms whose entry changed
-	recordQ   chan hostport.Event
+	announceQ chan announceReq              // rooms whose entry changed
+	feedFrom  uint64                        // the feed seq the record publisher starts after (publisherStart)
+	stall     atomic.Pointer[chan struct{}] // tests: while set, the record publisher waits for it to close
 
 	subMu    sync.Mutex
 	recSubs  map[peer.ID]*recordSub // remote hosts' record topics we follow
@@ -190,6 +190,7 @@ type Federation struct {
 
 	pubMu     sync.Mutex
 	published map[string]published // room ID -> this node's latest announcement
+	bounds    boundaries           // rooms' next status changes by the clock
 
 	reconMu    sync.Mutex
 	recon      *reconSet
@@ -267,7 +268,7 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f := &Federation{cfg: cfg, n: n, idx: idx, signer: assertion.NewSigner(cfg.Key), h: h, bw: bw, log: cfg.Log,
-		ctx: ctx, cancel: cancel, announceQ: make(chan announceReq, 16384), recordQ: make(chan hostport.Event, 16384),
+		ctx: ctx, cancel: cancel, announceQ: make(chan announceReq, 16384),
 		recSubs: map[peer.ID]*recordSub{}, checks: map[identity.AgentID]bindingCheck{}, queued: map[identity.AgentID]bool{},
 		checkQ: make(chan index.Binding, 1024), retry: map[identity.AgentID]pendingRetry{}, retryKick: make(chan struct{}, 1), inflight: map[identity.AgentID]chan struct{}{}, inline: make(chan struct{}, inlineWaiters), rate: newHostRate(cfg.Limits.AnnounceBurst, cfg.Limits.AnnounceRate),
 		syncSlots: peerSlots{max: cfg.Limits.SyncPerPeer}, reconSlots: peerSlots{max: cfg.Limits.SyncPerPeer},
@@ -305,7 +306,7 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 	h.SetStreamHandler(SyncProtocol, f.serveSync)
 	h.SetStreamHandler(ReconcileProtocol, f.serveReconcile)
 	h.Network().Notify(syncNotifiee{f})
-	n.Listen(f.onNodeEvent)
+	f.feedFrom = f.publisherStart()
 	f.goLoop(f.dialLoop)
 	f.goLoop(f.announceLoop)
 	f.goLoop(f.antiEntropyLoop)

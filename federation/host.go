@@ -13,8 +13,8 @@ import (
 
 // Host is what the federation needs of the host it federates: its clock
 // and origin, the summaries of its rooms (to announce them), its write path
-// (for relayed writes) and record reads (for backfill), the database the
-// federation keeps its bindings in, and its event stream.
+// (for relayed writes) and record reads (for backfill and publishing), the
+// database the federation keeps its bindings in, and its change feed.
 type Host interface {
 	// Origin is the host's service origin (announced in its binding).
 	Origin() string
@@ -35,6 +35,9 @@ type Host interface {
 	// DB is the process's Badger database (the federation's bindings
 	// live in their own key space in it).
 	DB() *badger.DB
-	// Listen registers fn for the host's events; fn must not block.
-	Listen(fn func(hostport.Event))
+	// Follow hands fn the host's change-feed entries after since, in
+	// order, until ctx ends or fn fails (hostport.ErrFeedBehind when
+	// they were pruned); FeedHead is the newest entry's feed seq.
+	Follow(ctx context.Context, since uint64, fn func([]hostport.FeedEntry) error) error
+	FeedHead() uint64
 }

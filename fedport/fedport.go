@@ -59,12 +59,11 @@ type GossipStats struct {
 	// Penalised counts announcements relayed by reconciliation or index
 	// sync that gossip would reject (the relaying peer's score drops).
 	Penalised atomic.Int64
-	// AnnounceDropped and RecordDropped count host events the host
-	// listener could not queue (the announce or record-stream queue was
-	// full): the refresh sweep announces such changes later, and mirrors
-	// backfill such records.
-	AnnounceDropped, RecordDropped atomic.Int64
-	Discovery                      DiscoveryStats
+	// RecordDropped counts records the record publisher skipped because
+	// the host's change feed no longer held them (the publisher fell
+	// more than the feed keeps behind): mirrors backfill them.
+	RecordDropped atomic.Int64
+	Discovery     DiscoveryStats
 }
 
 // DiscoveryStats counts what discovery did: rounds run, provider records

@@ -4,7 +4,6 @@ package hostapi_test
 
 import (
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,30 +15,6 @@ import (
 	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
-
-// statusLog records the scheduler's status announcements (node.Listen).
-type statusLog struct {
-	mu  sync.Mutex
-	got map[string][]room.Status
-}
-
-func listenStatus(h *adptest.Host) *statusLog {
-	l := &statusLog{got: map[string][]room.Status{}}
-	h.Node.Listen(func(e hostport.Event) {
-		if e.Kind == hostport.EventStatus {
-			l.mu.Lock()
-			l.got[e.RoomID] = append(l.got[e.RoomID], e.Status)
-			l.mu.Unlock()
-		}
-	})
-	return l
-}
-
-func (l *statusLog) of(id string) []room.Status {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]room.Status(nil), l.got[id]...)
-}
 
 // TestSchedulerAcrossRestart: a scheduled room on a durable node survives a
 // restart, is activated and ended by the scheduler when the clock passes
@@ -65,7 +40,6 @@ func TestSchedulerAcrossRestart(t *testing.T) {
 
 	// Restart on the same directory, clock and address.
 	h = h.Restart(t)
-	log := listenStatus(h)
 	got := getRoom(t, h, nil, id)
 	if got.Status != "scheduled" || got.Seq != before.Seq || got.Hash != before.Hash || got.Head != before.Head {
 		t.Fatalf("after restart %+v, before %+v", got, before)
@@ -82,13 +56,9 @@ func TestSchedulerAcrossRestart(t *testing.T) {
 	cs := openSSE(t, h, c, id)
 	ss := openSSE(t, h, s, id)
 
-	// Past start_time: the scheduler announces active.
+	// Past start_time: active.
 	clock.Advance(time.Duration(start-clock.Ms())*time.Millisecond + time.Second)
 	h.Node.Wake()
-	testwait.Until(t, 20*time.Second, "the scheduler to activate the room", func() bool {
-		l := log.of(id)
-		return len(l) > 0 && l[len(l)-1] == room.StatusActive
-	})
 	if got := getRoom(t, h, nil, id); got.Status != "active" {
 		t.Fatalf("after start %+v", got)
 	}
@@ -100,16 +70,9 @@ func TestSchedulerAcrossRestart(t *testing.T) {
 	}
 	expectCode(t, get(t, h, nil, "/v1/rooms/"+id+"/archive"), adp.CodeArchiveUnavailable)
 
-	// Past end_time: ended, and every live stream closes.
+	// Past end_time: ended, and the scheduler closes every live stream.
 	clock.Advance(time.Duration(end-clock.Ms())*time.Millisecond + time.Second)
 	h.Node.Wake()
-	testwait.Until(t, 20*time.Second, "the scheduler to end the room", func() bool {
-		l := log.of(id)
-		return len(l) > 0 && l[len(l)-1] == room.StatusEnded
-	})
-	if l := log.of(id); len(l) != 2 || l[0] != room.StatusActive || l[1] != room.StatusEnded {
-		t.Errorf("status announcements %v", l)
-	}
 	for _, st := range []*sseStream{cs, ss} {
 		reason, items := st.waitEnd(20 * time.Second)
 		if reason != "room_ended" {
@@ -170,29 +133,16 @@ func TestSchedulerAcrossRestart(t *testing.T) {
 	// The cancelled room has no archive.
 	expectCode(t, get(t, h, nil, "/v1/rooms/"+cancelled+"/archive"), adp.CodeArchiveUnavailable)
 
-	// Restart again later: still ended, no new announcement, same archive
-	// (generation time persisted).
+	// Restart again later: still ended, same archive (generation time
+	// persisted).
 	clock.Advance(time.Hour)
 	h = h.Restart(t)
-	log = listenStatus(h)
 	if got := getRoom(t, h, nil, id); got.Status != "ended" {
 		t.Fatalf("after second restart %+v", got)
 	}
 	second := verify(h)
 	if second.Manifest.GeneratedAt != first.Manifest.GeneratedAt || second.Manifest.EventsSHA3 != first.Manifest.EventsSHA3 {
 		t.Errorf("archive changed across restart: %+v vs %+v", second.Manifest, first.Manifest)
-	}
-	// A wrong announcement would come from the scheduler no later than its
-	// pass that starts a room scheduled after the ended one: wait for that.
-	marker := createRoom(t, h, c, roomPayload("public", clock.Ms()+time.Minute.Milliseconds(), 15*time.Minute))
-	clock.Advance(2 * time.Minute)
-	h.Node.Wake()
-	testwait.Until(t, 20*time.Second, "the scheduler to activate a later room", func() bool {
-		l := log.of(marker)
-		return len(l) > 0 && l[len(l)-1] == room.StatusActive
-	})
-	if l := log.of(id); len(l) != 0 {
-		t.Errorf("ended room announced again after restart: %v", l)
 	}
 }
 
@@ -274,7 +224,6 @@ func TestCancelEndsStreams(t *testing.T) {
 // the room at the new time, not the old one.
 func TestSchedulerReschedule(t *testing.T) {
 	h := adptest.StartHost(t, node.Config{})
-	log := listenStatus(h)
 	c := adptest.NewAgent("rs-creator")
 	start := h.Clock.Ms()
 	id := createRoom(t, h, c, roomPayload("public", start, 20*time.Minute))
@@ -285,18 +234,13 @@ func TestSchedulerReschedule(t *testing.T) {
 	h.Clock.Advance(25 * time.Minute) // past the old end
 	h.Node.Wake()
 	h.MustPost(t, c, id, "message.create", msg("still open"))
+	// The stream is still open: the room did not end at the old time.
 	if w := cs.nextRecord(); w.Seq != 3 {
 		t.Fatalf("stream seq %d", w.Seq)
-	}
-	if l := log.of(id); len(l) != 0 {
-		t.Fatalf("announced %v before the new end", l)
 	}
 	h.Clock.Advance(16 * time.Minute) // past the new end
 	h.Node.Wake()
 	if reason, _ := cs.waitEnd(20 * time.Second); reason != "room_ended" {
 		t.Errorf("stream end reason %q", reason)
-	}
-	if l := log.of(id); len(l) != 1 || l[0] != room.StatusEnded {
-		t.Errorf("announcements %v", l)
 	}
 }

@@ -8,7 +8,6 @@
 package hostport
 
 import (
-	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 )
@@ -29,36 +28,6 @@ type Result struct {
 	// MaxSeenNonce is the actor's effective maximum nonce after the write.
 	MaxSeenNonce int64
 }
-
-// Event is what a host tells its listeners after a write is durable.
-// Listeners run on the writer's goroutine with the room's sequencer held:
-// they must not block, and they read Type rather than parse the envelope.
-type Event struct {
-	Kind   EventKind
-	RoomID string
-	// Type is the accepted event's type ("room.message", "room.update", …)
-	// for EventRecord; "" for EventStatus.
-	Type   string
-	Record *record.Record // for EventRecord
-	// Envelope is Record's envelope as the host parsed it (for
-	// EventRecord; nil when the host has none at hand). Read-only: a
-	// listener that needs the actor or the mentions reads them here
-	// instead of parsing Record.Envelope again.
-	Envelope *identity.Envelope
-	Status   room.Status // the room's lifecycle status after the event
-}
-
-// EventKind says what happened.
-type EventKind int
-
-// Event kinds.
-const (
-	EventRecord EventKind = iota // a record was accepted
-	EventStatus                  // the room's lifecycle status changed (scheduler)
-)
-
-// Listener is told about a host's events (see Event for what it may do).
-type Listener func(Event)
 
 // RoomHead is a hosted room's latest seq and when its latest record was
 // received (Unix ms).

@@ -76,7 +76,7 @@ func wallClock(b *testing.B) *adptest.Clock {
 }
 
 // lagProbe timestamps every record twice: when A's node accepted it (a
-// node listener, after the record is durable) and when B's mirror stored
+// follower of A's change feed, after the record is durable) and when B's mirror stored
 // it verified (Config.OnVerified, after B's write is durable).
 type lagProbe struct {
 	mu       sync.Mutex
@@ -90,7 +90,7 @@ type lagSample struct {
 	seq        int64
 	receivedAt int64 // record received_at (ms, A's clock = wall)
 	verified   int64 // wall ns at B
-	accepted   int64 // wall ns at A's listener (0 if not seen yet)
+	accepted   int64 // wall ns at A's feed follower (0 if not seen yet)
 }
 
 func newLagProbe() *lagProbe {
@@ -103,22 +103,22 @@ func (p *lagProbe) watch(roomID string) {
 	p.mu.Unlock()
 }
 
-func (p *lagProbe) onAccepted(e hostport.Event) {
-	if e.Kind != hostport.EventRecord {
-		return
-	}
+func (p *lagProbe) onAccepted(batch []hostport.FeedEntry) error {
 	now := time.Now().UnixNano()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.rooms[e.RoomID] {
-		return
+	for _, e := range batch {
+		if !p.rooms[e.RoomID] {
+			continue
+		}
+		s := p.accepted[e.RoomID]
+		for int64(len(s)) <= e.RecordSeq {
+			s = append(s, 0)
+		}
+		s[e.RecordSeq] = now
+		p.accepted[e.RoomID] = s
 	}
-	s := p.accepted[e.RoomID]
-	for int64(len(s)) <= e.Record.Seq {
-		s = append(s, 0)
-	}
-	s[e.Record.Seq] = now
-	p.accepted[e.RoomID] = s
+	return nil
 }
 
 func (p *lagProbe) onVerified(roomID string, rec *record.Record, _ bool) {
@@ -176,7 +176,10 @@ func pct(sorted []float64, p float64) float64 {
 func startBenchPair(b *testing.B, probe *lagProbe) (a, m *fedtest.Peer) {
 	clock := wallClock(b)
 	a = fedtest.Start(b, "A", b.TempDir(), clock, 0, fedtest.Options{Rates: noRates, Log: quietLog})
-	a.Node.Listen(probe.onAccepted)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = a.Node.Follow(ctx, a.Node.FeedHead(), probe.onAccepted) }()
+	b.Cleanup(func() { cancel(); <-done })
 	m = fedtest.Start(b, "B", b.TempDir(), clock, 0, fedtest.Options{Rates: noRates, Log: quietLog, Mirror: true,
 		MirrorConfig: mirror.Config{OnVerified: probe.onVerified}})
 	fedtest.Connect(b, m, a)

@@ -77,9 +77,9 @@ func (n *Node) Archive(roomID string, viewer identity.AgentID) (*archive.Archive
 
 func (n *Node) manifest(hr *hostedRoom, recs []*record.Record, at int64) archive.Manifest {
 	m := archive.NewManifest(n.host, n.RoomURL(hr.id), recs, at)
-	n.lisMu.RLock()
+	n.archiveMu.RLock()
 	hostLog, hostKey := n.archiveLog, n.archiveKey
-	n.lisMu.RUnlock()
+	n.archiveMu.RUnlock()
 	if hostKey != "" {
 		m.Extra["host_key"] = hostKey
 	}

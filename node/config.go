@@ -84,6 +84,13 @@ type Config struct {
 	// Now is the clock; nil means time.Now. Tests move it.
 	Now func() time.Time
 	Log *slog.Logger
+
+	// WithoutFeed stores records with no change-feed entry. It exists
+	// only as the baseline of the feed's cost on the write path (node's
+	// BenchmarkSubmitFeed, adpload -nofeed): the feed's followers (host
+	// log, attention, federation's record publisher) are told nothing,
+	// so a serving node never sets it.
+	WithoutFeed bool
 }
 
 // PackFetchConfig bounds external pack fetches.

@@ -133,6 +133,9 @@ func (n *Node) openFeed() error {
 		return err
 	}
 	n.feed = &feed{head: head, wake: make(chan struct{})}
+	if n.cfg.WithoutFeed {
+		return nil
+	}
 	n.commit.SetFeed(groupcommit.Feed{Prefix: []byte(pfxFeed), Next: head + 1, Advanced: n.feed.advanced})
 	return nil
 }

@@ -49,8 +49,7 @@ type Node struct {
 	sched      *scheduler
 	feed       *feed         // the change feed's notifier (feed.go)
 	feedFloor  atomic.Uint64 // feed entries at or below it are pruned
-	lisMu      sync.RWMutex
-	listens    []func(hostport.Event)
+	archiveMu  sync.RWMutex
 	archiveKey identity.AgentID          // SetArchiveHostLog
 	archiveLog func(lastHash string) any // SetArchiveHostLog
 
@@ -201,24 +200,6 @@ func (n *Node) NowMs() int64 { return n.cfg.Now().UnixMilli() }
 // RoomURL returns the canonical Room URL (§7.2).
 func (n *Node) RoomURL(id string) string { return n.origin + "/v1/rooms/" + id }
 
-// Listen registers fn to be told about accepted records and status changes.
-// fn runs on the writer's goroutine after the write is durable: it must not
-// block.
-func (n *Node) Listen(fn func(hostport.Event)) {
-	n.lisMu.Lock()
-	n.listens = append(n.listens, fn)
-	n.lisMu.Unlock()
-}
-
-func (n *Node) emit(e hostport.Event) {
-	n.endViewers(e.RoomID, e.Status)
-	n.lisMu.RLock()
-	defer n.lisMu.RUnlock()
-	for _, fn := range n.listens {
-		fn(e)
-	}
-}
-
 func (n *Node) room(id string) (*hostedRoom, bool) {
 	n.mu.RLock()
 	r, ok := n.rooms[id]
@@ -365,9 +346,9 @@ func (n *Node) HostsRoom(roomID string) bool {
 // cosignatures on its checkpoint; and extra.host_key, the key that signs
 // the log's checkpoints.
 func (n *Node) SetArchiveHostLog(hostKey identity.AgentID, fn func(lastHash string) any) {
-	n.lisMu.Lock()
+	n.archiveMu.Lock()
 	n.archiveKey, n.archiveLog = hostKey, fn
-	n.lisMu.Unlock()
+	n.archiveMu.Unlock()
 }
 
 // RecordHash returns the hash of a hosted room's record at seq; a store

@@ -59,6 +59,8 @@ import (
 //   - agent status, transient (§17.4, node/status.go), is never invented:
 //     any status after the restart is one set before, of an active speaking
 //     member;
+//   - the host log holds every record of every chain exactly once, and
+//     nothing else (recovery_hostlog_test.go);
 //   - writes continue: a message by a member and a direct join succeed;
 //   - the node is ready again (the wait for it is bounded; the time it
 //     took is logged) and its RSS stays under 512 MB.
@@ -174,6 +176,7 @@ func TestRecoveryProperty(t *testing.T) {
 		restart := time.Since(started) // a figure for the log: start's readiness wait bounds it
 		h.checkRSS()
 		h.compare(before, mode > 0)
+		h.checkHostLog()
 		h.writesContinue()
 		if t.Failed() {
 			t.FailNow()

@@ -10,7 +10,6 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp/room"
-	"github.com/adpnode/adpnode/hostport"
 )
 
 // scheduler drives time transitions (§8): it wakes at each room's next
@@ -122,7 +121,7 @@ func (s *scheduler) fire(id string) {
 	s.known[id] = status
 	s.mu.Unlock()
 	if changed {
-		s.n.emit(hostport.Event{Kind: hostport.EventStatus, RoomID: id, Status: status})
+		s.n.endViewers(id, status)
 	}
 	switch status {
 	case room.StatusEnded, room.StatusCancelled:

@@ -300,7 +300,13 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	if jrUpdate != nil {
 		sets = append(sets, n.joins.kv(jrUpdate))
 	}
-	if err := n.commit.CommitEntry(sets, feedEntryValue(rec)); err != nil {
+	var cerr error
+	if n.cfg.WithoutFeed {
+		cerr = n.commit.Commit(sets) // the feed-cost baseline only
+	} else {
+		cerr = n.commit.CommitEntry(sets, feedEntryValue(rec))
+	}
+	if err := cerr; err != nil {
 		n.log.Error("durable write failed", "room", hr.id, "seq", rec.Seq, "err", err)
 		return nil, &adp.Error{Code: adp.CodeUnavailable, Message: "storage write failed; nothing was accepted"}
 	}
@@ -334,7 +340,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 		n.hub.refresh(hr.id, st)
 		hr.mu.RUnlock()
 	}
-	n.emit(hostport.Event{Kind: hostport.EventRecord, RoomID: hr.id, Type: a.Type, Record: rec, Envelope: env, Status: st.StatusAt(now)})
+	n.endViewers(hr.id, st.StatusAt(now))
 	switch a.Type {
 	case "room.create", "room.update", "room.close", "room.cancel":
 		n.sched.touch(hr)

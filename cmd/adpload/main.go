@@ -38,11 +38,9 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/adpnode/adpnode/hostapi"
-	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/stack"
 )
 
@@ -67,6 +65,7 @@ type options struct {
 	blockprofile string
 	timeout      time.Duration
 	hostLog      bool
+	noFeed       bool
 	logBatchAge  time.Duration
 	logCpEvery   time.Duration
 	logRound     time.Duration
@@ -97,6 +96,7 @@ func main() {
 	flag.StringVar(&o.blockprofile, "blockprofile", "", "write a blocking profile (waits of 100 µs or more) of the load phase to this file")
 	flag.DurationVar(&o.timeout, "timeout", 30*time.Second, "per-request HTTP timeout")
 	flag.BoolVar(&o.hostLog, "hostlog", false, "in-process node: attach the host log (tessera POSIX in the data dir), as serve does")
+	flag.BoolVar(&o.noFeed, "nofeed", false, "in-process node: store records without change-feed entries, the baseline of the feed's cost (no host log; never how a node serves)")
 	flag.DurationVar(&o.logBatchAge, "log-batch-age", 0, "with -hostlog: tessera batch max age (0: the daemon's default)")
 	flag.DurationVar(&o.logCpEvery, "log-checkpoint-interval", 0, "with -hostlog: checkpoint interval (0: the daemon's default)")
 	flag.DurationVar(&o.logRound, "log-round", 0, "with -hostlog: least time between two host-log rounds (0: the daemon's default, the checkpoint interval)")
@@ -129,6 +129,9 @@ func run(o options) error {
 	}
 	if o.hostLog && !o.inproc {
 		return errors.New("-hostlog needs -inproc")
+	}
+	if o.noFeed && (!o.inproc || o.hostLog) {
+		return errors.New("-nofeed needs -inproc and no -hostlog (the host log follows the feed)")
 	}
 	if o.logRound < 0 || o.logCpEvery < 0 || o.logBatchAge < 0 {
 		return errors.New("-log-round, -log-checkpoint-interval and -log-batch-age must not be negative")
@@ -253,7 +256,7 @@ type inprocHost struct {
 	st       *stack.Stack
 	dir      string
 	owned    bool
-	appended *atomic.Int64 // records handed to the host log (-hostlog)
+	feedBase uint64 // the node's feed head when the load began
 }
 
 func startInproc(o options) (*inprocHost, error) {
@@ -278,6 +281,7 @@ func startInproc(o options) (*inprocHost, error) {
 	if o.rates == "off" {
 		cfg.Rates = ratesOff()
 	}
+	cfg.WithoutFeed = o.noFeed
 	// Every agent of the load comes from one address: only the total cap.
 	sc := stack.Config{Node: cfg, Log: cfg.Log, HTTP: hostapi.HTTPOptions{MaxConnectionsPerAddress: hostapi.DefaultMaxConnections}}
 	if o.hostLog {
@@ -288,18 +292,9 @@ func startInproc(o options) (*inprocHost, error) {
 		ln.Close()
 		return nil, err
 	}
-	h := &inprocHost{url: url, st: st, dir: dir, owned: owned, appended: new(atomic.Int64)}
-	if o.hostLog {
-		// The stack's own listener hands each record to the log; this
-		// one counts them for logReport.
-		st.Node.Listen(func(e hostport.Event) {
-			if e.Kind == hostport.EventRecord && e.Record != nil {
-				h.appended.Add(1)
-			}
-		})
-	}
+	h := &inprocHost{url: url, st: st, dir: dir, owned: owned, feedBase: st.Node.FeedHead()}
 	st.Serve(ln)
-	fmt.Printf("in-process node: %s, durable Badger (SyncWrites) in %s, rates %s, host log %v\n", url, dir, o.rates, o.hostLog)
+	fmt.Printf("in-process node: %s, durable Badger (SyncWrites) in %s, rates %s, host log %v, change feed %v\n", url, dir, o.rates, o.hostLog, !o.noFeed)
 	return h, nil
 }
 
@@ -319,7 +314,9 @@ func (h *inprocHost) logReport() {
 	if l == nil {
 		return
 	}
-	want := uint64(h.appended.Load())
+	// Feed seqs number every record the node stored, as the log's leaves
+	// do: the log covers the load once its size reaches the feed's head.
+	want := h.st.Node.FeedHead()
 	_, cp, _ := l.Checkpoint(context.Background())
 	start := time.Now()
 	at := cp.Size
@@ -328,7 +325,7 @@ func (h *inprocHost) logReport() {
 		_, cp, _ = l.Checkpoint(context.Background())
 	}
 	fmt.Printf("host log:        %d records appended in %d rounds; the checkpoint covered %d when the load stopped, all %d after %s more\n",
-		want, l.Rounds(), at, cp.Size, time.Since(start).Round(time.Millisecond))
+		want-h.feedBase, l.Rounds(), at, cp.Size, time.Since(start).Round(time.Millisecond))
 }
 
 func (h *inprocHost) close() {

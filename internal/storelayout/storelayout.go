@@ -124,7 +124,7 @@ var Table = []Space{
 	{"Terminal", Terminal, false, "node", "t/<room>", "cold room summary JSON, with its final s/<room>", 2},
 	{"Member", Member, false, "node", "a/<agent id>/<room>", "flags:1 | role, for cold rooms", 2},
 	{"Feed", Feed, false, "node", "f/<feed seq:8 BE>", "record seq:8 BE | record hash:32 | room ID: the change feed, one entry per stored record, written in the record's transaction, seqs dense in commit order; pruned behind the slowest follower (node.Follow)", 3},
-	{"FeedPos", FeedPos, false, "node", "fp/<follower>", "feed seq:8 BE, the last entry the follower handled, written by the follower with its own writes (hostlog: host-log); the node reads them to prune", 3},
+	{"FeedPos", FeedPos, false, "node", "fp/<follower>", "feed seq:8 BE, the last entry the follower handled, written by the follower with its own writes (hostlog: host-log; attention: attention; federation: record-publisher, about once a second); the node reads them to prune", 3},
 	{"Profile", Profile, false, "node", "pr/<agent id>", "received_at:8 BE | the agent's latest accepted profile.update envelope, canonical (JCS) and unchanged (agent-profile/1.0; docs/profiles.md)", 3},
 	{"Layout", Layout, true, "node", "v/layout", "layout version:8 BE", 2},
 	{"Restored", Restored, true, "node", "v/restored", "random ID (hex) written by each restore from a backup", 3},
