@@ -31,7 +31,9 @@ func TestViewerStreamsOwnedByNode(t *testing.T) {
 		}
 		subs[i] = s
 	}
-	if g := runtime.NumGoroutine(); g > base {
+	// Other goroutines of the host (its followers, its group commit) come
+	// and go meanwhile: a goroutine per stream would add about n.
+	if g := runtime.NumGoroutine(); g-base > n/5 {
 		t.Fatalf("%d viewer streams started %d goroutines", n, g-base)
 	}
 	h = h.Restart(t)
