@@ -60,7 +60,7 @@ type Config struct {
 	// DHT; unlike static peers they are not kept connected.
 	Bootstrap []string
 	// DHT is how this node takes part in the ADP DHT (default auto:
-	// server only when AutoNAT finds it publicly reachable).
+	// server unless AutoNAT finds it private).
 	DHT DHTMode
 	// DiscoveryInterval is the longest pause between discovery rounds
 	// (advertise under the rendezvous key, find providers, connect while
@@ -328,7 +328,7 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 		})
 	})
 	f.log.Info("federation up", "peer_id", h.ID().String(), "host_key", f.signer.HostKey(), "addrs", f.Addrs(),
-		"dht", string(cfg.DHT), "bootstrap", len(f.disc.boot), "static", len(f.static), "conn_low", cfg.Limits.ConnLow, "conn_high", cfg.Limits.ConnHigh)
+		"dht", string(f.DHTMode()), "dht_configured", string(cfg.DHT), "bootstrap", len(f.disc.boot), "static", len(f.static), "conn_low", cfg.Limits.ConnLow, "conn_high", cfg.Limits.ConnHigh)
 	return f, nil
 }
 
@@ -390,7 +390,7 @@ type PeerInfo = fedport.PeerInfo
 func (f *Federation) Peers() []PeerInfo {
 	m := map[peer.ID]*PeerInfo{}
 	for _, id := range f.h.Network().Peers() {
-		pi := &PeerInfo{PeerID: id.String(), Connected: true, Addrs: []string{}}
+		pi := &PeerInfo{PeerID: id.String(), Connected: true, Addrs: []string{}, Source: f.sourceOf(id)}
 		for _, c := range f.h.Network().ConnsToPeer(id) {
 			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr().String())
 		}
@@ -499,7 +499,9 @@ func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
 	}
 	ctx, cancel := context.WithTimeout(m.f.ctx, 5*time.Second)
 	defer cancel()
-	_ = m.f.h.Connect(ctx, ai) // best effort: mDNS announces the peer again
+	if m.f.h.Connect(ctx, ai) == nil { // best effort: mDNS announces the peer again
+		m.f.noteSource(ai.ID, SourceMDNS)
+	}
 }
 
 // msgID identifies gossip messages by content, so that the same signed
