@@ -646,3 +646,20 @@ func (f *Federation) Discovery() fedport.DiscoveryStatus {
 	}
 	return st
 }
+
+// ExpectedDHT says, before the node runs, what DHT mode a configured mode
+// and a forced reachability ("", public or private) give: auto is a
+// server unless AutoNAT (or the operator) finds the node private.
+func ExpectedDHT(m DHTMode, reachability string) string {
+	switch m {
+	case DHTAuto, "":
+		switch reachability {
+		case "public":
+			return string(DHTServer)
+		case "private":
+			return string(DHTClient)
+		}
+		return "server unless AutoNAT finds this node private"
+	}
+	return string(m)
+}

@@ -419,6 +419,8 @@ func serve(ctx context.Context, cfg node.Config, listen string, fs fedSettings, 
 		for _, a := range s.fed.Addrs() {
 			fmt.Fprintf(os.Stderr, "adpnode: libp2p %s\n", a)
 		}
+		d := s.fed.Discovery()
+		fmt.Fprintf(os.Stderr, "adpnode: DHT %s (configured %s); bootstrap peers %d, static peers %d\n", d.DHT, d.DHTConfigured, d.Bootstrap, d.Static)
 	}
 	fmt.Fprintf(os.Stderr, "adpnode: serving %s://%s (public URL %s, data %s)\n", s.scheme, s.addr, s.n.Origin(), cfg.DataDir)
 	sig := make(chan os.Signal, 1)
