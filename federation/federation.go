@@ -430,6 +430,9 @@ func (f *Federation) Connect(ctx context.Context, addr string) error {
 // dialLoop keeps static peers connected, redialling with exponential
 // backoff per peer.
 func (f *Federation) dialLoop(ctx context.Context) {
+	if len(f.static) == 0 {
+		return // nothing to keep connected: no ticker on an idle node
+	}
 	next := map[peer.ID]time.Time{}
 	wait := map[peer.ID]time.Duration{}
 	failed := map[peer.ID]int{}   // dials failed in the current streak
