@@ -59,6 +59,9 @@ const (
 	SourceMDNS         = "mdns"
 	SourceCache        = "cache"
 	SourceInbound      = "inbound"
+	// SourceOther: this node dialled the peer, but not in discovery's
+	// own rounds (the mirror, a relay, gossipsub peer exchange).
+	SourceOther = "other"
 )
 
 // ParseDHTMode reads a DHT mode by name ("" is auto).
@@ -521,9 +524,19 @@ func (f *Federation) sourceOf(id peer.ID) string {
 		}
 	}
 	f.disc.mu.Lock()
-	defer f.disc.mu.Unlock()
-	if s, ok := f.disc.source[id]; ok {
+	s, ok := f.disc.source[id]
+	f.disc.mu.Unlock()
+	if ok {
 		return s
+	}
+	for _, c := range f.h.Network().ConnsToPeer(id) {
+		if c.Stat().Direction == network.DirOutbound {
+			// DHT queries dial the peers they learn of themselves.
+			if f.disc.kad != nil && f.disc.kad.RoutingTable().Find(id) != "" {
+				return SourceDHT
+			}
+			return SourceOther
+		}
 	}
 	return SourceInbound
 }

@@ -24,7 +24,8 @@ type PeerInfo struct {
 	Connected bool             `json:"connected"`
 	Static    bool             `json:"static"`
 	// Source is how a connected peer came: static, bootstrap, dht,
-	// announcement, mdns, cache (the peer cache) or inbound.
+	// announcement, mdns, cache (the peer cache), inbound, or other
+	// (dialled outside discovery: the mirror, a relay, peer exchange).
 	Source string `json:"source,omitempty"`
 }
 

@@ -144,14 +144,14 @@ type DiscoveryReporter interface {
 
 // Connection sources and DHT modes always exported (0 when none).
 var (
-	peerSources = []string{"static", "bootstrap", "dht", "announcement", "mdns", "cache", "inbound"}
+	peerSources = []string{"static", "bootstrap", "dht", "announcement", "mdns", "cache", "inbound", "other"}
 	dhtModes    = []string{"server", "client", "off"}
 )
 
 var (
 	descDHTMode = prometheus.NewDesc("adp_dht_mode", "The DHT mode in effect now (1 for the mode the node runs in).", []string{"mode"}, nil)
 	descRT      = prometheus.NewDesc("adp_dht_routing_table_peers", "Peers in the DHT routing table.", nil, nil)
-	descSource  = prometheus.NewDesc("adp_p2p_peers_by_source", "Connected libp2p peers by how they came: static, bootstrap, dht, announcement, mdns, cache (the peer cache), inbound.", []string{"source"}, nil)
+	descSource  = prometheus.NewDesc("adp_p2p_peers_by_source", "Connected libp2p peers by how they came: static, bootstrap, dht, announcement, mdns, cache (the peer cache), inbound, other (dialled outside discovery).", []string{"source"}, nil)
 	descDegr    = prometheus.NewDesc("adp_federation_degraded", "1 while bootstrap or static peers are configured and no peer is connected.", nil, nil)
 	descRounds  = prometheus.NewDesc("adp_discovery_rounds_total", "Peer discovery rounds run.", nil, nil)
 	descOutcome = prometheus.NewDesc("adp_discovery_total", "What discovery rounds did, by outcome: found (provider records read), dialled, connected, "+
