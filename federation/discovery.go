@@ -92,6 +92,13 @@ const (
 	maxAddrsPerPeer  = 8
 	// maxCachedPeers is how many peers the peer cache remembers.
 	maxCachedPeers = 64
+	// advertiseEvery is how often the provider record is put again: it
+	// lives advertiseTTL in the DHT.
+	advertiseEvery = time.Hour
+	advertiseTTL   = 3 * time.Hour
+	// settledLookupEvery is how often a node whose last provider lookup
+	// found no peer to dial looks again (new nodes dial it themselves).
+	settledLookupEvery = 30 * time.Minute
 	// discoveryRetry is how long a peer that discovery failed to dial
 	// (found in the DHT or in an announcement) is left alone.
 	discoveryRetry = 2 * time.Minute
@@ -112,6 +119,12 @@ type discoveryState struct {
 	bootFailures  int
 	advertiseFail int
 	hadPeers      bool
+	// advertisedAt is when the provider record last went out; found
+	// whether the last provider lookup found a peer to dial, and
+	// lookupAt when it ran.
+	advertisedAt time.Time
+	found        bool
+	lookupAt     time.Time
 }
 
 // parseAddrInfos reads multiaddrs ending in /p2p/<id>; what names the
@@ -265,6 +278,7 @@ func (f *Federation) discoveryLoop(ctx context.Context) {
 		if n := len(f.h.Network().Peers()); n == 0 && f.disc.hadPeers {
 			wait = time.Second
 			f.disc.hadPeers = false
+			f.disc.advertisedAt, f.disc.lookupAt = time.Time{}, time.Time{} // start afresh
 		} else if n > 0 {
 			f.disc.hadPeers = true
 		}
@@ -287,13 +301,17 @@ func (f *Federation) discoverRound(ctx context.Context, next time.Duration) {
 		f.dialBootstrap(ctx, next)
 		f.dialAll(ctx, f.loadPeerCache(), SourceCache)
 	}
-	if f.disc.kad != nil {
+	// The provider record lives advertiseTTL: put it again every
+	// advertiseEvery, not every round.
+	if f.disc.kad != nil && time.Since(f.disc.advertisedAt) >= advertiseEvery {
 		f.advertise(ctx)
 	}
 	if len(f.h.Network().Peers()) >= f.cfg.Limits.ConnLow {
 		return
 	}
-	if f.disc.kad != nil {
+	// A lookup that found nobody new is not repeated every round: nodes
+	// that join later find this one and dial it.
+	if f.disc.kad != nil && (f.disc.found || time.Since(f.disc.lookupAt) >= settledLookupEvery) {
 		f.dialProviders(ctx)
 	}
 	if len(f.h.Network().Peers()) >= f.cfg.Limits.ConnLow {
@@ -350,11 +368,12 @@ func (f *Federation) advertise(ctx context.Context) {
 	rd := drouting.NewRoutingDiscovery(f.disc.kad)
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, err := rd.Advertise(actx, Rendezvous, discovery.TTL(3*time.Hour))
+	_, err := rd.Advertise(actx, Rendezvous, discovery.TTL(advertiseTTL))
 	if ctx.Err() != nil {
 		return
 	}
 	if err == nil {
+		f.disc.advertisedAt = time.Now()
 		f.stats.Discovery.Advertised.Add(1)
 		if f.disc.advertiseFail > 0 {
 			f.log.Info("dht advertise succeeded", "failed_rounds", f.disc.advertiseFail)
@@ -378,8 +397,10 @@ func (f *Federation) dialProviders(ctx context.Context) {
 	rd := drouting.NewRoutingDiscovery(f.disc.kad)
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	f.disc.lookupAt = time.Now()
 	ch, err := rd.FindPeers(fctx, Rendezvous, discovery.Limit(maxFoundPerRound))
 	if err != nil {
+		f.disc.found = true // look again next round
 		return
 	}
 	var todo []peer.AddrInfo
@@ -390,6 +411,9 @@ func (f *Federation) dialProviders(ctx context.Context) {
 		}
 		todo = append(todo, ai)
 	}
+	// Found nobody new (or a lookup that ran on an empty table): look
+	// again next round only if there was someone to dial.
+	f.disc.found = len(todo) > 0 || f.DHTRoutingTableSize() == 0
 	f.dialAll(ctx, todo, SourceDHT)
 }
 

@@ -165,7 +165,8 @@ func sourceOf(p, q *fedtest.Peer) string {
 func TestDiscoveryDialsAnnouncedHosts(t *testing.T) {
 	clock := adptest.NewClock()
 	noDHT := func(static *fedtest.Peer, allowPrivate bool) fedtest.Options {
-		return fedtest.Options{Configure: func(dir string, c *federation.Config) {
+		// Reconciliation brings what gossip missed before a mesh formed.
+		return fedtest.Options{ReconcileInterval: 2 * time.Second, Configure: func(dir string, c *federation.Config) {
 			c.DHT = federation.DHTOff
 			c.AllowPrivateAddrs = allowPrivate
 			c.DiscoveryInterval = time.Second
@@ -208,5 +209,48 @@ func TestDiscoveryDialsAnnouncedHosts(t *testing.T) {
 	}
 	if src := sourceOf(d, b); src == federation.SourceAnnouncement {
 		t.Fatal("D connected to B from an announcement")
+	}
+}
+
+// TestDiscoverySettlesQuietly: once every node is connected, discovery
+// rounds neither put the provider record again (it lives 3 h; it is put
+// every hour) nor repeat a provider lookup that found nobody new.
+// Property: a settled federation's discovery costs no DHT traffic each
+// round.
+func TestDiscoverySettlesQuietly(t *testing.T) {
+	clock := adptest.NewClock()
+	o := func(boot ...*fedtest.Peer) fedtest.Options {
+		ao := autoOptions(boot...)
+		inner := ao.Configure
+		ao.Configure = func(dir string, c *federation.Config) { inner(dir, c); c.DiscoveryInterval = 500 * time.Millisecond }
+		return ao
+	}
+	a := fedtest.Start(t, "A", t.TempDir(), clock, 0, o())
+	b := fedtest.Start(t, "B", t.TempDir(), clock, 0, o(a))
+	c := fedtest.Start(t, "C", t.TempDir(), clock, 0, o(a))
+	all := []*fedtest.Peer{a, b, c}
+	testwait.Until(t, 30*time.Second, "everyone connected and advertised", func() bool {
+		for _, p := range all {
+			if p.Fed.Stats().Discovery.Advertised.Load() == 0 {
+				return false
+			}
+			for _, q := range all {
+				if p != q && !connectedTo(p, q) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	d := &c.Fed.Stats().Discovery
+	r := d.Rounds.Load()
+	testwait.Until(t, 30*time.Second, "two more rounds", func() bool { return d.Rounds.Load() >= r+2 })
+	adv, found, r := d.Advertised.Load(), d.Found.Load(), d.Rounds.Load()
+	testwait.Until(t, 30*time.Second, "four more rounds", func() bool { return d.Rounds.Load() >= r+4 })
+	if got := d.Advertised.Load(); got != adv {
+		t.Fatalf("advertised %d more times in 4 settled rounds", got-adv)
+	}
+	if got := d.Found.Load(); got != found {
+		t.Fatalf("read %d more provider records in 4 settled rounds", got-found)
 	}
 }
