@@ -473,9 +473,9 @@ func (f *Federation) dialLoop(ctx context.Context) {
 				if failed[ai.ID] == 1 {
 					// Once per failure streak; the retries follow at debug.
 					f.log.Info("static peer unreachable; retrying with backoff", "peer", ai.ID, "addrs", ai.Addrs,
-						"retry_in", w, "next_retry", next[ai.ID].UTC().Format(time.RFC3339), "err", err)
+						"retry_in", w.String(), "next_retry", next[ai.ID].UTC().Format(time.RFC3339), "err", err)
 				} else {
-					f.log.Debug("static peer dial failed", "peer", ai.ID, "failures", failed[ai.ID], "retry_in", w, "err", err)
+					f.log.Debug("static peer dial failed", "peer", ai.ID, "failures", failed[ai.ID], "retry_in", w.String(), "err", err)
 				}
 				continue
 			}
