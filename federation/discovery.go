@@ -117,6 +117,7 @@ type discoveryState struct {
 	// bootstrap peer answered, whether the last round advertised, and
 	// whether the node had connections in the last round.
 	bootFailures  int
+	bootDown      map[peer.ID]bool // bootstrap peers whose failure streak was logged
 	advertiseFail int
 	hadPeers      bool
 	// advertisedAt is when the provider record last went out; found
@@ -210,6 +211,7 @@ func (f *Federation) startDiscovery() error {
 	boot := f.disc.boot
 	f.disc.source = map[peer.ID]string{}
 	f.disc.failed = map[peer.ID]time.Time{}
+	f.disc.bootDown = map[peer.ID]bool{}
 	if f.cfg.DHT != DHTOff {
 		// auto is libp2p's ModeAutoServer: serve unless AutoNAT finds the
 		// node private. ModeAuto (serve only once AutoNAT finds it public)
@@ -333,11 +335,16 @@ func (f *Federation) dialBootstrap(ctx context.Context, next time.Duration) {
 	}
 	up := 0
 	var firstErr error
+	var down []peer.AddrInfo
 	for _, ai := range boot {
 		if f.h.Network().Connectedness(ai.ID) == network.Connected {
 			up++
-		} else if err := errs[ai.ID]; err != nil && firstErr == nil {
-			firstErr = err
+			delete(f.disc.bootDown, ai.ID)
+		} else {
+			down = append(down, ai)
+			if err := errs[ai.ID]; err != nil && firstErr == nil {
+				firstErr = err
+			}
 		}
 	}
 	if up > 0 {
@@ -345,7 +352,24 @@ func (f *Federation) dialBootstrap(ctx context.Context, next time.Duration) {
 			f.log.Info("bootstrap peer reached", "connected", up, "failed_rounds", f.disc.bootFailures)
 		}
 		f.disc.bootFailures = 0
+		// The others, each once per failure streak: a wrong or dead
+		// address among working ones is worth a line too.
+		for _, ai := range down {
+			if f.disc.bootDown[ai.ID] {
+				continue
+			}
+			f.disc.bootDown[ai.ID] = true
+			reason := "no dialable address"
+			if err := errs[ai.ID]; err != nil {
+				reason = err.Error()
+			}
+			f.log.Warn("bootstrap peer unreachable; retrying with backoff", "peer", ai.ID.String(), "addrs", fmt.Sprint(ai.Addrs),
+				"err", reason, "retry_in", next.Round(time.Millisecond).String())
+		}
 		return
+	}
+	for _, ai := range down {
+		f.disc.bootDown[ai.ID] = true // reported below, all at once
 	}
 	f.stats.Discovery.BootstrapFailed.Add(1)
 	f.disc.bootFailures++
@@ -362,8 +386,8 @@ func (f *Federation) dialBootstrap(ctx context.Context, next time.Duration) {
 	}
 }
 
-// advertise puts this node's provider record under the rendezvous key; the
-// first failure of a streak is logged at warn.
+// advertise puts this node's provider record under the rendezvous key; a
+// third failure in a row while connected is logged at warn.
 func (f *Federation) advertise(ctx context.Context) {
 	rd := drouting.NewRoutingDiscovery(f.disc.kad)
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -384,8 +408,10 @@ func (f *Federation) advertise(ctx context.Context) {
 	f.stats.Discovery.AdvertiseFailed.Add(1)
 	f.disc.advertiseFail++
 	lvl := slog.LevelDebug
-	if f.disc.advertiseFail == 1 && len(f.h.Network().Peers()) > 0 {
-		lvl = slog.LevelWarn // connected, yet no DHT server took the record
+	if f.disc.advertiseFail == 3 && len(f.h.Network().Peers()) > 0 {
+		// Connected, yet three rounds in a row no DHT server took the
+		// record (the first rounds come before the routing table fills).
+		lvl = slog.LevelWarn
 	}
 	f.log.Log(ctx, lvl, "dht advertise failed: peers find this node through bootstrap, static peers and announcements only",
 		"err", err, "dht", string(f.DHTMode()), "routing_table", f.DHTRoutingTableSize())

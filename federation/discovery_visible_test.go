@@ -170,3 +170,53 @@ func freePort(t *testing.T) string {
 	defer ln.Close()
 	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
 }
+
+// TestDeadBootstrapAmongLiveOnesLogged: of two bootstrap peers, one
+// answers and one is down: the node joins through the first and names
+// the second at warn, with the reason, once.
+// Property: a wrong or dead bootstrap address is visible even when
+// another bootstrap peer works.
+func TestDeadBootstrapAmongLiveOnesLogged(t *testing.T) {
+	clock := adptest.NewClock()
+	live := fedtest.Start(t, "live", t.TempDir(), clock, 0, fedtest.Options{Configure: func(string, *federation.Config) {}})
+	dead := fedtest.Start(t, "dead", t.TempDir(), clock, 0, fedtest.Options{Configure: func(string, *federation.Config) {}})
+	deadAddr, deadID := dead.Fed.Addrs()[0], dead.Fed.PeerID().String()
+	dead.Stop()
+	rec := &recorder{}
+	n := fedtest.Start(t, "N", t.TempDir(), clock, 0, fedtest.Options{Log: slog.New(rec), Configure: func(dir string, c *federation.Config) {
+		c.Bootstrap = []string{live.Fed.Addrs()[0], deadAddr}
+		c.AllowPrivateAddrs = true
+		c.DiscoveryInterval = time.Second
+	}})
+	const msg = "bootstrap peer unreachable; retrying with backoff"
+	var attrs map[string]slog.Value
+	testwait.Until(t, 20*time.Second, "the dead bootstrap peer named at warn", func() bool {
+		var ok bool
+		attrs, ok = rec.find(slog.LevelWarn, msg)
+		return ok
+	})
+	if attrs["peer"].String() != deadID || attrs["err"].String() == "" {
+		t.Fatalf("warning %v, want peer %s with the reason", attrs, deadID)
+	}
+	if !connectedTo(n, live) {
+		t.Fatal("not connected to the live bootstrap peer")
+	}
+	if r := ready(t, n); r.Status != "ready" {
+		t.Fatalf("/readyz %+v with a bootstrap peer connected", r)
+	}
+	// Once per streak: later rounds (while under two connections) stay
+	// at debug.
+	rounds := n.Fed.Stats().Discovery.Rounds.Load()
+	testwait.Until(t, 30*time.Second, "two more rounds", func() bool { return n.Fed.Stats().Discovery.Rounds.Load() >= rounds+2 })
+	rec.mu.Lock()
+	count := 0
+	for _, r := range rec.recs {
+		if r.Message == msg {
+			count++
+		}
+	}
+	rec.mu.Unlock()
+	if count != 1 {
+		t.Fatalf("%d warnings for one dead bootstrap peer, want 1", count)
+	}
+}
