@@ -143,6 +143,7 @@ const refreshSweepEvery = 5 * time.Second
 func (f *Federation) announceLoop(ctx context.Context) {
 	flush := time.NewTicker(flushEvery)
 	defer flush.Stop()
+	flushing := true
 	sweep := time.NewTicker(refreshSweepEvery)
 	defer sweep.Stop()
 	pending := map[string]bool{} // room -> urgent
@@ -198,6 +199,15 @@ func (f *Federation) announceLoop(ctx context.Context) {
 					}
 				}
 			}
+		}
+		// The flush ticker runs only while rooms wait to be announced:
+		// an idle node does not wake five times a second for nothing.
+		if len(pending) == 0 && flushing {
+			flush.Stop()
+			flushing = false
+		} else if len(pending) > 0 && !flushing {
+			flush.Reset(flushEvery)
+			flushing = true
 		}
 	}
 }

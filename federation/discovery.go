@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,10 +17,13 @@ import (
 	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/adpnode/adpnode/fedport"
 )
 
 // Peer discovery (docs/federation.md, "Finding peers"): bootstrap peers from the
@@ -31,16 +36,32 @@ import (
 type DHTMode string
 
 const (
-	// DHTAuto answers DHT queries only once AutoNAT finds the node
-	// publicly reachable (the default); until then it is a client.
+	// DHTAuto answers DHT queries unless AutoNAT finds the node
+	// private (the default): a node whose reachability is unknown, as
+	// on a closed network where no peer runs the AutoNAT service, or
+	// that AutoNAT finds public, serves; one found private is a client.
 	DHTAuto DHTMode = "auto"
-	// DHTServer always answers DHT queries (closed networks, tests).
+	// DHTServer always answers DHT queries.
 	DHTServer DHTMode = "server"
 	// DHTClient never answers DHT queries.
 	DHTClient DHTMode = "client"
-	// DHTOff runs no DHT: bootstrap, static peers, peer exchange and mDNS
-	// only.
+	// DHTOff runs no DHT: bootstrap, static peers, peer exchange,
+	// announced addresses and mDNS only.
 	DHTOff DHTMode = "off"
+)
+
+// How a connected peer came (PeerInfo.Source).
+const (
+	SourceStatic       = "static"
+	SourceBootstrap    = "bootstrap"
+	SourceDHT          = "dht"
+	SourceAnnouncement = "announcement"
+	SourceMDNS         = "mdns"
+	SourceCache        = "cache"
+	SourceInbound      = "inbound"
+	// SourceOther: this node dialled the peer, but not in discovery's
+	// own rounds (the mirror, a relay, gossipsub peer exchange).
+	SourceOther = "other"
 )
 
 // ParseDHTMode reads a DHT mode by name ("" is auto).
@@ -71,6 +92,16 @@ const (
 	maxAddrsPerPeer  = 8
 	// maxCachedPeers is how many peers the peer cache remembers.
 	maxCachedPeers = 64
+	// advertiseEvery is how often the provider record is put again: it
+	// lives advertiseTTL in the DHT.
+	advertiseEvery = time.Hour
+	advertiseTTL   = 3 * time.Hour
+	// settledLookupEvery is how often a node whose last provider lookup
+	// found no peer to dial looks again (new nodes dial it themselves).
+	settledLookupEvery = 30 * time.Minute
+	// discoveryRetry is how long a peer that discovery failed to dial
+	// (found in the DHT or in an announcement) is left alone.
+	discoveryRetry = 2 * time.Minute
 )
 
 // discovery is the federation's peer discovery state.
@@ -78,8 +109,23 @@ type discoveryState struct {
 	boot []peer.AddrInfo
 	kad  *dht.IpfsDHT // nil when DHTOff
 
-	mu    sync.Mutex
-	known map[peer.ID]bool // peers discovery connected to
+	mu     sync.Mutex
+	source map[peer.ID]string    // how this node first connected to a peer
+	failed map[peer.ID]time.Time // discovery dials that failed, by peer
+
+	// The discovery loop's own state: rounds in a row in which no
+	// bootstrap peer answered, whether the last round advertised, and
+	// whether the node had connections in the last round.
+	bootFailures  int
+	bootDown      map[peer.ID]bool // bootstrap peers whose failure streak was logged
+	advertiseFail int
+	hadPeers      bool
+	// advertisedAt is when the provider record last went out; found
+	// whether the last provider lookup found a peer to dial, and
+	// lookupAt when it ran.
+	advertisedAt time.Time
+	found        bool
+	lookupAt     time.Time
 }
 
 // parseAddrInfos reads multiaddrs ending in /p2p/<id>; what names the
@@ -163,9 +209,15 @@ func hasTransport(a ma.Multiaddr) bool {
 // the DHT (unless off) and the discovery loop.
 func (f *Federation) startDiscovery() error {
 	boot := f.disc.boot
-	f.disc.known = map[peer.ID]bool{}
+	f.disc.source = map[peer.ID]string{}
+	f.disc.failed = map[peer.ID]time.Time{}
+	f.disc.bootDown = map[peer.ID]bool{}
 	if f.cfg.DHT != DHTOff {
-		mode := map[DHTMode]dht.ModeOpt{DHTAuto: dht.ModeAuto, DHTServer: dht.ModeServer, DHTClient: dht.ModeClient}[f.cfg.DHT]
+		// auto is libp2p's ModeAutoServer: serve unless AutoNAT finds the
+		// node private. ModeAuto (serve only once AutoNAT finds it public)
+		// left closed networks without a single DHT server: AutoNAT needs
+		// peers running its service to conclude anything.
+		mode := map[DHTMode]dht.ModeOpt{DHTAuto: dht.ModeAutoServer, DHTServer: dht.ModeServer, DHTClient: dht.ModeClient}[f.cfg.DHT]
 		filter := func(as []ma.Multiaddr) []ma.Multiaddr { return dialable(as, f.cfg.AllowPrivateAddrs) }
 		kad, err := dht.New(f.h, dht.ProtocolPrefix(DHTProtocolPrefix), dht.Mode(mode), dht.DisableValues(),
 			dht.BootstrapPeers(append(append([]peer.AddrInfo(nil), boot...), f.static...)...), dht.AddressFilter(filter))
@@ -213,16 +265,24 @@ func (f *Federation) closeDiscovery() {
 }
 
 // discoveryLoop runs discovery rounds: right away, then at growing
-// intervals (1 s doubling) up to DiscoveryInterval, ±25 %.
+// intervals (1 s doubling) up to DiscoveryInterval, ±25 %; back to 1 s
+// when the node has lost every connection.
 func (f *Federation) discoveryLoop(ctx context.Context) {
 	wait := time.Second
 	for {
-		f.discoverRound(ctx)
-		f.savePeerCache()
 		d := min(wait, f.cfg.DiscoveryInterval)
 		d = d*3/4 + rand.N(d/2+1)
+		f.discoverRound(ctx, d)
+		f.savePeerCache()
 		if wait < f.cfg.DiscoveryInterval {
 			wait *= 2
+		}
+		if n := len(f.h.Network().Peers()); n == 0 && f.disc.hadPeers {
+			wait = time.Second
+			f.disc.hadPeers = false
+			f.disc.advertisedAt, f.disc.lookupAt = time.Time{}, time.Time{} // start afresh
+		} else if n > 0 {
+			f.disc.hadPeers = true
 		}
 		select {
 		case <-ctx.Done():
@@ -233,31 +293,140 @@ func (f *Federation) discoveryLoop(ctx context.Context) {
 }
 
 // discoverRound: with too few connections, dial the bootstrap peers and
-// the cached peers; advertise under the rendezvous key; read providers
-// and dial those not connected, while under the low watermark.
-func (f *Federation) discoverRound(ctx context.Context) {
+// the cached peers; advertise under the rendezvous key; while under the
+// low watermark, read providers and dial those not connected, and dial
+// hosts known from their signed announcements at the addresses they
+// announced. next is the pause before the next round (for the logs).
+func (f *Federation) discoverRound(ctx context.Context, next time.Duration) {
 	f.stats.Discovery.Rounds.Add(1)
 	if len(f.h.Network().Peers()) < max(1, len(f.disc.boot)) {
-		f.dialAll(ctx, append(append([]peer.AddrInfo(nil), f.disc.boot...), f.loadPeerCache()...))
+		f.dialBootstrap(ctx, next)
+		f.dialAll(ctx, f.loadPeerCache(), SourceCache)
 	}
-	if f.disc.kad == nil {
-		return
+	// The provider record lives advertiseTTL: put it again every
+	// advertiseEvery, not every round.
+	if f.disc.kad != nil && time.Since(f.disc.advertisedAt) >= advertiseEvery {
+		f.advertise(ctx)
 	}
-	rd := drouting.NewRoutingDiscovery(f.disc.kad)
-	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	if _, err := rd.Advertise(actx, Rendezvous, discovery.TTL(3*time.Hour)); err == nil {
-		f.stats.Discovery.Advertised.Add(1)
-	} else if ctx.Err() == nil {
-		f.log.Debug("dht advertise", "err", err)
-	}
-	cancel()
 	if len(f.h.Network().Peers()) >= f.cfg.Limits.ConnLow {
 		return
 	}
+	// A lookup that found nobody new is not repeated every round: nodes
+	// that join later find this one and dial it.
+	if f.disc.kad != nil && (f.disc.found || time.Since(f.disc.lookupAt) >= settledLookupEvery) {
+		f.dialProviders(ctx)
+	}
+	if len(f.h.Network().Peers()) >= f.cfg.Limits.ConnLow {
+		return
+	}
+	f.dialAll(ctx, f.announcedPeers(), SourceAnnouncement)
+}
+
+// dialBootstrap dials the bootstrap peers not connected; the first round
+// of a streak in which none answers is logged at warn with the reason.
+func (f *Federation) dialBootstrap(ctx context.Context, next time.Duration) {
+	boot := f.disc.boot
+	if len(boot) == 0 {
+		return
+	}
+	errs := f.dialAll(ctx, boot, SourceBootstrap)
+	if ctx.Err() != nil {
+		return
+	}
+	up := 0
+	var firstErr error
+	var down []peer.AddrInfo
+	for _, ai := range boot {
+		if f.h.Network().Connectedness(ai.ID) == network.Connected {
+			up++
+			delete(f.disc.bootDown, ai.ID)
+		} else {
+			down = append(down, ai)
+			if err := errs[ai.ID]; err != nil && firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	if up > 0 {
+		if f.disc.bootFailures > 0 {
+			f.log.Info("bootstrap peer reached", "connected", up, "failed_rounds", f.disc.bootFailures)
+		}
+		f.disc.bootFailures = 0
+		// The others, each once per failure streak: a wrong or dead
+		// address among working ones is worth a line too.
+		for _, ai := range down {
+			if f.disc.bootDown[ai.ID] {
+				continue
+			}
+			f.disc.bootDown[ai.ID] = true
+			reason := "no dialable address"
+			if err := errs[ai.ID]; err != nil {
+				reason = err.Error()
+			}
+			f.log.Warn("bootstrap peer unreachable; retrying with backoff", "peer", ai.ID.String(), "addrs", fmt.Sprint(ai.Addrs),
+				"err", reason, "retry_in", next.Round(time.Millisecond).String())
+		}
+		return
+	}
+	for _, ai := range down {
+		f.disc.bootDown[ai.ID] = true // reported below, all at once
+	}
+	f.stats.Discovery.BootstrapFailed.Add(1)
+	f.disc.bootFailures++
+	reason := "no dialable address"
+	if firstErr != nil {
+		reason = firstErr.Error()
+	}
+	if f.disc.bootFailures == 1 {
+		f.log.Warn("no bootstrap peer reachable; retrying with backoff", "bootstrap", len(boot),
+			"err", reason, "retry_in", next.Round(time.Millisecond).String())
+	} else {
+		f.log.Debug("bootstrap peers still unreachable", "failed_rounds", f.disc.bootFailures,
+			"err", reason, "retry_in", next.Round(time.Millisecond).String())
+	}
+}
+
+// advertise puts this node's provider record under the rendezvous key; a
+// third failure in a row while connected is logged at warn.
+func (f *Federation) advertise(ctx context.Context) {
+	rd := drouting.NewRoutingDiscovery(f.disc.kad)
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := rd.Advertise(actx, Rendezvous, discovery.TTL(advertiseTTL))
+	if ctx.Err() != nil {
+		return
+	}
+	if err == nil {
+		f.disc.advertisedAt = time.Now()
+		f.stats.Discovery.Advertised.Add(1)
+		if f.disc.advertiseFail > 0 {
+			f.log.Info("dht advertise succeeded", "failed_rounds", f.disc.advertiseFail)
+		}
+		f.disc.advertiseFail = 0
+		return
+	}
+	f.stats.Discovery.AdvertiseFailed.Add(1)
+	f.disc.advertiseFail++
+	lvl := slog.LevelDebug
+	if f.disc.advertiseFail == 3 && len(f.h.Network().Peers()) > 0 {
+		// Connected, yet three rounds in a row no DHT server took the
+		// record (the first rounds come before the routing table fills).
+		lvl = slog.LevelWarn
+	}
+	f.log.Log(ctx, lvl, "dht advertise failed: peers find this node through bootstrap, static peers and announcements only",
+		"err", err, "dht", string(f.DHTMode()), "routing_table", f.DHTRoutingTableSize())
+}
+
+// dialProviders reads the provider records under the rendezvous key and
+// dials the peers not connected.
+func (f *Federation) dialProviders(ctx context.Context) {
+	rd := drouting.NewRoutingDiscovery(f.disc.kad)
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	f.disc.lookupAt = time.Now()
 	ch, err := rd.FindPeers(fctx, Rendezvous, discovery.Limit(maxFoundPerRound))
 	if err != nil {
+		f.disc.found = true // look again next round
 		return
 	}
 	var todo []peer.AddrInfo
@@ -268,15 +437,63 @@ func (f *Federation) discoverRound(ctx context.Context) {
 		}
 		todo = append(todo, ai)
 	}
-	f.dialAll(ctx, todo)
+	// Found nobody new (or a lookup that ran on an empty table): look
+	// again next round only if there was someone to dial.
+	f.disc.found = len(todo) > 0 || f.DHTRoutingTableSize() == 0
+	f.dialAll(ctx, todo, SourceDHT)
+}
+
+// announcedPeers are the hosts of the index's unexpired announcements
+// that are not connected, at the addresses their signed announcements
+// give (a peer ID that does not commit to the announcing key is
+// skipped), shuffled, at most maxDialsPerRound, leaving out peers whose
+// last discovery dial failed less than discoveryRetry ago.
+func (f *Federation) announcedPeers() []peer.AddrInfo {
+	now := time.Now()
+	f.disc.mu.Lock()
+	for id, at := range f.disc.failed {
+		if now.Sub(at) >= discoveryRetry {
+			delete(f.disc.failed, id)
+		}
+	}
+	failed := maps.Clone(f.disc.failed)
+	f.disc.mu.Unlock()
+	var out []peer.AddrInfo
+	for _, b := range f.idx.Bindings(f.n.NowMs()) {
+		id, err := peer.Decode(b.PeerID)
+		if err != nil || id == f.h.ID() || f.h.Network().Connectedness(id) == network.Connected {
+			continue
+		}
+		if _, ok := failed[id]; ok {
+			continue
+		}
+		if k, ok := HostKeyOf(id); !ok || k != b.Key {
+			continue
+		}
+		ai := peer.AddrInfo{ID: id}
+		for _, s := range b.Addrs {
+			if a, err := ma.NewMultiaddr(s); err == nil {
+				ai.Addrs = append(ai.Addrs, a)
+			}
+		}
+		out = append(out, ai)
+	}
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	if len(out) > maxDialsPerRound {
+		out = out[:maxDialsPerRound]
+	}
+	return out
 }
 
 // dialAll dials peers (at most maxDialsPerRound, dialParallel at once)
-// at their dialable addresses.
-func (f *Federation) dialAll(ctx context.Context, ais []peer.AddrInfo) {
+// at their dialable addresses, and returns the errors of the dials that
+// failed. source says where the peers were learned.
+func (f *Federation) dialAll(ctx context.Context, ais []peer.AddrInfo, source string) map[peer.ID]error {
 	if len(ais) > maxDialsPerRound {
 		ais = ais[:maxDialsPerRound]
 	}
+	var mu sync.Mutex
+	errs := map[peer.ID]error{}
 	sem := make(chan struct{}, dialParallel)
 	var wg sync.WaitGroup
 	for _, ai := range ais {
@@ -291,28 +508,87 @@ func (f *Federation) dialAll(ctx context.Context, ais []peer.AddrInfo) {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
 			wg.Wait()
-			return
+			return errs
 		}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			f.stats.Discovery.Dialled.Add(1)
+			if source == SourceAnnouncement {
+				f.stats.Discovery.Announced.Add(1)
+			}
 			if sw, ok := f.h.Network().(*swarm.Swarm); ok {
 				sw.Backoff().Clear(ai.ID)
 			}
 			dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			defer cancel()
 			if err := f.h.Connect(dctx, ai); err != nil {
-				f.log.Debug("discovered peer unreachable", "peer", ai.ID, "err", err)
+				f.log.Debug("discovered peer unreachable", "peer", ai.ID, "source", source, "err", err)
+				mu.Lock()
+				errs[ai.ID] = err
+				mu.Unlock()
+				if source == SourceDHT || source == SourceAnnouncement {
+					f.disc.mu.Lock()
+					f.disc.failed[ai.ID] = time.Now()
+					f.disc.mu.Unlock()
+				}
 				return
 			}
 			f.stats.Discovery.Connected.Add(1)
-			f.disc.mu.Lock()
-			f.disc.known[ai.ID] = true
-			f.disc.mu.Unlock()
+			f.noteSource(ai.ID, source)
 		}()
 	}
 	wg.Wait()
+	return errs
+}
+
+// noteSource remembers how this node first connected to a peer (the
+// first source sticks until the peer cache forgets it).
+func (f *Federation) noteSource(id peer.ID, source string) {
+	f.disc.mu.Lock()
+	defer f.disc.mu.Unlock()
+	delete(f.disc.failed, id)
+	if _, ok := f.disc.source[id]; !ok {
+		if len(f.disc.source) >= 4*maxCachedPeers+len(f.static)+len(f.disc.boot) {
+			// Bound the map: forget peers no longer connected.
+			for p := range f.disc.source {
+				if f.h.Network().Connectedness(p) != network.Connected {
+					delete(f.disc.source, p)
+				}
+			}
+		}
+		f.disc.source[id] = source
+	}
+}
+
+// sourceOf says how a connected peer came.
+func (f *Federation) sourceOf(id peer.ID) string {
+	for _, ai := range f.static {
+		if ai.ID == id {
+			return SourceStatic
+		}
+	}
+	for _, ai := range f.disc.boot {
+		if ai.ID == id {
+			return SourceBootstrap
+		}
+	}
+	f.disc.mu.Lock()
+	s, ok := f.disc.source[id]
+	f.disc.mu.Unlock()
+	if ok {
+		return s
+	}
+	for _, c := range f.h.Network().ConnsToPeer(id) {
+		if c.Stat().Direction == network.DirOutbound {
+			// DHT queries dial the peers they learn of themselves.
+			if f.disc.kad != nil && f.disc.kad.RoutingTable().Find(id) != "" {
+				return SourceDHT
+			}
+			return SourceOther
+		}
+	}
+	return SourceInbound
 }
 
 // cachedPeer is one entry of the peer cache file.
@@ -393,16 +669,23 @@ func (f *Federation) loadPeerCache() []peer.AddrInfo {
 	return out
 }
 
-// DHTMode returns the mode the DHT runs in now ("off" without one).
+// DHTMode returns the mode the DHT runs in now ("off" without one):
+// server while the host answers the ADP DHT protocol.
 func (f *Federation) DHTMode() DHTMode {
 	if f.disc.kad == nil {
 		return DHTOff
 	}
-	if f.disc.kad.Mode() == dht.ModeServer {
-		return DHTServer
+	for _, p := range f.h.Mux().Protocols() {
+		if p == dhtProtocol {
+			return DHTServer
+		}
 	}
 	return DHTClient
 }
+
+// dhtProtocol is the ADP DHT's protocol ID, which the host handles only
+// while the DHT serves.
+const dhtProtocol = protocol.ID(DHTProtocolPrefix + "/kad/1.0.0")
 
 // DHTRoutingTableSize is how many peers the DHT routing table holds.
 func (f *Federation) DHTRoutingTableSize() int {
@@ -410,4 +693,36 @@ func (f *Federation) DHTRoutingTableSize() int {
 		return 0
 	}
 	return f.disc.kad.RoutingTable().Size()
+}
+
+// Discovery reports the effective state of peer discovery.
+func (f *Federation) Discovery() fedport.DiscoveryStatus {
+	st := fedport.DiscoveryStatus{DHT: string(f.DHTMode()), DHTConfigured: string(f.cfg.DHT), RoutingTable: f.DHTRoutingTableSize(),
+		Bootstrap: len(f.disc.boot), Static: len(f.static), BySource: map[string]int{}}
+	for _, id := range f.h.Network().Peers() {
+		st.Connected++
+		st.BySource[f.sourceOf(id)]++
+	}
+	if named := st.Bootstrap + st.Static; named > 0 && st.Connected == 0 {
+		st.Degraded = true
+		st.Reason = fmt.Sprintf("no connection: none of the %d bootstrap and static peers answers", named)
+	}
+	return st
+}
+
+// ExpectedDHT says, before the node runs, what DHT mode a configured mode
+// and a forced reachability ("", public or private) give: auto is a
+// server unless AutoNAT (or the operator) finds the node private.
+func ExpectedDHT(m DHTMode, reachability string) string {
+	switch m {
+	case DHTAuto, "":
+		switch reachability {
+		case "public":
+			return string(DHTServer)
+		case "private":
+			return string(DHTClient)
+		}
+		return "server unless AutoNAT finds this node private"
+	}
+	return string(m)
 }

@@ -59,7 +59,7 @@ type Config struct {
 	// DHT; unlike static peers they are not kept connected.
 	Bootstrap []string
 	// DHT is how this node takes part in the ADP DHT (default auto:
-	// server only when AutoNAT finds it publicly reachable).
+	// server unless AutoNAT finds it private).
 	DHT DHTMode
 	// DiscoveryInterval is the longest pause between discovery rounds
 	// (advertise under the rendezvous key, find providers, connect while
@@ -335,7 +335,7 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 		})
 	})
 	f.log.Info("federation up", "peer_id", h.ID().String(), "host_key", f.signer.HostKey(), "addrs", f.Addrs(),
-		"dht", string(cfg.DHT), "bootstrap", len(f.disc.boot), "static", len(f.static), "conn_low", cfg.Limits.ConnLow, "conn_high", cfg.Limits.ConnHigh)
+		"dht", string(f.DHTMode()), "dht_configured", string(cfg.DHT), "bootstrap", len(f.disc.boot), "static", len(f.static), "conn_low", cfg.Limits.ConnLow, "conn_high", cfg.Limits.ConnHigh)
 	return f, nil
 }
 
@@ -397,7 +397,7 @@ type PeerInfo = fedport.PeerInfo
 func (f *Federation) Peers() []PeerInfo {
 	m := map[peer.ID]*PeerInfo{}
 	for _, id := range f.h.Network().Peers() {
-		pi := &PeerInfo{PeerID: id.String(), Connected: true, Addrs: []string{}}
+		pi := &PeerInfo{PeerID: id.String(), Connected: true, Addrs: []string{}, Source: f.sourceOf(id)}
 		for _, c := range f.h.Network().ConnsToPeer(id) {
 			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr().String())
 		}
@@ -444,6 +444,9 @@ func (f *Federation) Connect(ctx context.Context, addr string) error {
 // dialLoop keeps static peers connected, redialling with exponential
 // backoff per peer.
 func (f *Federation) dialLoop(ctx context.Context) {
+	if len(f.static) == 0 {
+		return // nothing to keep connected: no ticker on an idle node
+	}
 	next := map[peer.ID]time.Time{}
 	wait := map[peer.ID]time.Duration{}
 	failed := map[peer.ID]int{}   // dials failed in the current streak
@@ -484,9 +487,9 @@ func (f *Federation) dialLoop(ctx context.Context) {
 				if failed[ai.ID] == 1 {
 					// Once per failure streak; the retries follow at debug.
 					f.log.Info("static peer unreachable; retrying with backoff", "peer", ai.ID, "addrs", ai.Addrs,
-						"retry_in", w, "next_retry", next[ai.ID].UTC().Format(time.RFC3339), "err", err)
+						"retry_in", w.String(), "next_retry", next[ai.ID].UTC().Format(time.RFC3339), "err", err)
 				} else {
-					f.log.Debug("static peer dial failed", "peer", ai.ID, "failures", failed[ai.ID], "retry_in", w, "err", err)
+					f.log.Debug("static peer dial failed", "peer", ai.ID, "failures", failed[ai.ID], "retry_in", w.String(), "err", err)
 				}
 				continue
 			}
@@ -513,7 +516,9 @@ func (m mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
 	}
 	ctx, cancel := context.WithTimeout(m.f.ctx, 5*time.Second)
 	defer cancel()
-	_ = m.f.h.Connect(ctx, ai) // best effort: mDNS announces the peer again
+	if m.f.h.Connect(ctx, ai) == nil { // best effort: mDNS announces the peer again
+		m.f.noteSource(ai.ID, SourceMDNS)
+	}
 }
 
 // msgID identifies gossip messages by content, so that the same signed

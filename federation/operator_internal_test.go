@@ -204,6 +204,12 @@ func TestStaticPeerLogs(t *testing.T) {
 	if at, err := time.Parse(time.RFC3339, next.String()); err != nil || at.Before(infos[0].Time.Add(-time.Second)) {
 		t.Errorf("next_retry %q: %v", next.String(), err)
 	}
+	// Durations read as durations in JSON logs too, not nanoseconds.
+	if in, ok := attr(infos[0], "retry_in"); !ok || in.Kind() != slog.KindString {
+		t.Errorf("retry_in %v (%v), want a duration string", in, in.Kind())
+	} else if _, err := time.ParseDuration(in.String()); err != nil {
+		t.Errorf("retry_in %q: %v", in.String(), err)
+	}
 	for round := 1; round <= 2; round++ {
 		if round == 2 {
 			b = b.reopen(t)

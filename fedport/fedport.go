@@ -26,6 +26,31 @@ type PeerInfo struct {
 	// NotListed says why this peer's rooms are not in the node's
 	// directory: its host binding could not be confirmed, and why.
 	NotListed string `json:"not_listed,omitempty"`
+	// Source is how a connected peer came: static, bootstrap, dht,
+	// announcement, mdns, cache (the peer cache), inbound, or other
+	// (dialled outside discovery: the mirror, a relay, peer exchange).
+	Source string `json:"source,omitempty"`
+}
+
+// DiscoveryStatus is the effective state of peer discovery.
+type DiscoveryStatus struct {
+	// DHT is the mode the DHT runs in now (server, client or off);
+	// DHTConfigured the mode asked for (auto, server, client or off).
+	DHT           string `json:"dht"`
+	DHTConfigured string `json:"dht_configured"`
+	// RoutingTable is how many peers the DHT routing table holds.
+	RoutingTable int `json:"routing_table"`
+	// Bootstrap and Static count the peers the operator named.
+	Bootstrap int `json:"bootstrap"`
+	Static    int `json:"static"`
+	// Connected counts connected peers; BySource splits them by
+	// PeerInfo.Source.
+	Connected int            `json:"connected"`
+	BySource  map[string]int `json:"by_source"`
+	// Degraded is set while the operator named peers and none is
+	// connected; Reason says so in words.
+	Degraded bool   `json:"degraded"`
+	Reason   string `json:"reason,omitempty"`
 }
 
 // HostInfo is a remote host as this node knows it: the binding learned from
@@ -70,6 +95,11 @@ type GossipStats struct {
 // read, dials, dials that connected, advertisements that went through.
 type DiscoveryStats struct {
 	Rounds, Found, Dialled, Connected, Advertised atomic.Int64
+	// AdvertiseFailed counts advertisements that did not go through (no
+	// DHT server reachable); Announced counts peers dialled at the
+	// addresses of their signed announcements; BootstrapFailed counts
+	// rounds in which no bootstrap peer could be reached.
+	AdvertiseFailed, Announced, BootstrapFailed atomic.Int64
 }
 
 // MirrorTarget is one mirroring rule.

@@ -13,6 +13,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/hostport"
+	"github.com/adpnode/adpnode/metrics"
 )
 
 // live serves the SSE stream (§17): bearer JWT, active membership at
@@ -296,7 +297,11 @@ func (s *Server) fedPeers(c *gin.Context) {
 		s.fail(c, adp.Errorf(adp.CodeNotFound, "federation is not enabled on this node"))
 		return
 	}
-	writeJSON(c, http.StatusOK, gin.H{"result": s.opts.Federation.Peers()})
+	out := gin.H{"result": s.opts.Federation.Peers()}
+	if d, ok := s.opts.Federation.(metrics.DiscoveryReporter); ok {
+		out["discovery"] = d.Discovery()
+	}
+	writeJSON(c, http.StatusOK, out)
 }
 
 // fedHosts lists the remote hosts learned from signed announcements, with

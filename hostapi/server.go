@@ -327,7 +327,16 @@ func (s *Server) ready(c *gin.Context) {
 				n++
 			}
 		}
-		out["federation"] = gin.H{"peers": n}
+		fed := gin.H{"peers": n, "status": "ok"}
+		if d, ok := s.opts.Federation.(metrics.DiscoveryReporter); ok {
+			st := d.Discovery()
+			fed["dht"], fed["routing_table"] = st.DHT, st.RoutingTable
+			if st.Degraded {
+				// Still ready: the node serves its own rooms without peers.
+				out["status"], fed["status"], fed["reason"] = "degraded", "degraded", st.Reason
+			}
+		}
+		out["federation"] = fed
 	}
 	c.JSON(http.StatusOK, out)
 }

@@ -226,7 +226,12 @@ func Open(cfg Config) (*Log, error) {
 	}
 	vkey, _ := tlogproof.VerifierKey(cfg.Origin, pub)
 	ctx, cancel := context.WithCancel(context.Background())
-	drv, err := posix.New(ctx, posix.Config{Path: cfg.Dir})
+	posixDrv, err := posix.New(ctx, posix.Config{Path: cfg.Dir})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	drv, err := newQuietDriver(ctx, posixDrv) // quiet.go
 	if err != nil {
 		cancel()
 		return nil, err
@@ -242,12 +247,14 @@ func Open(cfg Config) (*Log, error) {
 		WithPushback(uint(4 * chunk)).
 		WithCheckpointInterval(publishInterval(cfg.CheckpointInterval)).
 		WithShutdownTimeout(10 * time.Second)
-	app, shutdown, reader, err := tessera.NewAppender(ctx, drv, opts)
+	statsCtx, stopStats := context.WithCancel(ctx)
+	app, shutdown, _, err := tessera.NewAppender(statsCtx, drv, opts)
+	stopStats() // ends tessera's statistics loop (quiet.go)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("hostlog: %w", err)
 	}
-	l := &Log{cfg: cfg, log: cfg.Log, add: app.Add, shutdown: shutdown, reader: reader, verifier: v, vkey: vkey,
+	l := &Log{cfg: cfg, log: cfg.Log, add: app.Add, shutdown: shutdown, reader: drv.real, verifier: v, vkey: vkey,
 		ctx: ctx, cancel: cancel, done: make(chan struct{}), stop: make(chan struct{}), marks: map[string]int64{}, nodes: map[compact.NodeID][]byte{}}
 	l.follow, l.endFollow = context.WithCancel(ctx)
 	havePos, err := l.loadJournal()

@@ -131,6 +131,72 @@ func (m *Metrics) AttachFederation(f Federation) {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_p2p_bytes_out_total", Help: "libp2p bytes sent."},
 			func() float64 { _, out := f.Bandwidth(); return float64(out) }),
 	)
+	if d, ok := f.(DiscoveryReporter); ok {
+		m.reg.MustRegister(discoveryCollector{d: d, st: &st.Discovery})
+	}
+}
+
+// DiscoveryReporter is what the metrics read of peer discovery's
+// effective state (the federation peer has it; a fake may not).
+type DiscoveryReporter interface {
+	Discovery() fedport.DiscoveryStatus
+}
+
+// Connection sources and DHT modes always exported (0 when none).
+var (
+	peerSources = []string{"static", "bootstrap", "dht", "announcement", "mdns", "cache", "inbound", "other"}
+	dhtModes    = []string{"server", "client", "off"}
+)
+
+var (
+	descDHTMode = prometheus.NewDesc("adp_dht_mode", "The DHT mode in effect now (1 for the mode the node runs in).", []string{"mode"}, nil)
+	descRT      = prometheus.NewDesc("adp_dht_routing_table_peers", "Peers in the DHT routing table.", nil, nil)
+	descSource  = prometheus.NewDesc("adp_p2p_peers_by_source", "Connected libp2p peers by how they came: static, bootstrap, dht, announcement, mdns, cache (the peer cache), inbound, other (dialled outside discovery).", []string{"source"}, nil)
+	descDegr    = prometheus.NewDesc("adp_federation_degraded", "1 while bootstrap or static peers are configured and no peer is connected.", nil, nil)
+	descRounds  = prometheus.NewDesc("adp_discovery_rounds_total", "Peer discovery rounds run.", nil, nil)
+	descOutcome = prometheus.NewDesc("adp_discovery_total", "What discovery rounds did, by outcome: found (provider records read), dialled, connected, "+
+		"advertised, advertise_failed, announced (peers dialled at their announced addresses), bootstrap_failed (rounds no bootstrap peer answered).", []string{"outcome"}, nil)
+)
+
+// discoveryCollector reads the discovery status once per scrape.
+type discoveryCollector struct {
+	d  DiscoveryReporter
+	st *fedport.DiscoveryStats
+}
+
+func (c discoveryCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descDHTMode, descRT, descSource, descDegr, descRounds, descOutcome} {
+		ch <- d
+	}
+}
+
+func (c discoveryCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.d.Discovery()
+	for _, m := range dhtModes {
+		v := 0.0
+		if s.DHT == m {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descDHTMode, prometheus.GaugeValue, v, m)
+	}
+	ch <- prometheus.MustNewConstMetric(descRT, prometheus.GaugeValue, float64(s.RoutingTable))
+	for _, src := range peerSources {
+		ch <- prometheus.MustNewConstMetric(descSource, prometheus.GaugeValue, float64(s.BySource[src]), src)
+	}
+	degraded := 0.0
+	if s.Degraded {
+		degraded = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descDegr, prometheus.GaugeValue, degraded)
+	ch <- prometheus.MustNewConstMetric(descRounds, prometheus.CounterValue, float64(c.st.Rounds.Load()))
+	for _, o := range []struct {
+		name string
+		v    int64
+	}{{"found", c.st.Found.Load()}, {"dialled", c.st.Dialled.Load()}, {"connected", c.st.Connected.Load()},
+		{"advertised", c.st.Advertised.Load()}, {"advertise_failed", c.st.AdvertiseFailed.Load()},
+		{"announced", c.st.Announced.Load()}, {"bootstrap_failed", c.st.BootstrapFailed.Load()}} {
+		ch <- prometheus.MustNewConstMetric(descOutcome, prometheus.CounterValue, float64(o.v), o.name)
+	}
 }
 
 // AttachMirror adds mirror series.

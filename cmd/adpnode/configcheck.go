@@ -7,6 +7,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/adpnode/adpnode/cmd/adpnode/internal/settings"
+	"github.com/adpnode/adpnode/federation"
 )
 
 func configCmd() *cobra.Command {
@@ -19,7 +20,8 @@ environment variables, then the file, then defaults), validates it and prints
 every setting's effective value (the value the node runs with) as YAML, each
 with its source as a comment: flag, env, file, default, or derived (from
 other settings). It adds what follows from them: the TLS mode, whether
-libp2p listens on all interfaces, AutoNAT. Unknown keys in the file are
+libp2p listens on all interfaces, AutoNAT, the DHT mode
+the node will run in. Unknown keys in the file are
 errors. It opens nothing: no data directory, no ports. Exit 0 when valid, 2
 when not. docs/settings.md lists the settings.`,
 		Example: "  adpnode config check --config configs/single.yaml --listen 127.0.0.1:18401",
@@ -44,6 +46,7 @@ when not. docs/settings.md lists the settings.`,
 			derived("tls", tlsOut(ss.tls))
 			derived("federation.listen_all_interfaces", ss.fed.listenAll)
 			derived("federation.nat.autonat", true)
+			derived("federation.dht_effective", federation.ExpectedDHT(ss.fed.dht, ss.fed.nat.Reachability))
 			b, err := yaml.Marshal(doc)
 			if err != nil {
 				return err

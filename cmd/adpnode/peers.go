@@ -3,14 +3,17 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
+	"sort"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/fedport"
 )
 
 func peersCmd() *cobra.Command {
@@ -33,15 +36,19 @@ func peersCmd() *cobra.Command {
 				return nil
 			}
 			var out struct {
-				Result []federation.PeerInfo `json:"result"`
+				Result    []federation.PeerInfo    `json:"result"`
+				Discovery *fedport.DiscoveryStatus `json:"discovery"`
 			}
 			if err := json.Unmarshal(b, &out); err != nil {
 				return err
 			}
+			if d := out.Discovery; d != nil {
+				printDiscovery(os.Stdout, d)
+			}
 			w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "PEER ID\tHOST KEY\tCONNECTED\tSTATIC\tADDRESSES")
+			fmt.Fprintln(w, "PEER ID\tHOST KEY\tCONNECTED\tSTATIC\tSOURCE\tADDRESSES")
 			for _, p := range out.Result {
-				fmt.Fprintf(w, "%s\t%s\t%v\t%v\t%s\n", p.PeerID, p.HostKey, p.Connected, p.Static, strings.Join(p.Addrs, " "))
+				fmt.Fprintf(w, "%s\t%s\t%v\t%v\t%s\t%s\n", p.PeerID, p.HostKey, p.Connected, p.Static, p.Source, strings.Join(p.Addrs, " "))
 			}
 			if err := w.Flush(); err != nil {
 				return err
@@ -81,5 +88,25 @@ func printNotListed(nodeURL, tok string, peers []federation.PeerInfo) {
 		if h.NotListed != "" && !seen[string(h.Key)] {
 			fmt.Printf("rooms of host %s (%s) not listed: %s\n", h.Key, termSafe(h.Origin), termSafe(h.NotListed))
 		}
+	}
+}
+
+// printDiscovery prints the effective discovery state above the peers:
+// the DHT mode in effect (and the one configured), the routing table,
+// connections by source, and why federation is degraded.
+func printDiscovery(w io.Writer, d *fedport.DiscoveryStatus) {
+	srcs := make([]string, 0, len(d.BySource))
+	for s, n := range d.BySource {
+		srcs = append(srcs, fmt.Sprintf("%s %d", s, n))
+	}
+	sort.Strings(srcs)
+	by := ""
+	if len(srcs) > 0 {
+		by = " (" + strings.Join(srcs, ", ") + ")"
+	}
+	fmt.Fprintf(w, "DHT %s (configured %s), routing table %d; connected %d%s; bootstrap %d, static %d\n",
+		d.DHT, d.DHTConfigured, d.RoutingTable, d.Connected, by, d.Bootstrap, d.Static)
+	if d.Degraded {
+		fmt.Fprintf(w, "federation degraded: %s\n", d.Reason)
 	}
 }

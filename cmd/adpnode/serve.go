@@ -448,7 +448,14 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 		log.Warn("cannot record the node's URL in the data dir: backup --data will need --node", "file", serveURLFile, "err", err)
 		s.urlFile = ""
 	}
-	log.Info("adpnode serving", "listen", s.addr, "scheme", s.scheme, "public_url", s.n.Origin(), "data", cfg.DataDir, "local_url", local)
+	attrs := []any{"listen", s.addr, "scheme", s.scheme, "public_url", s.n.Origin(), "data", cfg.DataDir, "local_url", local}
+	if s.fed != nil {
+		// The DHT mode in effect, not only the one configured.
+		d := s.fed.Discovery()
+		attrs = append(attrs, "libp2p", s.fed.Addrs(), "dht", d.DHT, "dht_configured", d.DHTConfigured,
+			"bootstrap_peers", d.Bootstrap, "static_peers", d.Static)
+	}
+	log.Info("adpnode serving", attrs...)
 	return s, nil
 }
 

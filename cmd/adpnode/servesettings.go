@@ -94,7 +94,7 @@ var serveTable = settings.Table{
 	{Key: "federation.bootstrap", Flag: "bootstrap", Kind: settings.List, Validate: validBootstrap,
 		Help: "Bootstrap peers, multiaddrs ending in /p2p/<peer id>: dialled to join the federation and its DHT, not kept connected (flags replace the file's list)."},
 	{Key: "federation.dht", Flag: "dht", Kind: settings.String, Default: "auto", Validate: validDHT,
-		Help: "ADP DHT mode: auto (server once AutoNAT finds this node public), server, client or off."},
+		Help: "ADP DHT mode: auto (server unless AutoNAT finds this node private: closed networks get DHT servers without AutoNAT), server, client or off."},
 	{Key: "federation.conn_low", Kind: settings.Int, Default: "64", ZeroIsDefault: true, Validate: settings.AtLeast(0),
 		Help: "Connection manager low watermark: above conn_high it trims down to this, keeping static peers (0: the default)."},
 	{Key: "federation.conn_high", Kind: settings.Int, Default: "128", ZeroIsDefault: true, Validate: settings.AtLeast(0),

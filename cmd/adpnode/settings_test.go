@@ -338,3 +338,25 @@ func TestSettingsPrecedence(t *testing.T) {
 	t.Setenv("ADPNODE_NO_FEDERATION", "true")
 	check("federation.enabled", false, settings.FromEnv)
 }
+
+// Property: config check prints the DHT mode the node will run in, not
+// only the one configured: auto serves unless the node is private.
+func TestConfigCheckEffectiveDHT(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "server unless AutoNAT finds this node private"},
+		{[]string{"--dht", "client"}, "client"},
+		{[]string{"--dht", "off"}, `"off"`},
+	} {
+		out := mustCLI(t, append([]string{"config", "check", "--listen", "127.0.0.1:18403"}, c.args...)...)
+		if !strings.Contains(out, "dht_effective: "+c.want+" # derived") {
+			t.Errorf("%v: config check does not say dht_effective %q:\n%s", c.args, c.want, out)
+		}
+	}
+	file := writeFile(t, "pub.yaml", "federation:\n  nat:\n    reachability: private\n")
+	if out := mustCLI(t, "config", "check", "--config", file, "--listen", "127.0.0.1:18404"); !strings.Contains(out, "dht_effective: client # derived") {
+		t.Errorf("auto on a private node: %s", out)
+	}
+}
