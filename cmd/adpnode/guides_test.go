@@ -31,8 +31,8 @@ var guides = []struct {
 }{
 	{"README", "README.md", false, []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^\S+\s+active\s+public\s+\d+\s+Hello, federation\s+http://127\.0\.0\.1:\d+/v1/rooms/\S+$`), // node 3's directory
-		regexp.MustCompile(`(?m)^12D3KooW\S+\s+did:agent:\S+\s+true\s+true`),                  // node 3's static peer, connected
-		regexp.MustCompile(`@@block 4`),                                                       // the nodes were stopped at the end
+		regexp.MustCompile(`(?m)^12D3KooW\S+\s+did:agent:\S+\s+true\s+true`),                                               // node 3's static peer, connected
+		regexp.MustCompile(`@@block 4`), // the nodes were stopped at the end
 	}, map[int]*regexp.Regexp{
 		3: regexp.MustCompile(`(?m)^#\d+ .*message\.create .*Hello from node 3\.`), // bob's post, relayed, in node 1's chain
 	}},
@@ -64,8 +64,7 @@ var guides = []struct {
 // change fixes. Each entry names its page, a line of the block, and why;
 // the block still runs, its failure is logged, and once it passes the
 // test says so: delete the entry then.
-var pendingBlocks = []struct{ path, line, reason string }{
-}
+var pendingBlocks = []struct{ path, line, reason string }{}
 
 // guideBlock is one sh block of a page.
 type guideBlock struct {
