@@ -103,7 +103,7 @@ func (n *Node) start(within time.Duration) error {
 	}
 	n.cmd, n.done = cmd, make(chan struct{})
 	go func() { // owned by the node: ends when the process does
-		cmd.Wait()
+		_ = cmd.Wait() // a killed node's exit status is expected
 		logf.Close()
 		close(n.done)
 	}()
@@ -189,7 +189,7 @@ func (n *Node) Kill() {
 	if !n.Running() {
 		return
 	}
-	n.cmd.Process.Signal(syscall.SIGKILL)
+	_ = n.cmd.Process.Signal(syscall.SIGKILL) // fails only if it has already exited
 	<-n.done
 }
 
@@ -198,7 +198,7 @@ func (n *Node) Stop() {
 	if !n.Running() {
 		return
 	}
-	n.cmd.Process.Signal(syscall.SIGTERM)
+	_ = n.cmd.Process.Signal(syscall.SIGTERM) // fails only if it has already exited
 	select {
 	case <-n.done:
 	case <-time.After(30 * time.Second):
