@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	coreconnmgr "github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/metrics"
@@ -101,6 +102,10 @@ type Config struct {
 	// Index bounds what the index takes from any one host; MaxTTL
 	// defaults to AnnounceTTL plus a sixth.
 	Index index.Limits
+	// Gater, when set, may refuse connections (libp2p's connection
+	// gater): a firewall in the node, and how tests stage a partition
+	// that discovery cannot heal. Nil: every connection the limits allow.
+	Gater coreconnmgr.ConnectionGater
 	Log   *slog.Logger
 }
 
@@ -256,6 +261,9 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 		libp2p.Transport(ws.New), libp2p.Transport(webtransport.New), libp2p.Transport(libp2pwebrtc.New),
 		libp2p.ResourceManager(rm), libp2p.BandwidthReporter(bw), libp2p.Ping(true)}
 	opts = append(opts, natOptions(cfg.NAT, self.Load)...)
+	if cfg.Gater != nil {
+		opts = append(opts, libp2p.ConnectionGater(cfg.Gater))
+	}
 	h, err := libp2p.New(opts...)
 	if err != nil { // libp2p closes rm and cm itself
 		return nil, fmt.Errorf("libp2p host: %w", err)

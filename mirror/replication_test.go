@@ -222,7 +222,10 @@ func TestMirrorReplication(t *testing.T) {
 		t.Skip("runs for about a minute")
 	}
 	began := time.Now()
-	opts := fedtest.Options{Rates: noRates, Mirror: true, Log: quietLog}
+	// C's cut is a partition: discovery dials the hosts it knows from
+	// their announcements, so a disconnection alone would heal at once.
+	part := fedtest.NewPartition()
+	opts := fedtest.Options{Rates: noRates, Mirror: true, Log: quietLog, Configure: part.Configure}
 	peers := fedtest.Network(t, 3, nil, opts)
 	a, b, c := peers[0], peers[1], peers[2]
 	for _, mp := range []*fedtest.Peer{b, c} {
@@ -264,6 +267,7 @@ func TestMirrorReplication(t *testing.T) {
 
 	// b. …C is cut off from every peer; nothing may redial it.
 	at(replCutC)
+	part.Cut(c.Fed.PeerID())
 	for _, id := range []peer.ID{a.Fed.PeerID(), bID} {
 		if err := c.Fed.Disconnect(id); err != nil {
 			t.Fatal(err)
@@ -316,6 +320,7 @@ func TestMirrorReplication(t *testing.T) {
 		t.Fatalf("A accepted only %d records during the cut: C is not behind enough to test its catch-up", missed)
 	}
 	t.Logf("C reconnected after %v cut off, %d records behind", time.Since(cutAt).Round(time.Millisecond), missed)
+	part.Heal()
 	fedtest.Connect(t, c, a)
 	fedtest.Connect(t, c, b)
 
