@@ -78,6 +78,11 @@ func TestMetricsAfterTraffic(t *testing.T) {
 		r, ok := b.Mir.Room(id, "")
 		return ok && r.Tip() == 2
 	})
+	// The record publisher follows the change feed on its own goroutine:
+	// B may hold the room (announcement, pull) before A has published both.
+	testwait.Until(t, 10*time.Second, "A published both records", func() bool {
+		return scrape(t, a.URL)["adp_gossip_published_total"] >= 2
+	})
 
 	ma := scrape(t, a.URL)
 	for name, min := range map[string]float64{
