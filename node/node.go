@@ -19,6 +19,7 @@ import (
 	"github.com/adpnode/adpnode/adp/identity"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/hostport"
+	"github.com/adpnode/adpnode/internal/changefeed"
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/live"
 )
@@ -47,8 +48,7 @@ type Node struct {
 	viewers    *live.Hub[struct{}] // viewer streams (viewer.go)
 	packs      *packFetcher
 	sched      *scheduler
-	feed       *feed         // the change feed's notifier (feed.go)
-	feedFloor  atomic.Uint64 // feed entries at or below it are pruned
+	feed       *changefeed.Feed // the change feed (feed.go)
 	archiveMu  sync.RWMutex
 	archiveKey identity.AgentID          // SetArchiveHostLog
 	archiveLog func(lastHash string) any // SetArchiveHostLog
@@ -171,6 +171,7 @@ func (n *Node) Close() error {
 	}
 	n.inflight.Wait()
 	n.cancel()
+	n.feed.Close() // followers end with groupcommit.ErrClosed
 	n.bg.Wait()
 	n.hub.Close(live.ReasonShutdown)
 	n.viewers.Close(live.ReasonShutdown)

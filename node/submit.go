@@ -10,6 +10,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/hostport"
+	"github.com/adpnode/adpnode/internal/changefeed"
 )
 
 // Submit runs the write path of ARCHITECTURE.md for one envelope body.
@@ -304,7 +305,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	if n.cfg.WithoutFeed {
 		cerr = n.commit.Commit(sets) // the feed-cost baseline only
 	} else {
-		cerr = n.commit.CommitEntry(sets, feedEntryValue(rec))
+		cerr = n.commit.CommitEntry(sets, changefeed.Entry(rec))
 	}
 	if err := cerr; err != nil {
 		n.log.Error("durable write failed", "room", hr.id, "seq", rec.Seq, "err", err)
