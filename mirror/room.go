@@ -393,7 +393,7 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 	// suffix in a crash and backfill it again.
 	onVerified := r.m.cfg.OnVerified
 	id, hist := r.id, r.hist
-	if err := r.m.commit.EnqueueEntry(sets, changefeed.Entry(rec), func(err error) {
+	if err := r.m.commit.EnqueueEntry(sets, changefeed.Entry(rec), func(_ uint64, err error) {
 		if err != nil {
 			// The history keeps answering the record from memory.
 			r.m.log.Error("mirror store", "room", id, "seq", rec.Seq, "err", err)

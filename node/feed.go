@@ -79,6 +79,7 @@ func (n *Node) openFeed() error {
 	if n.cfg.WithoutFeed {
 		return nil
 	}
+	f.GateOnApply()
 	n.commit.SetFeed(f.Committer())
 	return nil
 }

@@ -259,3 +259,44 @@ func TestFeedSeqsSurvivePruneAndRestart(t *testing.T) {
 	}
 	f.stop()
 }
+
+// TestFollowerSeesAppliedState. Property: when a follower is handed an
+// entry, the node already shows what the record changed: the room exists
+// (a room.create's room is registered) and its summary is at least at the
+// record's seq. Followers that read the room's state (the record
+// publisher asks whether a room is public) otherwise raced the writer
+// and skipped a new room's first record.
+func TestFollowerSeesAppliedState(t *testing.T) {
+	h := adptest.StartHostAt(t, node.Config{Rates: manyWrites}, adptest.NewClock())
+	var mu sync.Mutex
+	var stale []string
+	f := follow(h.Node, h.Node.FeedHead(), func(e hostport.FeedEntry) {
+		s, ok := h.Node.Summary(e.RoomID)
+		if !ok || s.Seq < e.RecordSeq {
+			mu.Lock()
+			stale = append(stale, fmt.Sprintf("room %s seq %d: summary found %v at seq %d", e.RoomID, e.RecordSeq, ok, s.Seq))
+			mu.Unlock()
+		}
+	})
+	const writers, each = 4, 40
+	var wg sync.WaitGroup
+	for w := 0; w < writers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a := adptest.NewAgent(fmt.Sprint("applied-", w))
+			for i := 0; i < each; i++ {
+				id := h.CreateRoom(t, a, h.RoomPayload("public"))
+				h.MustPost(t, a, id, "message.create", map[string]any{"content_type": "text/plain", "content": "m"})
+			}
+		}()
+	}
+	wg.Wait()
+	f.waitFor(t, writers*each*2)
+	f.stop()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(stale) > 0 {
+		t.Fatalf("%d of %d entries handed before the node applied them; first: %s", len(stale), writers*each*2, stale[0])
+	}
+}

@@ -302,14 +302,20 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 		sets = append(sets, n.joins.kv(jrUpdate))
 	}
 	var cerr error
+	var feedSeq uint64
 	if n.cfg.WithoutFeed {
 		cerr = n.commit.Commit(sets) // the feed-cost baseline only
 	} else {
-		cerr = n.commit.CommitEntry(sets, changefeed.Entry(rec))
+		feedSeq, cerr = n.commit.CommitEntry(sets, changefeed.Entry(rec))
 	}
 	if err := cerr; err != nil {
 		n.log.Error("durable write failed", "room", hr.id, "seq", rec.Seq, "err", err)
 		return nil, &adp.Error{Code: adp.CodeUnavailable, Message: "storage write failed; nothing was accepted"}
+	}
+	if feedSeq != 0 {
+		// Followers get the entry once what follows is applied: a new
+		// room's registration, its lifecycle and summary.
+		defer n.feed.Applied(feedSeq)
 	}
 
 	// Durable: apply, publish, answer.

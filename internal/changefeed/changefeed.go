@@ -40,10 +40,18 @@ type Feed struct {
 	prefix, pos []byte
 
 	mu     sync.Mutex
-	head   uint64
+	head   uint64        // the newest entry followers are handed
 	wake   chan struct{} // closed and replaced when head advances or the feed closes
 	closed bool
 	floor  uint64 // entries at or below it are pruned
+
+	// A gated feed (GateOnApply) hands followers an entry only once its
+	// writer has applied what the record changes in memory (Applied), and
+	// every entry before it too: durable is the newest durable entry,
+	// applied the applied ones above head.
+	gated   bool
+	durable uint64
+	applied map[uint64]struct{}
 }
 
 // Open reads the newest stored entry of the feed under prefix; followers'
@@ -85,10 +93,61 @@ func Entry(rec *record.Record) []byte {
 
 func (f *Feed) advanced(last uint64) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gated {
+		f.durable = last
+		f.advanceApplied()
+		return
+	}
 	f.head = last
+	f.wakeLocked()
+}
+
+func (f *Feed) wakeLocked() {
 	close(f.wake)
 	f.wake = make(chan struct{})
+}
+
+// GateOnApply makes followers wait for Applied: a writer that updates
+// state in memory after its entry is durable (the node: a room's lifecycle,
+// its summary, a new room's registration) calls Applied(seq) once it has,
+// so that a follower woken by the entry reads that state as of the
+// record, not before it. Every durable entry must be reported applied
+// (the committer's seq from CommitEntry); until it is, it and the entries
+// after it wait. Call it before the first write.
+func (f *Feed) GateOnApply() {
+	f.mu.Lock()
+	f.gated, f.durable, f.applied = true, f.head, map[uint64]struct{}{}
 	f.mu.Unlock()
+}
+
+// Applied reports that the writer of entry seq has applied it (a gated
+// feed; otherwise it does nothing).
+func (f *Feed) Applied(seq uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.gated || seq <= f.head {
+		return
+	}
+	f.applied[seq] = struct{}{}
+	f.advanceApplied()
+}
+
+// advanceApplied moves head over the applied durable entries that follow
+// it, and wakes followers if it moved.
+func (f *Feed) advanceApplied() {
+	moved := false
+	for {
+		next := f.head + 1
+		if _, ok := f.applied[next]; !ok || next > f.durable {
+			break
+		}
+		delete(f.applied, next)
+		f.head, moved = next, true
+	}
+	if moved {
+		f.wakeLocked()
+	}
 }
 
 // Close ends every Follow with groupcommit.ErrClosed (after the committer
@@ -97,8 +156,7 @@ func (f *Feed) Close() {
 	f.mu.Lock()
 	if !f.closed {
 		f.closed = true
-		close(f.wake)
-		f.wake = make(chan struct{})
+		f.wakeLocked()
 	}
 	f.mu.Unlock()
 }
@@ -109,7 +167,8 @@ func (f *Feed) state() (uint64, <-chan struct{}, bool) {
 	return f.head, f.wake, f.closed
 }
 
-// Head returns the seq of the newest entry (0: none yet).
+// Head returns the seq of the newest entry followers are handed (0: none
+// yet): durable, and on a gated feed applied with every entry before it.
 func (f *Feed) Head() uint64 {
 	h, _, _ := f.state()
 	return h
@@ -140,7 +199,9 @@ func (f *Feed) Follow(ctx context.Context, since uint64, fn func([]hostport.Feed
 			return groupcommit.ErrClosed
 		}
 		if head > pos {
-			b, err := f.read(pos, batch)
+			// Never past head: a gated feed stores entries before it hands
+			// them over.
+			b, err := f.read(pos, int(min(head-pos, batch)))
 			if err != nil {
 				return err
 			}

@@ -32,7 +32,7 @@ func open(t *testing.T, dir string) (*badger.DB, *Feed, *groupcommit.Committer) 
 func store(t *testing.T, c *groupcommit.Committer, room string, seq int64) {
 	t.Helper()
 	r := &record.Record{RoomID: room, Seq: seq, Hash: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
-	if err := c.CommitEntry([]groupcommit.KV{{K: []byte(fmt.Sprintf("r/%s/%d", room, seq)), V: []byte("x")}}, Entry(r)); err != nil {
+	if _, err := c.CommitEntry([]groupcommit.KV{{K: []byte(fmt.Sprintf("r/%s/%d", room, seq)), V: []byte("x")}}, Entry(r)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -114,5 +114,92 @@ func TestFeedFollowPruneClose(t *testing.T) {
 	f.Close()
 	if err := f.Follow(context.Background(), 4, func([]hostport.FeedEntry) error { return nil }); !errors.Is(err, groupcommit.ErrClosed) {
 		t.Fatalf("follow after Close: %v, want ErrClosed", err)
+	}
+}
+
+// Property: a gated feed hands a follower an entry only once its writer
+// reported it applied, and never past an entry not yet applied, although
+// later ones are durable (and some applied); once the gap closes they are
+// handed in order. A restart opens with every stored entry followable.
+func TestGatedFeedWaitsForApplied(t *testing.T) {
+	dir := t.TempDir()
+	db, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(db, "tf/", "tp/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.GateOnApply()
+	c := groupcommit.New(db, 16)
+	c.SetFeed(f.Committer())
+	var seqs []uint64
+	for i := int64(1); i <= 3; i++ {
+		r := &record.Record{RoomID: "a", Seq: i, Hash: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
+		seq, err := c.CommitEntry([]groupcommit.KV{{K: []byte(fmt.Sprintf("r/a/%d", i)), V: []byte("x")}}, Entry(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seq)
+	}
+	if want := []uint64{1, 2, 3}; fmt.Sprint(seqs) != fmt.Sprint(want) {
+		t.Fatalf("CommitEntry seqs %v, want %v", seqs, want)
+	}
+	if h := f.Head(); h != 0 {
+		t.Fatalf("head %d before anything was applied, want 0", h)
+	}
+	f.Applied(3)
+	if h := f.Head(); h != 0 {
+		t.Fatalf("head %d with entries 1 and 2 not applied, want 0", h)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan []uint64, 8)
+	done := make(chan error, 1)
+	go func() {
+		done <- f.Follow(ctx, 0, func(b []hostport.FeedEntry) error {
+			var s []uint64
+			for _, e := range b {
+				s = append(s, e.Seq)
+			}
+			got <- s
+			return nil
+		})
+	}()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case s := <-got:
+			if fmt.Sprint(s) != want {
+				t.Fatalf("handed %v, want %s", s, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s not handed over once applied", want)
+		}
+	}
+	f.Applied(1)
+	next("[1]") // not 2 (durable, not applied) nor 3 (applied, after 2)
+	f.Applied(2)
+	next("[2 3]")
+	f.Applied(2) // a repeat changes nothing
+	if h := f.Head(); h != 3 {
+		t.Fatalf("head %d, want 3", h)
+	}
+	cancel()
+	<-done
+	c.Close()
+	f.Close()
+	db.Close()
+
+	db, f, c = open(t, dir)
+	defer db.Close()
+	defer f.Close()
+	defer c.Close()
+	f.GateOnApply()
+	if h := f.Head(); h != 3 {
+		t.Fatalf("head after restart %d, want 3", h)
+	}
+	if len(f.applied) != 0 {
+		t.Fatalf("%d applied marks kept", len(f.applied))
 	}
 }

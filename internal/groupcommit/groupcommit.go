@@ -20,7 +20,8 @@ type KV struct {
 type request struct {
 	sets  []KV
 	entry []byte // the value of a feed entry (nil: none)
-	done  func(error)
+	seq   uint64 // the feed seq entry got (set by the committer)
+	done  func(seq uint64, err error)
 }
 
 // Feed numbers the requests that carry a feed entry (EnqueueEntry): each
@@ -84,7 +85,11 @@ func (c *Committer) Enqueue(sets []KV, done func(error)) error {
 	if c.shut {
 		return ErrClosed
 	}
-	c.in <- request{sets: sets, done: done}
+	var d func(uint64, error)
+	if done != nil {
+		d = func(_ uint64, err error) { done(err) }
+	}
+	c.in <- request{sets: sets, done: d}
 	return nil
 }
 
@@ -92,18 +97,25 @@ func (c *Committer) Enqueue(sets []KV, done func(error)) error {
 // write.
 func (c *Committer) SetFeed(f Feed) { c.feed = f }
 
-// CommitEntry is Commit with a feed entry whose value is entry (SetFeed).
-func (c *Committer) CommitEntry(sets []KV, entry []byte) error {
-	done := make(chan error, 1)
-	if err := c.EnqueueEntry(sets, entry, func(err error) { done <- err }); err != nil {
-		return err
+// CommitEntry is Commit with a feed entry whose value is entry (SetFeed);
+// it returns the entry's feed seq.
+func (c *Committer) CommitEntry(sets []KV, entry []byte) (uint64, error) {
+	type result struct {
+		seq uint64
+		err error
 	}
-	return <-done
+	done := make(chan result, 1)
+	if err := c.EnqueueEntry(sets, entry, func(seq uint64, err error) { done <- result{seq, err} }); err != nil {
+		return 0, err
+	}
+	r := <-done
+	return r.seq, r.err
 }
 
 // EnqueueEntry is Enqueue with a feed entry whose value is entry: it is
-// written in the same transaction as sets, under the next feed seq.
-func (c *Committer) EnqueueEntry(sets []KV, entry []byte, done func(error)) error {
+// written in the same transaction as sets, under the next feed seq, which
+// done is given (with a nil error) once it is durable.
+func (c *Committer) EnqueueEntry(sets []KV, entry []byte, done func(seq uint64, err error)) error {
 	if c.feed.Prefix == nil {
 		return errors.New("groupcommit: no feed (SetFeed)")
 	}
@@ -112,7 +124,7 @@ func (c *Committer) EnqueueEntry(sets []KV, entry []byte, done func(error)) erro
 	if c.shut {
 		return ErrClosed
 	}
-	c.in <- request{sets, entry, done}
+	c.in <- request{sets: sets, entry: entry, done: done}
 	return nil
 }
 
@@ -180,7 +192,7 @@ func (c *Committer) flush(batch []request) {
 		}
 		for _, r := range batch[:n] {
 			if r.done != nil {
-				r.done(err)
+				r.done(r.seq, err)
 			}
 		}
 		batch = batch[n:]
@@ -192,8 +204,8 @@ func (c *Committer) writeSome(batch []request) (int, error) {
 	defer txn.Discard()
 	n := 0
 	seq := c.feed.Next
-	for _, r := range batch {
-		err := c.applyRequest(txn, r, &seq)
+	for i := range batch {
+		err := c.applyRequest(txn, &batch[i], &seq)
 		if errors.Is(err, badger.ErrTxnTooBig) && n > 0 {
 			break
 		}
@@ -207,8 +219,8 @@ func (c *Committer) writeSome(batch []request) (int, error) {
 		txn.Discard()
 		txn = c.db.NewTransaction(true)
 		seq = c.feed.Next
-		for _, r := range batch[:n] {
-			if err := c.applyRequest(txn, r, &seq); err != nil {
+		for i := range batch[:n] {
+			if err := c.applyRequest(txn, &batch[i], &seq); err != nil {
 				return n, err
 			}
 		}
@@ -227,7 +239,7 @@ func (c *Committer) writeSome(batch []request) (int, error) {
 
 // applyRequest adds r's sets, and its feed entry under *seq (then
 // advanced), to txn.
-func (c *Committer) applyRequest(txn *badger.Txn, r request, seq *uint64) error {
+func (c *Committer) applyRequest(txn *badger.Txn, r *request, seq *uint64) error {
 	for _, e := range r.sets {
 		if err := apply(txn, e); err != nil {
 			return err
@@ -240,6 +252,7 @@ func (c *Committer) applyRequest(txn *badger.Txn, r request, seq *uint64) error 
 	if err := txn.Set(k, r.entry); err != nil {
 		return err
 	}
+	r.seq = *seq
 	*seq++
 	return nil
 }

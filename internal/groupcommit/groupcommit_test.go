@@ -165,7 +165,7 @@ func TestFeedEntriesDenseInCommitOrder(t *testing.T) {
 				if i%5 == 0 {
 					v = big // fills transactions: some requests move to the next
 				}
-				if err := c.CommitEntry([]KV{{K: k, V: v}}, k); err != nil {
+				if _, err := c.CommitEntry([]KV{{K: k, V: v}}, k); err != nil {
 					t.Error(err)
 				}
 			}
