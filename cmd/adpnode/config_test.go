@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -266,5 +267,30 @@ func TestServeRefusesSmallDiskReserve(t *testing.T) {
 	wantExit(t, exitUsage, "at least 240MiB", "config", "check", "--config", writeFile(t, "small.yaml", "disk_reserve: 4MiB\n"))
 	for _, r := range []string{"0", "240MiB"} {
 		mustCLI(t, "config", "check", "--disk-reserve", r)
+	}
+}
+
+// TestListenPortZeroPublicURL. Property: a node told to listen on port 0
+// with no public_url of its own advertises the port it got, not port 0:
+// its origin and the discovery document name a URL one can reach.
+func TestListenPortZeroPublicURL(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	s, err := startStack(node.Config{PublicURL: "http://127.0.0.1:0", DataDir: t.TempDir(), Log: log}, "127.0.0.1:0", fedSettings{}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.close()
+	want := "http://" + s.addr
+	if got := s.n.Origin(); got != want {
+		t.Fatalf("origin %s, want %s (the address it listens on)", got, want)
+	}
+	resp, err := http.Get(want + "/.well-known/agent-discourse")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if strings.Contains(string(body), "127.0.0.1:0") {
+		t.Fatalf("discovery document names port 0: %s", body)
 	}
 }

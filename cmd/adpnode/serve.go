@@ -382,6 +382,26 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
+	// A public URL naming port 0 (derived from --listen host:0) names the
+	// port the system picks: listen first, so that room URLs, the
+	// announcements and the host's origin carry a port one can reach.
+	var early net.Listener
+	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Port() == "0" {
+		if _, lport, err := net.SplitHostPort(listen); err == nil && lport == "0" {
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return nil, err
+			}
+			_, port, _ := net.SplitHostPort(ln.Addr().String())
+			u.Host = net.JoinHostPort(u.Hostname(), port)
+			cfg.PublicURL, early = u.String(), ln
+		}
+	}
+	closeEarly := func() {
+		if early != nil {
+			early.Close()
+		}
+	}
 	sc := istack.Config{Node: cfg, HTTP: fs.http, Log: log}
 	if fs.enabled {
 		if fs.listenAll {
@@ -400,6 +420,7 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	sc.HostLog = &istack.HostLogConfig{Witnesses: fs.witnesses, Discover: true, CheckpointInterval: hostLogCheckpoint}
 	st, err := istack.Open(sc)
 	if err != nil {
+		closeEarly()
 		return nil, err
 	}
 	s := &stack{Stack: st, n: st.Node, fed: st.Fed, mir: st.Mir, tl: st.HostLog, sub: st.Witness}
@@ -408,10 +429,14 @@ func startStack(cfg node.Config, listen string, fs fedSettings, log *slog.Logger
 	}
 	ts, err := setupTLS(fs.tls, cfg.DataDir, fs.http, log)
 	if err != nil {
+		closeEarly()
 		s.close()
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", listen)
+	ln := early
+	if ln == nil {
+		ln, err = net.Listen("tcp", listen)
+	}
 	if err != nil {
 		if ts != nil && ts.httpLn != nil {
 			ts.httpLn.Close()
