@@ -322,12 +322,24 @@ func (c *Client) PostMentions(ctx context.Context, roomID string, attempts int, 
 // Events reads verified records with seq > after (at most limit) and
 // reports whether more follow.
 func (c *Client) Events(ctx context.Context, roomID string, after int64, limit int) ([]*record.Record, bool, error) {
+	return c.events(ctx, "/v1/rooms/"+roomID+"/events?", after, limit, true)
+}
+
+// MirrorEvents reads, as Events does, the records of a public room this
+// node mirrors (GET /v1/mirrors/rooms/{room_id}/events): each record is
+// verified (its envelope's signature and its hash), so a mirror can serve
+// what the room's host said but cannot forge it.
+func (c *Client) MirrorEvents(ctx context.Context, roomID string, after int64, limit int) ([]*record.Record, bool, error) {
+	return c.events(ctx, "/v1/mirrors/rooms/"+roomID+"/events?", after, limit, false)
+}
+
+func (c *Client) events(ctx context.Context, path string, after int64, limit int, auth bool) ([]*record.Record, bool, error) {
 	var page struct {
 		Result     []json.RawMessage `json:"result"`
 		NextCursor string            `json:"next_cursor"`
 	}
 	q := url.Values{"after_seq": {strconv.FormatInt(after, 10)}, "limit": {strconv.Itoa(limit)}}
-	if _, err := c.do(ctx, http.MethodGet, "/v1/rooms/"+roomID+"/events?"+q.Encode(), nil, true, &page); err != nil {
+	if _, err := c.do(ctx, http.MethodGet, path+q.Encode(), nil, auth, &page); err != nil {
 		return nil, false, err
 	}
 	out := make([]*record.Record, 0, len(page.Result))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/adpnode/adpnode/adp"
 	"github.com/adpnode/adpnode/client"
 )
 
@@ -172,7 +173,8 @@ func inboxCmd() *cobra.Command {
 		Long: `inbox reads your mentions inbox on the node: records that mention your agent
 in rooms of the node you may read and in public rooms it mirrors, each with
 its text, read from the room's host and verified (opened, in a member-only
-room whose key you hold). The cursor
+room whose key you hold); when the host of a mirrored room does not answer,
+from the node's mirror, marked so. The cursor
 is saved (atomically) after each page, so the next run prints only what is
 new. --follow keeps polling. A host-local extension.`,
 		Args: cobra.NoArgs,
@@ -231,6 +233,15 @@ func mentionText(ctx context.Context, c *client.Client, it client.MentionItem) s
 		rc.SealPath, rc.OnBadWrap = c.SealPath, c.OnBadWrap
 	}
 	recs, _, err := rc.Events(ctx, it.RoomID, it.RoomSeq-1, 1)
+	fromMirror := false
+	if code := client.CodeOf(err); err != nil && it.Source == "mirror" && (code == "" || code == adp.CodeUnavailable) {
+		// The host does not answer (or cannot read its store); the node
+		// mirrors the room: its copy is verified record by record, and
+		// must hash to what the inbox named.
+		if mrecs, _, merr := c.MirrorEvents(ctx, it.RoomID, it.RoomSeq-1, 1); merr == nil {
+			recs, err, fromMirror = mrecs, nil, true
+		}
+	}
 	switch {
 	case err != nil:
 		return termSafe(oneLine("(text unavailable: "+err.Error()+")", 200))
@@ -238,11 +249,14 @@ func mentionText(ctx context.Context, c *client.Client, it client.MentionItem) s
 		return "(text unavailable: the host serves another record at that seq)"
 	}
 	line := describeNamed(recs[0], nil)
-	if opened, ok := describeOpened(ctx, rc, it.RoomID, recs[0], nil); ok {
+	if opened, ok := describeOpened(ctx, rc, it.RoomID, recs[0], nil); ok && !fromMirror {
 		line = opened
 	}
 	if i := strings.Index(line, "✓ "); i >= 0 {
 		line = line[i+len("✓ "):]
+	}
+	if fromMirror {
+		line = "(host unreachable; from this node's mirror) " + line
 	}
 	return termSafe(oneLine(line, 200))
 }
