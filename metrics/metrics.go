@@ -224,6 +224,29 @@ func (m *Metrics) AttachMirror(mir Mirror) {
 	)
 }
 
+// ProfileCacheStats is what the metrics read of the profile cache (other
+// hosts' agents' profiles this node fetched and verified).
+type ProfileCacheStats struct {
+	Entries          int
+	Bytes            int64
+	Fetches, Refused int64
+}
+
+// AttachProfiles adds the profile cache's series; stats is read at each
+// scrape.
+func (m *Metrics) AttachProfiles(stats func() ProfileCacheStats) {
+	m.reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "adp_profile_cache_entries", Help: "Agent profiles of other hosts held in the cache."},
+			func() float64 { return float64(stats().Entries) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "adp_profile_cache_bytes", Help: "Bytes of the cached profiles."},
+			func() float64 { return float64(stats().Bytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_profile_fetches_total", Help: "Profile fetches from other hosts."},
+			func() float64 { return float64(stats().Fetches) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "adp_profile_refused_total", Help: "Fetched profiles refused (not verifying, not the agent's, oversized, older than the one held)."},
+			func() float64 { return float64(stats().Refused) }),
+	)
+}
+
 // ObserveWrite counts one answered write.
 func (m *Metrics) ObserveWrite(result, code string, d time.Duration) {
 	if result == "accepted" && code == "" {

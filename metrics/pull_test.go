@@ -47,3 +47,26 @@ func TestPullBudgetCountersExported(t *testing.T) {
 		}
 	}
 }
+
+// Property: the profile cache's size and work reach /metrics, read at each
+// scrape.
+func TestProfileCacheSeriesExported(t *testing.T) {
+	st := ProfileCacheStats{Entries: 3, Bytes: 1200, Fetches: 7, Refused: 2}
+	m := New(fakeSource{})
+	m.AttachProfiles(func() ProfileCacheStats { return st })
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return rec.Body.String()
+	}
+	body := scrape()
+	for _, line := range []string{"adp_profile_cache_entries 3", "adp_profile_cache_bytes 1200", "adp_profile_fetches_total 7", "adp_profile_refused_total 2"} {
+		if !strings.Contains(body, "\n"+line+"\n") {
+			t.Errorf("/metrics has no line %q", line)
+		}
+	}
+	st.Fetches = 8
+	if body := scrape(); !strings.Contains(body, "\nadp_profile_fetches_total 8\n") {
+		t.Error("the fetch counter is not read at the scrape")
+	}
+}

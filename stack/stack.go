@@ -182,6 +182,11 @@ func Open(cfg Config) (_ *Stack, err error) {
 		// their hosts (docs/profiles.md).
 		s.Profiles = profilecache.New(profilecache.Config{Origins: s.profileOrigins, Now: cfg.Node.Now, Log: cfg.Log,
 			Client: safehttp.Client(safehttp.Options{Timeout: profileFetchTimeout, AllowPrivate: cfg.Federation.AllowPrivateOrigins})})
+		pc := s.Profiles
+		s.Met.AttachProfiles(func() metrics.ProfileCacheStats {
+			st := pc.Stats()
+			return metrics.ProfileCacheStats{Entries: st.Entries, Bytes: st.Bytes, Fetches: st.Fetches, Refused: st.Refused}
+		})
 	}
 	if cfg.Mirror != nil {
 		mc := *cfg.Mirror
