@@ -202,3 +202,28 @@ func TestCrashAfterRunThatDerivedNothing(t *testing.T) {
 		return len(its) == 2 && its[0].Seq == 1 && its[1].Seq == 2
 	})
 }
+
+// Property: a position left pending by batches that derived nothing
+// reaches the disk about posEvery later with no further entry and no stop
+// (the node prunes the feed behind stored positions).
+func TestPendingPositionStoredWhenIdle(t *testing.T) {
+	f := start(t, func(c *Config) { c.posEvery = 500 * time.Millisecond })
+	f.w.put(directory.Entry{ID: roomID(1)})
+	now := f.w.now.Load()
+	f.local.commit(t, roomID(1), now, alice) // stored at once, with its item
+	for i := 0; i < 20; i++ {
+		f.local.commit(t, roomID(1), now) // within posEvery of it: pending
+	}
+	f.settle()
+	fs := f.a.followers[0]
+	if !fs.local {
+		fs = f.a.followers[1]
+	}
+	if fs.stored.Load() == f.local.FeedHead() {
+		t.Log("the run was handled more than posEvery after the mention: nothing was left pending")
+	}
+	testwait.Until(t, 10*time.Second, "the pending position stored", func() bool {
+		pos, _, err := f.a.readPos(fs.posKey)
+		return err == nil && pos == f.local.FeedHead()
+	})
+}

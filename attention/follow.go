@@ -43,10 +43,11 @@ import (
 //
 // A batch that derived nothing (no item, no live event) stores nothing at
 // once: its position and marks wait in memory, and are stored with the
-// next batch that derives something, when about a second passed since the
-// last store (posEvery), and when the follower stops. A crash loses at
-// most that second of positions, and following again from the stored one
-// hands over entries that derived nothing: they derive nothing again.
+// next batch that derives something, or about a second (posEvery) after
+// the last store (by a batch, or by a timer armed while something is
+// pending), and when the follower stops. A crash loses at most that
+// second of positions, and following again from the stored one hands
+// over entries that derived nothing: they derive nothing again.
 //
 // A feed prunes the entries every follower has passed, and keeps at most
 // a bounded number (node.FeedKeep) whatever the positions. A follower
@@ -108,6 +109,9 @@ type follower struct {
 	pendPos   uint64
 	pendMarks map[string]int64
 	storedAt  time.Time
+	// flush stores what is pending once posEvery has passed (armed while
+	// something is pending; counted in Attention.fwg).
+	flush *time.Timer
 }
 
 func (fs *follower) name() string {
@@ -173,6 +177,7 @@ func (a *Attention) readPos(key []byte) (uint64, bool, error) {
 // follow runs fs until Close (or its source closes).
 func (a *Attention) follow(fs *follower) {
 	defer a.fwg.Done()
+	defer a.disarm(fs)
 	for {
 		pos, found, err := a.readPos(fs.posKey)
 		switch {
@@ -269,6 +274,7 @@ func (a *Attention) take(fs *follower, batch []hostport.FeedEntry) error {
 		fs.pendPos = last
 		a.mu.Unlock()
 		fs.reached.Store(last)
+		a.arm(fs)
 		return nil
 	}
 	for id, seq := range fs.pendMarks {
@@ -288,6 +294,37 @@ func (a *Attention) take(fs *follower, batch []hostport.FeedEntry) error {
 	fs.stored.Store(last)
 	a.deliver(w.live)
 	return nil
+}
+
+// arm has what is pending stored once posEvery has passed since the last
+// store, should no batch store it first (a.wmu held).
+func (a *Attention) arm(fs *follower) {
+	if fs.flush != nil {
+		return
+	}
+	a.fwg.Add(1) // the follower's own count is held: Close's Wait has not returned
+	fs.flush = time.AfterFunc(max(a.posEvery()-time.Since(fs.storedAt), 0), func() {
+		defer a.fwg.Done()
+		a.wmu.Lock()
+		fs.flush = nil
+		a.wmu.Unlock()
+		if a.ctx.Err() != nil {
+			return // the follower stores it as it stops
+		}
+		if err := a.storePending(fs); err != nil {
+			a.cfg.Log.Error("attention: store the feed position", "source", fs.name(), "err", err)
+		}
+	})
+}
+
+// disarm stops fs's pending store, as its follower stops.
+func (a *Attention) disarm(fs *follower) {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	if fs.flush != nil && fs.flush.Stop() {
+		a.fwg.Done()
+	}
+	fs.flush = nil
 }
 
 func (a *Attention) posEvery() time.Duration {

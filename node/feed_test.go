@@ -15,6 +15,7 @@ import (
 
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -203,6 +204,12 @@ func TestFeedPruneAndBehind(t *testing.T) {
 	busyRoom(t, h, c, []*adptest.Agent{adptest.NewAgent("feedp-a")}, 10) // 13 records
 	n := h.Node
 	head := n.FeedHead()
+	// The host's own follower (attention) stores its position within
+	// about a second of handling the entries; then "test" is the slowest.
+	testwait.Until(t, 20*time.Second, "attention's position stored at the head", func() bool {
+		pos, _, err := node.ReadFeedPos(n.DB(), "attention")
+		return err == nil && pos >= head
+	})
 	if err := n.DB().Update(func(txn *badger.Txn) error {
 		return txn.Set(node.FeedPosKey("test"), node.FeedPosValue(5))
 	}); err != nil {
