@@ -99,6 +99,10 @@ type Config struct {
 	// called before each commit i of n of one batch is queued.
 	chunkOps, chunkBytes int
 	beforeCommit         func(i, n int)
+	// Tests: how often a follower that derived nothing stores its
+	// position (0: posEvery), and a stop that stores nothing (a crash).
+	posEvery    time.Duration
+	crashOnStop bool
 }
 
 func (c *Config) defaults() {

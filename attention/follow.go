@@ -33,6 +33,22 @@ import (
 // and the derivation; a slow derivation only lets the feed grow, and
 // entries are read from the disk.
 //
+// An entry's flags (hostport.FeedFlags) say whether its record may
+// mention anyone or review a join request, and whether its type may change
+// the room's directory summary: only the records that may notify are read
+// back (a reaction, or a message without mentions, is not), and a room is
+// looked at again when its entry says its summary may have changed. An
+// entry from before the flags says neither, so its record is read and
+// checked as a record that is read always is (interesting, contentOnly).
+//
+// A batch that derived nothing (no item, no live event) stores nothing at
+// once: its position and marks wait in memory, and are stored with the
+// next batch that derives something, or about a second (posEvery) after
+// the last store (by a batch, or by a timer armed while something is
+// pending), and when the follower stops. A crash loses at most that
+// second of positions, and following again from the stored one hands
+// over entries that derived nothing: they derive nothing again.
+//
 // A feed prunes the entries every follower has passed, and keeps at most
 // a bounded number (node.FeedKeep) whatever the positions. A follower
 // stopped for longer gets hostport.ErrFeedBehind: it then resynchronises
@@ -83,8 +99,19 @@ type follower struct {
 	src    Source
 	local  bool // the node's rooms (else mirrored ones)
 	posKey []byte
-	// reached is the position derived and stored (tests wait on it).
-	reached atomic.Uint64
+	// reached is the position derived: every item of the entries up to
+	// it is stored (tests wait on it); stored is the position stored.
+	reached, stored atomic.Uint64
+
+	// Under Attention.wmu: the position and marks of the batches that
+	// derived nothing since the last store (pendPos 0: none), and when
+	// the position was last stored.
+	pendPos   uint64
+	pendMarks map[string]int64
+	storedAt  time.Time
+	// flush stores what is pending once posEvery has passed (armed while
+	// something is pending; counted in Attention.fwg).
+	flush *time.Timer
 }
 
 func (fs *follower) name() string {
@@ -99,6 +126,9 @@ const (
 	// write) starts again from its stored position.
 	followRetry = time.Second
 	resyncPage  = 256
+	// posEvery is how often a follower whose batches derive nothing
+	// stores its position (as the record publisher does).
+	posEvery = time.Second
 )
 
 // newFollower reads the stored position in src's feed. A new store
@@ -118,6 +148,7 @@ func (a *Attention) newFollower(src Source, local bool) (*follower, error) {
 		}
 	}
 	fs.reached.Store(pos)
+	fs.stored.Store(pos)
 	return fs, nil
 }
 
@@ -146,6 +177,7 @@ func (a *Attention) readPos(key []byte) (uint64, bool, error) {
 // follow runs fs until Close (or its source closes).
 func (a *Attention) follow(fs *follower) {
 	defer a.fwg.Done()
+	defer a.disarm(fs)
 	for {
 		pos, found, err := a.readPos(fs.posKey)
 		switch {
@@ -153,6 +185,11 @@ func (a *Attention) follow(fs *follower) {
 			err = hostport.ErrFeedBehind // no position yet: resynchronise
 		case err == nil:
 			err = fs.src.Follow(a.ctx, pos, func(b []hostport.FeedEntry) error { return a.take(fs, b) })
+			// What the batches that derived nothing handled is stored now:
+			// every item before it is.
+			if ferr := a.storePending(fs); ferr != nil {
+				a.cfg.Log.Error("attention: store the feed position", "source", fs.name(), "err", ferr)
+			}
 		}
 		switch {
 		case a.ctx.Err() != nil, errors.Is(err, groupcommit.ErrClosed):
@@ -183,7 +220,8 @@ func (a *Attention) follow(fs *follower) {
 }
 
 // take derives the items of a batch of feed entries and stores them with
-// the position, commit by commit (see above).
+// the position, commit by commit (see above); a batch that derived
+// nothing leaves its position and marks pending.
 func (a *Attention) take(fs *follower, batch []hostport.FeedEntry) error {
 	raws, err := readEntries(fs.src, batch)
 	if err != nil {
@@ -200,38 +238,125 @@ func (a *Attention) take(fs *follower, batch []hostport.FeedEntry) error {
 		// An entry's items and its position form one unit: the cuts
 		// its derivation marks (one per mention) are dropped, so no
 		// commit ends inside an entry.
-		cuts := len(w.cuts)
-		if raw := raws[i]; raw != nil {
-			if fs.local && !contentOnly(raw[:len(raw)-1]) {
+		cuts, ops, lives := len(w.cuts), len(w.ops), len(w.live)
+		raw := raws[i]
+		if fs.local {
+			// A record read is its own truth; else the entry's flags.
+			if raw != nil && !contentOnly(raw[:len(raw)-1]) || raw == nil && e.Flags.MayChangeRoom() {
 				look[e.RoomID] = true
 			}
-			if interesting(raw) && (fs.local || e.RecordSeq > a.mirWM[e.RoomID]) {
-				a.deriveEntry(fs.local, e, raw, now, &w)
-			}
+		}
+		if raw != nil && interesting(raw) && (fs.local || e.RecordSeq > a.mirWM[e.RoomID]) {
+			a.deriveEntry(fs.local, e, raw, now, &w)
 		}
 		marks[e.RoomID] = max(marks[e.RoomID], e.RecordSeq)
 		if !fs.local {
 			a.mirWM[e.RoomID] = max(a.mirWM[e.RoomID], e.RecordSeq)
 		}
 		w.cuts = w.cuts[:cuts]
-		w.set(fs.posKey, u64(int64(e.Seq)))
-		w.unit()
+		if len(w.ops) > ops || len(w.live) > lives {
+			w.set(fs.posKey, u64(int64(e.Seq)))
+			w.unit()
+		}
 	}
 	if fs.local {
 		a.lookLocked(look, now, &w)
 	}
+	last := batch[len(batch)-1].Seq
+	if len(w.ops) == 0 && len(w.live) == 0 && time.Since(fs.storedAt) < a.posEvery() {
+		// Derived nothing: the position waits (see above).
+		if fs.pendMarks == nil {
+			fs.pendMarks = map[string]int64{}
+		}
+		for id, seq := range marks {
+			fs.pendMarks[id] = max(fs.pendMarks[id], seq)
+		}
+		fs.pendPos = last
+		a.mu.Unlock()
+		fs.reached.Store(last)
+		a.arm(fs)
+		return nil
+	}
+	for id, seq := range fs.pendMarks {
+		marks[id] = max(marks[id], seq)
+	}
 	for id, seq := range marks {
 		w.set(waterKey(!fs.local, id), u64(seq))
 	}
-	last := batch[len(batch)-1].Seq
 	w.set(fs.posKey, u64(int64(last)))
 	w.unit()
 	a.mu.Unlock()
 	if err := a.write(&w); err != nil {
 		return err
 	}
+	fs.pendPos, fs.pendMarks, fs.storedAt = 0, nil, time.Now()
 	fs.reached.Store(last)
+	fs.stored.Store(last)
 	a.deliver(w.live)
+	return nil
+}
+
+// arm has what is pending stored once posEvery has passed since the last
+// store, should no batch store it first (a.wmu held).
+func (a *Attention) arm(fs *follower) {
+	if fs.flush != nil {
+		return
+	}
+	a.fwg.Add(1) // the follower's own count is held: Close's Wait has not returned
+	fs.flush = time.AfterFunc(max(a.posEvery()-time.Since(fs.storedAt), 0), func() {
+		defer a.fwg.Done()
+		a.wmu.Lock()
+		fs.flush = nil
+		a.wmu.Unlock()
+		if a.ctx.Err() != nil {
+			return // the follower stores it as it stops
+		}
+		if err := a.storePending(fs); err != nil {
+			a.cfg.Log.Error("attention: store the feed position", "source", fs.name(), "err", err)
+		}
+	})
+}
+
+// disarm stops fs's pending store, as its follower stops.
+func (a *Attention) disarm(fs *follower) {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	if fs.flush != nil && fs.flush.Stop() {
+		a.fwg.Done()
+	}
+	fs.flush = nil
+}
+
+func (a *Attention) posEvery() time.Duration {
+	if a.cfg.posEvery > 0 {
+		return a.cfg.posEvery
+	}
+	return posEvery
+}
+
+// storePending stores the position and marks of the batches that derived
+// nothing since the last store (every item up to that position is
+// stored), and forgets them: the follower follows again from what is
+// stored.
+func (a *Attention) storePending(fs *follower) error {
+	a.wmu.Lock()
+	defer a.wmu.Unlock()
+	pos, marks := fs.pendPos, fs.pendMarks
+	fs.pendPos, fs.pendMarks = 0, nil
+	if pos == 0 || a.cfg.crashOnStop {
+		return nil
+	}
+	var w writes
+	for id, seq := range marks {
+		w.set(waterKey(!fs.local, id), u64(seq))
+	}
+	w.set(fs.posKey, u64(int64(pos)))
+	w.unit()
+	if err := a.write(&w); err != nil {
+		return err
+	}
+	fs.storedAt = time.Now()
+	fs.stored.Store(pos)
 	return nil
 }
 
@@ -285,13 +410,18 @@ func parseStored(raw []byte) (*record.Record, *identity.Envelope, error) {
 	return &record.Record{RoomID: v.RoomID, Seq: v.Seq, PreHash: pre, Hash: v.Hash, ReceivedAt: v.ReceivedAt, Envelope: env.Raw}, env, nil
 }
 
-// readEntries reads the records batch names, a run of consecutive seqs of
-// one room at a time; a record not found is nil.
+// readEntries reads the records batch names that may notify anyone (their
+// flags, or an entry without flags), a run of consecutive seqs of one room
+// at a time; a record not read or not found is nil.
 func readEntries(src Source, batch []hostport.FeedEntry) ([][]byte, error) {
 	out := make([][]byte, len(batch))
 	for i := 0; i < len(batch); {
+		if !batch[i].Flags.MayNotify() {
+			i++
+			continue
+		}
 		j := i + 1
-		for j < len(batch) && batch[j].RoomID == batch[i].RoomID && batch[j].RecordSeq == batch[j-1].RecordSeq+1 {
+		for j < len(batch) && batch[j].RoomID == batch[i].RoomID && batch[j].RecordSeq == batch[j-1].RecordSeq+1 && batch[j].Flags.MayNotify() {
 			j++
 		}
 		raws, err := src.Records(batch[i].RoomID, batch[i].RecordSeq-1, j-i)
@@ -420,7 +550,9 @@ func (a *Attention) resync(fs *follower) error {
 	if err := a.write(&w); err != nil {
 		return err
 	}
+	fs.storedAt = time.Now()
 	fs.reached.Store(head)
+	fs.stored.Store(head)
 	a.cfg.Log.Info("attention: resynchronised from the rooms' records", "source", fs.name(), "rooms", len(ranges), "records", derived,
 		"took", time.Since(began).Round(time.Millisecond).String())
 	return nil

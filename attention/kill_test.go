@@ -37,7 +37,9 @@ import (
 // one unit; and a live stream of one item is open (and falls behind). The parent kills it
 // several times on the same data dir: in "held" rounds while a batch of
 // derived items has stored only its first commit, in the other rounds
-// after a random number of acknowledgements.
+// after a random number of acknowledgements. Each mention is followed by
+// a run of messages without mentions, which derive nothing (their
+// position waits in memory), so kills also follow such runs.
 func TestKillDerivationProperty(t *testing.T) {
 	if dir := os.Getenv("ATTENTION_KILL_CHILD"); dir != "" {
 		killChild(t, dir, os.Getenv("ATTENTION_KILL_MODE"), os.Getenv("ATTENTION_KILL_ROUND"))
@@ -243,6 +245,17 @@ func killChild(t *testing.T, dir, mode, round string) {
 		}
 		h.seq, h.hash = r.Record.Seq, r.Record.Hash
 		say("ACK %s %d", h.id, r.Record.Seq)
+		// Then a run that derives nothing (no mention): its position is
+		// not stored at once, and a kill may follow it.
+		for k := 0; k < 3; k++ {
+			ev := writers[i].Event(time.Now().UnixMilli(), "message.create", h.id, h.seq, h.hash, map[string]any{"content_type": "text/plain", "content": "plain"})
+			r, err := n.Submit(context.Background(), writers[i].Sign(ev), h.id)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			h.seq, h.hash = r.Record.Seq, r.Record.Hash
+		}
 	}
 	before := derived()
 	mention(0)

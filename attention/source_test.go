@@ -23,6 +23,10 @@ type memSource struct {
 	recs   map[string]map[int64][]byte
 	wake   chan struct{}
 	closed bool
+	// legacy: entries without flags, as a node stored them before flags
+	// existed; reads counts Records calls.
+	legacy bool
+	reads  int
 }
 
 var _ Source = (*memSource)(nil)
@@ -41,13 +45,21 @@ func (s *memSource) add(t testing.TB, r *record.Record) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	env, err := identity.OpenEnvelope(r.Envelope)
+	if err != nil {
+		t.Fatal(err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.recs[r.RoomID] == nil {
 		s.recs[r.RoomID] = map[int64][]byte{}
 	}
 	s.recs[r.RoomID][r.Seq] = raw
-	s.feed = append(s.feed, hostport.FeedEntry{Seq: s.floor + uint64(len(s.feed)) + 1, RoomID: r.RoomID, RecordSeq: r.Seq, Hash: [32]byte(h)})
+	e := hostport.FeedEntry{Seq: s.floor + uint64(len(s.feed)) + 1, RoomID: r.RoomID, RecordSeq: r.Seq, Hash: [32]byte(h)}
+	if !s.legacy {
+		e.Flags = hostport.FeedFlagsOf(&env.Event) // as the node's and the mirror's writers
+	}
+	s.feed = append(s.feed, e)
 	close(s.wake)
 	s.wake = make(chan struct{})
 }
@@ -105,6 +117,7 @@ func (s *memSource) FeedPosKey(follower string) []byte { return []byte(s.posKey 
 func (s *memSource) Records(roomID string, after int64, limit int) ([][]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.reads++
 	var seqs []int64
 	for seq := range s.recs[roomID] {
 		if seq > after {

@@ -21,6 +21,7 @@ import (
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
 	"github.com/adpnode/adpnode/federation"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/index"
 	"github.com/adpnode/adpnode/internal/changefeed"
 	"github.com/adpnode/adpnode/internal/groupcommit"
@@ -393,7 +394,7 @@ func (r *Room) applyLocked(rec *record.Record, env *identity.Envelope, cp []byte
 	// suffix in a crash and backfill it again.
 	onVerified := r.m.cfg.OnVerified
 	id, hist := r.id, r.hist
-	if err := r.m.commit.EnqueueEntry(sets, changefeed.Entry(rec), func(_ uint64, err error) {
+	if err := r.m.commit.EnqueueEntry(sets, changefeed.Entry(rec, hostport.FeedFlagsOf(&env.Event)), func(_ uint64, err error) {
 		if err != nil {
 			// The history keeps answering the record from memory.
 			r.m.log.Error("mirror store", "room", id, "seq", rec.Seq, "err", err)

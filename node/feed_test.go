@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
+	"github.com/adpnode/adpnode/internal/testwait"
 	"github.com/adpnode/adpnode/node"
 )
 
@@ -202,6 +204,12 @@ func TestFeedPruneAndBehind(t *testing.T) {
 	busyRoom(t, h, c, []*adptest.Agent{adptest.NewAgent("feedp-a")}, 10) // 13 records
 	n := h.Node
 	head := n.FeedHead()
+	// The host's own follower (attention) stores its position within
+	// about a second of handling the entries; then "test" is the slowest.
+	testwait.Until(t, 20*time.Second, "attention's position stored at the head", func() bool {
+		pos, _, err := node.ReadFeedPos(n.DB(), "attention")
+		return err == nil && pos >= head
+	})
 	if err := n.DB().Update(func(txn *badger.Txn) error {
 		return txn.Set(node.FeedPosKey("test"), node.FeedPosValue(5))
 	}); err != nil {
@@ -298,5 +306,33 @@ func TestFollowerSeesAppliedState(t *testing.T) {
 	defer mu.Unlock()
 	if len(stale) > 0 {
 		t.Fatalf("%d of %d entries handed before the node applied them; first: %s", len(stale), writers*each*2, stale[0])
+	}
+}
+
+// TestFeedEntryFlags. Property: each entry carries what the node knew of
+// its record's event (hostport.FeedFlagsOf): a room.create and a
+// room.update may change the room's summary, a message does not; a message
+// with a mention may notify, the others do not. Read back after a restart.
+func TestFeedEntryFlags(t *testing.T) {
+	h := adptest.StartHostAt(t, node.Config{DataDir: t.TempDir(), Rates: manyWrites}, adptest.NewClock())
+	c := adptest.NewAgent("flags-creator")
+	id := h.CreateRoom(t, c, h.RoomPayload("public"))
+	h.MustPost(t, c, id, "message.create", map[string]any{"content_type": "text/plain", "content": "plain"})
+	head := h.Head(t, c, id)
+	ev := c.Event(h.Clock.Ms(), "message.create", id, head.Seq, head.Hash, map[string]any{"content_type": "text/plain", "content": "to me"})
+	ev.Mentions = []string{string(c.ID)}
+	if r := adptest.Do(t, http.MethodPost, h.URL+"/v1/rooms/"+id, "", c.Sign(ev)); r.Status != http.StatusCreated {
+		t.Fatalf("mention: %s", r)
+	}
+	h.MustPost(t, c, id, "room.update", map[string]any{"topic": "flags"})
+	h = h.Restart(t)
+	f := follow(h.Node, 0, nil)
+	got := f.waitFor(t, 4)
+	f.stop()
+	want := []struct{ notify, room bool }{{false, true}, {false, false}, {true, false}, {false, true}}
+	for i, e := range got {
+		if e.Flags&hostport.FeedFlagsSet == 0 || e.Flags.MayNotify() != want[i].notify || e.Flags.MayChangeRoom() != want[i].room {
+			t.Fatalf("entry %d (room seq %d) flags %08b, want notify %v, room %v", i, e.RecordSeq, e.Flags, want[i].notify, want[i].room)
+		}
 	}
 }

@@ -306,7 +306,7 @@ func (n *Node) sequence(hr *hostedRoom, env *identity.Envelope, src packSource, 
 	if n.cfg.WithoutFeed {
 		cerr = n.commit.Commit(sets) // the feed-cost baseline only
 	} else {
-		feedSeq, cerr = n.commit.CommitEntry(sets, changefeed.Entry(rec))
+		feedSeq, cerr = n.commit.CommitEntry(sets, changefeed.Entry(rec, hostport.FeedFlagsOf(&env.Event)))
 	}
 	if err := cerr; err != nil {
 		n.log.Error("durable write failed", "room", hr.id, "seq", rec.Seq, "err", err)

@@ -140,3 +140,21 @@ func onThread(f func() (int, error)) (time.Duration, bool, error) {
 	}
 	return (t1 - t0) / time.Duration(n), true, nil
 }
+
+// processCPU is this process's CPU time between two samples.
+func processCPU(a, b cpuSample) (time.Duration, bool) {
+	return b.proc - a.proc, a.ok && b.ok && b.proc > a.proc
+}
+
+// loadAvg is the machine's 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "n/a"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "n/a"
+	}
+	return strings.Join(f[:3], " ")
+}

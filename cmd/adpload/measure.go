@@ -349,6 +349,16 @@ func report(o options, r *result, ceiling float64, sc signCost, perVerify time.D
 		fmt.Printf("cpu in window:   %s\n", cpuNote(r.cpuFrom, r.cpuTo, r.window, numProcs(), o.url != "" || o.spawn != ""))
 		fmt.Printf("per agent:       min %d  median %d  max %d accepted writes\n", pa[0], pa[len(pa)/2], pa[len(pa)-1])
 	}
+	if o.inproc {
+		// Node and load generator share the process: the figure compares
+		// runs that differ in the node alone (-nofeed), not hosts.
+		cpuPer := "n/a"
+		if cpu, ok := processCPU(r.cpuFrom, r.cpuTo); ok && r.ok > 0 {
+			cpuPer = fmt.Sprintf("%.1f µs", float64(cpu.Nanoseconds())/float64(r.ok)/1e3)
+		}
+		fmt.Printf("process cpu:     %s per accepted write (node and load generator in this process)\n", cpuPer)
+		fmt.Printf("compare:         mode=%s feed=%v writes/s=%.0f cpu/write=%s loadavg=%s\n", o.mode, !o.noFeed, wps, strings.ReplaceAll(cpuPer, " ", ""), strings.ReplaceAll(loadAvg(), " ", "/"))
+	}
 	if r.signs > 0 {
 		fmt.Printf("signing in run:  %d envelopes signed live, mean %.1f µs each (wall, under load) = %.1f%% of %d cores over the window\n",
 			r.signs, float64(r.signNs)/float64(r.signs)/1e3, 100*float64(r.signNs)/(r.window.Seconds()*1e9*float64(numProcs())), numProcs())

@@ -80,15 +80,33 @@ func (f *Feed) Committer() groupcommit.Feed {
 	return groupcommit.Feed{Prefix: f.prefix, Next: f.Head() + 1, Advanced: f.advanced}
 }
 
-// Entry is the entry value of rec: record seq:8 BE | record hash:32 | room
-// ID, as the node's feed.
-func Entry(rec *record.Record) []byte {
-	v := make([]byte, 40, 40+len(rec.RoomID))
+// Entry is the entry value of rec, whose event has flags (hostport.FeedFlagsOf):
+// record seq:8 BE | record hash:32 | flags:1 | room ID. The flags byte has
+// its high bit set (hostport.FeedFlagsSet); an entry written before flags
+// existed (record seq:8 | hash:32 | room ID) has a room ID character there,
+// which never has it (room IDs are lowercase base32hex), so both read.
+func Entry(rec *record.Record, flags hostport.FeedFlags) []byte {
+	v := make([]byte, 41, 41+len(rec.RoomID))
 	binary.BigEndian.PutUint64(v, uint64(rec.Seq))
 	if h, err := identity.DecodeB64Len(rec.Hash, 32); err == nil {
 		copy(v[8:40], h)
 	}
+	v[40] = byte(flags | hostport.FeedFlagsSet)
 	return append(v, rec.RoomID...)
+}
+
+// parseEntry reads an entry value of either layout (Entry).
+func parseEntry(seq uint64, v []byte) (hostport.FeedEntry, error) {
+	if len(v) < 40 {
+		return hostport.FeedEntry{}, errors.New("changefeed: malformed entry")
+	}
+	e := hostport.FeedEntry{Seq: seq, RecordSeq: int64(binary.BigEndian.Uint64(v)), Hash: [32]byte(v[8:40])}
+	rest := v[40:]
+	if len(rest) > 0 && hostport.FeedFlags(rest[0])&hostport.FeedFlagsSet != 0 {
+		e.Flags, rest = hostport.FeedFlags(rest[0]), rest[1:]
+	}
+	e.RoomID = string(rest)
+	return e, nil
 }
 
 func (f *Feed) advanced(last uint64) {
@@ -230,11 +248,9 @@ func (f *Feed) read(pos uint64, limit int) ([]hostport.FeedEntry, error) {
 		for it.Seek(f.key(pos + 1)); it.Valid() && len(out) < limit; it.Next() {
 			seq := binary.BigEndian.Uint64(it.Item().Key()[len(f.prefix):])
 			err := it.Item().Value(func(v []byte) error {
-				if len(v) < 40 {
-					return errors.New("changefeed: malformed entry")
-				}
-				out = append(out, hostport.FeedEntry{Seq: seq, RecordSeq: int64(binary.BigEndian.Uint64(v)), Hash: [32]byte(v[8:40]), RoomID: string(v[40:])})
-				return nil
+				e, err := parseEntry(seq, v)
+				out = append(out, e)
+				return err
 			})
 			if err != nil {
 				return err

@@ -2,6 +2,7 @@ package changefeed
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -32,7 +33,7 @@ func open(t *testing.T, dir string) (*badger.DB, *Feed, *groupcommit.Committer) 
 func store(t *testing.T, c *groupcommit.Committer, room string, seq int64) {
 	t.Helper()
 	r := &record.Record{RoomID: room, Seq: seq, Hash: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
-	if _, err := c.CommitEntry([]groupcommit.KV{{K: []byte(fmt.Sprintf("r/%s/%d", room, seq)), V: []byte("x")}}, Entry(r)); err != nil {
+	if _, err := c.CommitEntry([]groupcommit.KV{{K: []byte(fmt.Sprintf("r/%s/%d", room, seq)), V: []byte("x")}}, Entry(r, 0)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -137,7 +138,7 @@ func TestGatedFeedWaitsForApplied(t *testing.T) {
 	var seqs []uint64
 	for i := int64(1); i <= 3; i++ {
 		r := &record.Record{RoomID: "a", Seq: i, Hash: "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}
-		seq, err := c.CommitEntry([]groupcommit.KV{{K: []byte(fmt.Sprintf("r/a/%d", i)), V: []byte("x")}}, Entry(r))
+		seq, err := c.CommitEntry([]groupcommit.KV{{K: []byte(fmt.Sprintf("r/a/%d", i)), V: []byte("x")}}, Entry(r, 0))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -201,5 +202,62 @@ func TestGatedFeedWaitsForApplied(t *testing.T) {
 	}
 	if len(f.applied) != 0 {
 		t.Fatalf("%d applied marks kept", len(f.applied))
+	}
+}
+
+// Property: an entry carries its record's flags to the follower, and an
+// entry of the layout from before flags existed (record seq | hash | room
+// ID, as an older node stored it) still reads, with no flags (every
+// May… true) and its whole room ID, whatever the ID's first character.
+func TestEntryFlagsAndOldEntries(t *testing.T) {
+	dir := t.TempDir()
+	db, f, c := open(t, dir)
+	defer db.Close()
+	const rm = "0123456789abcdefghij" // a room ID: its first byte must not read as flags
+	hash := "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	old := func(seq int64, room string) []byte {
+		v := binary.BigEndian.AppendUint64(nil, uint64(seq))
+		v = append(v, make([]byte, 32)...)
+		return append(v, room...)
+	}
+	// Two old entries (first character a digit, then the highest letter),
+	// then new ones with and without each flag.
+	for _, e := range [][]byte{old(1, rm), old(2, "vvvvvvvvvvvvvvvvvvvv")} {
+		if _, err := c.CommitEntry(nil, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flags := []hostport.FeedFlags{hostport.FeedNotifies, hostport.FeedRoomState, hostport.FeedNotifies | hostport.FeedRoomState, 0}
+	for i, fl := range flags {
+		r := &record.Record{RoomID: rm, Seq: int64(3 + i), Hash: hash}
+		if _, err := c.CommitEntry(nil, Entry(r, fl)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	var got []hostport.FeedEntry
+	if err := f.Follow(context.Background(), 0, func(b []hostport.FeedEntry) error {
+		got = append(got, b...)
+		if len(got) == 6 {
+			return errors.New("done")
+		}
+		return nil
+	}); err == nil || err.Error() != "done" {
+		t.Fatal(err)
+	}
+	for i, e := range got[:2] {
+		if e.Flags != 0 || !e.Flags.MayNotify() || !e.Flags.MayChangeRoom() || e.RecordSeq != int64(i+1) {
+			t.Fatalf("old entry %d read as %+v", i, e)
+		}
+	}
+	if got[0].RoomID != rm || got[1].RoomID != "vvvvvvvvvvvvvvvvvvvv" {
+		t.Fatalf("old entries' rooms %q %q", got[0].RoomID, got[1].RoomID)
+	}
+	for i, e := range got[2:] {
+		fl := flags[i]
+		if e.RoomID != rm || e.RecordSeq != int64(3+i) || e.Flags != fl|hostport.FeedFlagsSet ||
+			e.Flags.MayNotify() != (fl&hostport.FeedNotifies != 0) || e.Flags.MayChangeRoom() != (fl&hostport.FeedRoomState != 0) {
+			t.Fatalf("entry with flags %08b read as %+v", fl, e)
+		}
 	}
 }
