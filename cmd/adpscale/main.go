@@ -5,7 +5,8 @@
 // discovery takes until every node is connected beyond its bootstrap
 // peer, the convergence of new rooms (room.create on one node to every
 // node's GET /v1/rooms/public listing it: p50, p99, max), each node's
-// resident memory, CPU and libp2p bytes over an idle window, and, after
+// resident memory, CPU, wake-ups (context switches of its threads) and
+// libp2p bytes over an idle window, and, after
 // SIGKILL of middle nodes, convergence among the survivors and the
 // restarted nodes' return.
 //
@@ -224,6 +225,7 @@ func (s *scale) converge(ns []*procnet.Node, rooms int, tag string) ([]float64, 
 func (s *scale) idle(window time.Duration) error {
 	type at struct {
 		cpu     time.Duration
+		wakes   int64
 		in, out float64
 	}
 	before := make([]at, len(s.nodes))
@@ -232,23 +234,33 @@ func (s *scale) idle(window time.Duration) error {
 		if err != nil {
 			return err
 		}
+		w, err := nd.Wakes()
+		if err != nil {
+			return err
+		}
 		in, out := p2pBytes(nd)
-		before[i] = at{c, in, out}
+		before[i] = at{c, w, in, out}
 	}
 	time.Sleep(window)
-	var cpu, bytes, rss []float64
+	var cpu, wakes, bytes, rss []float64
 	for i, nd := range s.nodes {
 		c, err := nd.CPU()
 		if err != nil {
 			return err
 		}
+		w, err := nd.Wakes()
+		if err != nil {
+			return err
+		}
 		in, out := p2pBytes(nd)
 		cpu = append(cpu, 100*(c-before[i].cpu).Seconds()/window.Seconds())
+		wakes = append(wakes, float64(w-before[i].wakes)/window.Seconds())
 		bytes = append(bytes, (in-before[i].in+out-before[i].out)/window.Seconds())
 		r, _ := nd.RSS()
 		rss = append(rss, float64(r)/(1<<20))
 	}
 	fmt.Printf("idle %v:          CPU %% of a core per node median %.2f, p99 %.2f, max %.2f\n", window, pct(cpu, 50), pct(cpu, 99), pct(cpu, 100))
+	fmt.Printf("idle wake-ups:      per node (context switches of its threads) median %.0f/s, p99 %.0f/s, max %.0f/s\n", pct(wakes, 50), pct(wakes, 99), pct(wakes, 100))
 	fmt.Printf("idle libp2p bytes:  per node (in+out) median %.0f B/s, max %.0f B/s\n", pct(bytes, 50), pct(bytes, 100))
 	fmt.Printf("RSS:                per node median %.0f MiB, max %.0f MiB\n", pct(rss, 50), pct(rss, 100))
 	return nil
