@@ -45,3 +45,6 @@ func StallPublisher(f *Federation) (resume func()) {
 	f.stall.Store(&ch)
 	return func() { f.stall.Store(nil); close(ch) }
 }
+
+// IndexFlushes counts the runs of f's index flush loop.
+func IndexFlushes(f *Federation) int64 { return f.flushes.Load() }

@@ -145,14 +145,15 @@ func (c *Config) defaults() {
 
 // Federation is one node's federation peer.
 type Federation struct {
-	cfg    Config
-	n      Host
-	idx    *index.Index
-	signer *assertion.Signer
-	h      host.Host
-	ps     *pubsub.PubSub
-	bw     *metrics.BandwidthCounter
-	log    *slog.Logger
+	flushes atomic.Int64 // runs of the index flush loop (tests)
+	cfg     Config
+	n       Host
+	idx     *index.Index
+	signer  *assertion.Signer
+	h       host.Host
+	ps      *pubsub.PubSub
+	bw      *metrics.BandwidthCounter
+	log     *slog.Logger
 
 	idxTopic *pubsub.Topic
 	recTopic *pubsub.Topic
@@ -333,13 +334,17 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 		}
 	}
 	// Gossip lands in the index in memory; it reaches the disk in one
-	// batch a second (and when the federation stops), not one synced
-	// write per announcement under the index lock.
+	// batch a second at most (and when the federation stops), not one
+	// synced write per announcement under the index lock. The loop sleeps
+	// while nothing is pending (a failed batch stays pending and wakes it
+	// again).
 	f.goLoop(func(ctx context.Context) {
-		periodic.Run(ctx, indexFlushInterval, func() {
+		periodic.Loop(ctx, f.idx.Dirty(), indexFlushInterval, 0, func() time.Duration {
+			f.flushes.Add(1)
 			if err := f.idx.Flush(); err != nil {
 				f.log.Warn("store index entries", "err", err, "pending", f.idx.Pending())
 			}
+			return 0
 		})
 	})
 	f.log.Info("federation up", "peer_id", h.ID().String(), "host_key", f.signer.HostKey(), "addrs", f.Addrs(),
