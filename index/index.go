@@ -197,16 +197,15 @@ func (x *Index) setPendingLocked(k string, w pendingWrite) {
 // on it instead of polling (one receive may stand for many changes).
 func (x *Index) Dirty() <-chan struct{} { return x.dirty }
 
-// Changes returns a channel that receives (without blocking the index,
-// coalesced) after an entry was stored or dropped: a reader of the
-// entries (the mirror's reconcile) waits on it instead of polling. Each
-// call registers a new channel for the life of the index.
-func (x *Index) Changes() <-chan struct{} {
-	c := make(chan struct{}, 1)
+// Watch registers c to receive (without blocking the index: a full c
+// is skipped, so give it a buffer of one) after an entry was stored or
+// dropped, or a host's verification changed: a reader of the entries
+// (the mirror's reconcile) waits on it instead of polling. c stays
+// registered for the life of the index.
+func (x *Index) Watch(c chan struct{}) {
 	x.watchMu.Lock()
 	x.watchers = append(x.watchers, c)
 	x.watchMu.Unlock()
-	return c
 }
 
 // pendingWrite is one storage key's latest value, or its deletion.
@@ -334,8 +333,10 @@ func (x *Index) SetLimits(l Limits) {
 }
 
 // Reverify recounts the unverified hosts' entries; call it when a
-// binding's verification changes.
+// binding's verification changes. It wakes the Changes watchers: which
+// entries count as verified changed.
 func (x *Index) Reverify() {
+	defer x.notifyWatchers()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.unver = 0
@@ -444,6 +445,10 @@ func (x *Index) changed(roomID string) {
 	if fn := x.onChange.Load(); fn != nil {
 		(*fn)(roomID)
 	}
+	x.notifyWatchers()
+}
+
+func (x *Index) notifyWatchers() {
 	x.watchMu.Lock()
 	for _, c := range x.watchers {
 		select {

@@ -134,3 +134,6 @@ func (r *Room) FailHistoryReadsForTest(on bool) int64 {
 
 // HistoryReadsFailedForTest reports how many history reads failed.
 func (r *Room) HistoryReadsFailedForTest() int64 { return r.hist.failed.Load() }
+
+// Reconciles counts the runs of m's reconcile loop.
+func Reconciles(m *Mirror) int64 { return m.reconciles.Load() }
