@@ -2,8 +2,10 @@
 // (utime + stime from /proc/<pid>/stat) and its wake-ups (context
 // switches, voluntary and involuntary, summed over
 // /proc/<pid>/task/*/status) per second over a window in which nothing
-// happens. Wake-ups are the figure a loaded machine cannot inflate: CPU
-// time per wake grows with the load, the number of wakes does not.
+// happens. Voluntary switches are the figure a loaded machine cannot
+// inflate: CPU time per wake grows with the load, and so do involuntary
+// switches (preemptions), but the number of times the process's threads
+// woke and went back to sleep does not.
 //
 // It measures, one after the other, each in its own process on a fresh
 // temporary data dir:
@@ -144,16 +146,16 @@ func holdBadger(dir string) {
 func measure(window, settle time.Duration, pids map[string]int) error {
 	time.Sleep(settle)
 	type at struct {
-		cpu   time.Duration
-		wakes int64
+		cpu        time.Duration
+		vol, invol int64
 	}
 	read := func(pid int) (at, error) {
 		c, err := procnet.CPU(pid)
 		if err != nil {
 			return at{}, err
 		}
-		w, err := procnet.Wakes(pid)
-		return at{c, w}, err
+		v, inv, err := procnet.Switches(pid)
+		return at{c, v, inv}, err
 	}
 	before := map[string]at{}
 	for name, pid := range pids {
@@ -176,8 +178,9 @@ func measure(window, settle time.Duration, pids map[string]int) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		b := before[name]
-		fmt.Printf("%-10s CPU %.2f %% of a core, %.1f wake-ups/s, %d threads (load average %s)\n", name,
-			100*(a.cpu-b.cpu).Seconds()/el, float64(a.wakes-b.wakes)/el, threads(pid), loadavg())
+		fmt.Printf("%-10s CPU %.2f %% of a core, %.1f wake-ups/s (voluntary %.1f + involuntary %.1f), %d threads (load average %s)\n", name,
+			100*(a.cpu-b.cpu).Seconds()/el, float64(a.vol+a.invol-b.vol-b.invol)/el, float64(a.vol-b.vol)/el, float64(a.invol-b.invol)/el,
+			threads(pid), loadavg())
 	}
 	return nil
 }

@@ -241,12 +241,20 @@ func (n *Node) Wakes() (int64, error) { return Wakes(n.PID()) }
 // 10 ms accounting tick), it does not depend on what else the machine
 // runs. Threads that have exited are not counted.
 func Wakes(pid int) (int64, error) {
+	v, inv, err := Switches(pid)
+	return v + inv, err
+}
+
+// Switches is the voluntary and the involuntary context switches of the
+// threads of process pid so far. A voluntary one is a thread that went
+// to sleep (it had woken for something); an involuntary one is a thread
+// preempted while it ran, which grows with what else the machine runs.
+func Switches(pid int) (voluntary, involuntary int64, err error) {
 	dir := fmt.Sprintf("/proc/%d/task", pid)
 	tasks, err := os.ReadDir(dir)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var sum int64
 	for _, t := range tasks {
 		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "status"))
 		if err != nil {
@@ -259,12 +267,16 @@ func Wakes(pid int) (int64, error) {
 			}
 			c, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("%s: %w", k, err)
+				return 0, 0, fmt.Errorf("%s: %w", k, err)
 			}
-			sum += c
+			if k == "voluntary_ctxt_switches" {
+				voluntary += c
+			} else {
+				involuntary += c
+			}
 		}
 	}
-	return sum, nil
+	return voluntary, involuntary, nil
 }
 
 // CPU is the CPU time (user + system) process pid has used.
