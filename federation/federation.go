@@ -403,6 +403,15 @@ func (f *Federation) Bandwidth() (in, out int64) {
 	return t.TotalIn, t.TotalOut
 }
 
+// BandwidthByProtocol returns bytes in and out by libp2p protocol ID.
+func (f *Federation) BandwidthByProtocol() map[string][2]int64 {
+	out := map[string][2]int64{}
+	for p, st := range f.bw.GetBandwidthByProtocol() {
+		out[string(p)] = [2]int64{st.TotalIn, st.TotalOut}
+	}
+	return out
+}
+
 // PeerInfo describes one connected or configured peer.
 type PeerInfo = fedport.PeerInfo
 
