@@ -113,6 +113,9 @@ func (m *Mirror) ExpireHostLogBackoffForTest() {
 	}
 }
 
+// WakeProofScanForTest runs the proof scan soon.
+func (m *Mirror) WakeProofScanForTest() { m.wakeProofScan() }
+
 // HostLogKeyForTest is the key of a mirrored room's stored proof.
 func HostLogKeyForTest(host identity.AgentID, roomID string) []byte {
 	return []byte(pfxProof + roomKey(host, roomID))

@@ -570,6 +570,7 @@ func (m *Mirror) reconcile() (retry bool) {
 				continue
 			}
 			m.rooms[rk] = r
+			m.wakeProofScan()
 			m.log.Info("mirroring room", "room", e.Room.URL)
 		}
 		if !m.followLocked(r) {
