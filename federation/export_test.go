@@ -48,3 +48,6 @@ func StallPublisher(f *Federation) (resume func()) {
 
 // IndexFlushes counts the runs of f's index flush loop.
 func IndexFlushes(f *Federation) int64 { return f.flushes.Load() }
+
+// ScoreInspections counts f's copies of the gossipsub scores.
+func ScoreInspections(f *Federation) int64 { return f.inspections.Load() }

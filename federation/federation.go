@@ -145,15 +145,16 @@ func (c *Config) defaults() {
 
 // Federation is one node's federation peer.
 type Federation struct {
-	flushes atomic.Int64 // runs of the index flush loop (tests)
-	cfg     Config
-	n       Host
-	idx     *index.Index
-	signer  *assertion.Signer
-	h       host.Host
-	ps      *pubsub.PubSub
-	bw      *metrics.BandwidthCounter
-	log     *slog.Logger
+	flushes     atomic.Int64 // runs of the index flush loop (tests)
+	inspections atomic.Int64 // gossipsub score inspections (tests)
+	cfg         Config
+	n           Host
+	idx         *index.Index
+	signer      *assertion.Signer
+	h           host.Host
+	ps          *pubsub.PubSub
+	bw          *metrics.BandwidthCounter
+	log         *slog.Logger
 
 	idxTopic *pubsub.Topic
 	recTopic *pubsub.Topic
@@ -212,6 +213,7 @@ type Federation struct {
 }
 
 func (f *Federation) keepScores(m map[peer.ID]float64) {
+	f.inspections.Add(1)
 	f.scoreMu.Lock()
 	f.scores = m
 	f.scoreMu.Unlock()
@@ -377,6 +379,11 @@ func (f *Federation) Close() error {
 	}
 	return f.h.Close()
 }
+
+// scoreInspectEvery is how often the peers' gossipsub scores are copied
+// for PeerScore. Scoring itself (decay, penalties, the mesh) is
+// gossipsub's and runs on its own intervals; the copy is only read.
+const scoreInspectEvery = 5 * time.Second
 
 // indexFlushInterval is how often received index entries are stored.
 const indexFlushInterval = time.Second
@@ -573,7 +580,7 @@ func (f *Federation) startPubSub() error {
 		pubsub.WithPeerExchange(true),
 		pubsub.WithMaxMessageSize(maxGossipBytes),
 		pubsub.WithPeerScore(params, thresholds),
-		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(f.keepScores), time.Second),
+		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(f.keepScores), scoreInspectEvery),
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithValidateQueueSize(4096),
 		// The default per-peer queue (32) silently drops bursts of

@@ -16,13 +16,15 @@ import (
 // the time a ticker of its interval fires five times it runs at most
 // once (a ticker-driven loop runs about five times), and a gossiped
 // announcement wakes it to store the entry at once. After a restart on
-// the same data dir the entry is there and the loop sleeps again.
+// the same data dir the entry is there and the loop sleeps again. The
+// copy of the gossipsub scores (PeerScore) runs every 5 s, not every
+// second.
 func TestIndexFlushSleepsWhenIdle(t *testing.T) {
 	peers := network(t, 2, [][2]int{{0, 1}})
 	a, b := peers[0], peers[1]
 	idleWindow := func(what string) {
 		t.Helper()
-		before := federation.IndexFlushes(b.Fed)
+		before, inspected := federation.IndexFlushes(b.Fed), federation.ScoreInspections(b.Fed)
 		tick := time.NewTicker(time.Second) // the flush interval
 		defer tick.Stop()
 		for range 5 {
@@ -30,6 +32,9 @@ func TestIndexFlushSleepsWhenIdle(t *testing.T) {
 		}
 		if n := federation.IndexFlushes(b.Fed) - before; n > 1 {
 			t.Fatalf("%s: the idle index flush loop ran %d times in five of its intervals", what, n)
+		}
+		if n := federation.ScoreInspections(b.Fed) - inspected; n > 2 {
+			t.Fatalf("%s: gossipsub scores were copied %d times in five seconds", what, n)
 		}
 	}
 	idleWindow("before any room")
