@@ -18,6 +18,7 @@
 //
 //	go run ./cmd/adpidle -window 60s
 //	go run ./cmd/adpidle -window 60s -only badger,federated
+//	go run ./cmd/adpidle -only federated -against /tmp/adpnode-old
 //
 // Linux only (it reads /proc). docs/performance.md has figures.
 package main
@@ -44,6 +45,7 @@ func main() {
 	settle := flag.Duration("settle", 10*time.Second, "wait after start before the window")
 	only := flag.String("only", "badger,nofed,federated", "what to measure, comma-separated")
 	bin := flag.String("bin", "", "adpnode binary (default: build one)")
+	against := flag.String("against", "", "another adpnode binary: its federated pair runs beside this one's, measured in the same window (an A/B the machine's load cannot tilt)")
 	badgerChild := flag.String("badger-child", "", "internal: open a Badger DB in this dir and wait for SIGTERM")
 	flag.Parse()
 	if *badgerChild != "" {
@@ -84,21 +86,38 @@ func main() {
 		}
 	}
 	if want["federated"] {
-		peer, err := procnet.Start(*bin, root, "peer", nil, time.Minute)
+		pids := map[string]int{}
+		var started []*procnet.Node
+		pair := func(bin, suffix string) {
+			peer, err := procnet.Start(bin, root, "peer"+suffix, nil, time.Minute)
+			if err != nil {
+				stopAll(started)
+				log.Fatal(err)
+			}
+			started = append(started, peer)
+			nd, err := procnet.Start(bin, root, "federated"+suffix, []*procnet.Node{peer}, time.Minute)
+			if err != nil {
+				stopAll(started)
+				log.Fatal(err)
+			}
+			started = append(started, nd)
+			pids["federated"+suffix], pids["peer"+suffix] = nd.PID(), peer.PID()
+		}
+		pair(*bin, "")
+		if *against != "" {
+			pair(*against, "-against")
+		}
+		err := measure(*window, *settle, pids)
+		stopAll(started)
 		if err != nil {
 			log.Fatal(err)
 		}
-		nd, err := procnet.Start(*bin, root, "federated", []*procnet.Node{peer}, time.Minute)
-		if err != nil {
-			peer.Stop()
-			log.Fatal(err)
-		}
-		err = measure(*window, *settle, map[string]int{"federated": nd.PID(), "peer": peer.PID()})
-		nd.Stop()
-		peer.Stop()
-		if err != nil {
-			log.Fatal(err)
-		}
+	}
+}
+
+func stopAll(ns []*procnet.Node) {
+	for _, n := range ns {
+		n.Stop()
 	}
 }
 
@@ -168,7 +187,7 @@ func measure(window, settle time.Duration, pids map[string]int) error {
 	t0 := time.Now()
 	time.Sleep(window)
 	el := time.Since(t0).Seconds()
-	for _, name := range []string{"badger", "nofed", "federated", "peer"} {
+	for _, name := range []string{"badger", "nofed", "federated", "peer", "federated-against", "peer-against"} {
 		pid, ok := pids[name]
 		if !ok {
 			continue
@@ -178,7 +197,7 @@ func measure(window, settle time.Duration, pids map[string]int) error {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		b := before[name]
-		fmt.Printf("%-10s CPU %.2f %% of a core, %.1f wake-ups/s (voluntary %.1f + involuntary %.1f), %d threads (load average %s)\n", name,
+		fmt.Printf("%-17s CPU %.2f %% of a core, %.1f wake-ups/s (voluntary %.1f + involuntary %.1f), %d threads (load average %s)\n", name,
 			100*(a.cpu-b.cpu).Seconds()/el, float64(a.vol+a.invol-b.vol-b.invol)/el, float64(a.vol-b.vol)/el, float64(a.invol-b.invol)/el,
 			threads(pid), loadavg())
 	}
