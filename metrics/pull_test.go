@@ -50,7 +50,7 @@ func TestPullBudgetCountersExported(t *testing.T) {
 
 type protoFederation struct{ fakeFederation }
 
-func (protoFederation) BandwidthByProtocol() map[string][2]int64 {
+func (*protoFederation) BandwidthByProtocol() map[string][2]int64 {
 	return map[string][2]int64{"/ipfs/kad/1.0.0": {100, 200}, "/meshsub/1.1.0": {7, 9}}
 }
 
