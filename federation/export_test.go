@@ -45,3 +45,9 @@ func StallPublisher(f *Federation) (resume func()) {
 	f.stall.Store(&ch)
 	return func() { f.stall.Store(nil); close(ch) }
 }
+
+// IndexFlushes counts the runs of f's index flush loop.
+func IndexFlushes(f *Federation) int64 { return f.flushes.Load() }
+
+// ScoreInspections counts f's copies of the gossipsub scores.
+func ScoreInspections(f *Federation) int64 { return f.inspections.Load() }

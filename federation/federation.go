@@ -145,14 +145,16 @@ func (c *Config) defaults() {
 
 // Federation is one node's federation peer.
 type Federation struct {
-	cfg    Config
-	n      Host
-	idx    *index.Index
-	signer *assertion.Signer
-	h      host.Host
-	ps     *pubsub.PubSub
-	bw     *metrics.BandwidthCounter
-	log    *slog.Logger
+	flushes     atomic.Int64 // runs of the index flush loop (tests)
+	inspections atomic.Int64 // gossipsub score inspections (tests)
+	cfg         Config
+	n           Host
+	idx         *index.Index
+	signer      *assertion.Signer
+	h           host.Host
+	ps          *pubsub.PubSub
+	bw          *metrics.BandwidthCounter
+	log         *slog.Logger
 
 	idxTopic *pubsub.Topic
 	recTopic *pubsub.Topic
@@ -211,6 +213,7 @@ type Federation struct {
 }
 
 func (f *Federation) keepScores(m map[peer.ID]float64) {
+	f.inspections.Add(1)
 	f.scoreMu.Lock()
 	f.scores = m
 	f.scoreMu.Unlock()
@@ -333,13 +336,17 @@ func Start(cfg Config, n Host, idx *index.Index) (*Federation, error) {
 		}
 	}
 	// Gossip lands in the index in memory; it reaches the disk in one
-	// batch a second (and when the federation stops), not one synced
-	// write per announcement under the index lock.
+	// batch a second at most (and when the federation stops), not one
+	// synced write per announcement under the index lock. The loop sleeps
+	// while nothing is pending (a failed batch stays pending and wakes it
+	// again).
 	f.goLoop(func(ctx context.Context) {
-		periodic.Run(ctx, indexFlushInterval, func() {
+		periodic.Loop(ctx, f.idx.Dirty(), indexFlushInterval, 0, func() time.Duration {
+			f.flushes.Add(1)
 			if err := f.idx.Flush(); err != nil {
 				f.log.Warn("store index entries", "err", err, "pending", f.idx.Pending())
 			}
+			return 0
 		})
 	})
 	f.log.Info("federation up", "peer_id", h.ID().String(), "host_key", f.signer.HostKey(), "addrs", f.Addrs(),
@@ -373,6 +380,11 @@ func (f *Federation) Close() error {
 	return f.h.Close()
 }
 
+// scoreInspectEvery is how often the peers' gossipsub scores are copied
+// for PeerScore. Scoring itself (decay, penalties, the mesh) is
+// gossipsub's and runs on its own intervals; the copy is only read.
+const scoreInspectEvery = 5 * time.Second
+
 // indexFlushInterval is how often received index entries are stored.
 const indexFlushInterval = time.Second
 
@@ -396,6 +408,15 @@ func (f *Federation) Addrs() []string {
 func (f *Federation) Bandwidth() (in, out int64) {
 	t := f.bw.GetBandwidthTotals()
 	return t.TotalIn, t.TotalOut
+}
+
+// BandwidthByProtocol returns bytes in and out by libp2p protocol ID.
+func (f *Federation) BandwidthByProtocol() map[string][2]int64 {
+	out := map[string][2]int64{}
+	for p, st := range f.bw.GetBandwidthByProtocol() {
+		out[string(p)] = [2]int64{st.TotalIn, st.TotalOut}
+	}
+	return out
 }
 
 // PeerInfo describes one connected or configured peer.
@@ -559,7 +580,7 @@ func (f *Federation) startPubSub() error {
 		pubsub.WithPeerExchange(true),
 		pubsub.WithMaxMessageSize(maxGossipBytes),
 		pubsub.WithPeerScore(params, thresholds),
-		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(f.keepScores), time.Second),
+		pubsub.WithPeerScoreInspect(pubsub.PeerScoreInspectFn(f.keepScores), scoreInspectEvery),
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
 		pubsub.WithValidateQueueSize(4096),
 		// The default per-peer queue (32) silently drops bursts of

@@ -175,6 +175,7 @@ type Log struct {
 	nodes  map[compact.NodeID][]byte // complete subtrees' hashes (proof.go)
 
 	witnessed atomic.Pointer[Witnessed] // SetWitnessed
+	onRound   atomic.Pointer[func()]    // OnRound
 
 	// The fence after a restore (Fenced): while set, nothing is journalled
 	// beyond fenceSize; unfenced is closed by Unfence.
@@ -613,8 +614,18 @@ func (l *Log) flushPending() error {
 		return err
 	}
 	l.pos = pos
+	if fn := l.onRound.Load(); fn != nil {
+		(*fn)()
+	}
 	return nil
 }
+
+// OnRound registers fn, called (on the log's writer goroutine: it must
+// not block) after each round has handed its leaves to tessera, which
+// publishes the checkpoint covering them within its checkpoint interval:
+// a reader of checkpoints (the witness submitter) polls after it instead
+// of all the time.
+func (l *Log) OnRound(fn func()) { l.onRound.Store(&fn) }
 
 // Rounds returns how many rounds the writer has begun since Open (each
 // journals and integrates what queued since the last one).

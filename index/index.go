@@ -174,8 +174,38 @@ type Index struct {
 	// writeHook, if set (tests), runs before each batch write, outside
 	// the index lock.
 	writeHook func(keys int)
+	// dirty receives (without blocking, coalesced) when pending gains a
+	// key: the owner's flush loop sleeps on it while nothing is pending.
+	dirty chan struct{}
 
 	onChange atomic.Pointer[func(roomID string)]
+	watchMu  sync.Mutex
+	watchers []chan struct{}
+}
+
+// setPendingLocked records a storage write for the next Flush and wakes
+// the flush loop.
+func (x *Index) setPendingLocked(k string, w pendingWrite) {
+	x.pending[k] = w
+	select {
+	case x.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// Dirty receives when something is waiting for Flush; a flush loop waits
+// on it instead of polling (one receive may stand for many changes).
+func (x *Index) Dirty() <-chan struct{} { return x.dirty }
+
+// Watch registers c to receive (without blocking the index: a full c
+// is skipped, so give it a buffer of one) after an entry was stored or
+// dropped, or a host's verification changed: a reader of the entries
+// (the mirror's reconcile) waits on it instead of polling. c stays
+// registered for the life of the index.
+func (x *Index) Watch(c chan struct{}) {
+	x.watchMu.Lock()
+	x.watchers = append(x.watchers, c)
+	x.watchMu.Unlock()
 }
 
 // pendingWrite is one storage key's latest value, or its deletion.
@@ -200,7 +230,7 @@ const (
 func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
 	x := &Index{db: db, self: self, m: map[string]*Entry{}, byRoom: map[string]map[identity.AgentID]*Entry{},
 		perHost: map[identity.AgentID]int{}, conflict: map[string]*conflictItem{}, conflictPer: map[string]int{}, own: map[string][]byte{}, ownOpen: map[string]*Entry{}, verified: func(Binding) bool { return false },
-		pending: map[string]pendingWrite{}}
+		pending: map[string]pendingWrite{}, dirty: make(chan struct{}, 1)}
 	x.lim.defaults()
 	var expired [][]byte
 	type storedConflict struct {
@@ -303,8 +333,10 @@ func (x *Index) SetLimits(l Limits) {
 }
 
 // Reverify recounts the unverified hosts' entries; call it when a
-// binding's verification changes.
+// binding's verification changes. It wakes the Changes watchers: which
+// entries count as verified changed.
 func (x *Index) Reverify() {
+	defer x.notifyWatchers()
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.unver = 0
@@ -413,6 +445,18 @@ func (x *Index) changed(roomID string) {
 	if fn := x.onChange.Load(); fn != nil {
 		(*fn)(roomID)
 	}
+	x.notifyWatchers()
+}
+
+func (x *Index) notifyWatchers() {
+	x.watchMu.Lock()
+	for _, c := range x.watchers {
+		select {
+		case c <- struct{}{}:
+		default:
+		}
+	}
+	x.watchMu.Unlock()
 }
 
 func (x *Index) put(e *Entry, now int64) (bool, error) {
@@ -447,7 +491,7 @@ func (x *Index) put(e *Entry, now int64) (bool, error) {
 			return false, ErrHostFull
 		}
 	}
-	x.pending[pfxIndex+k] = pendingWrite{val: e.Raw}
+	x.setPendingLocked(pfxIndex+k, pendingWrite{val: e.Raw})
 	if have {
 		x.deleteLocked(old)
 	}
@@ -467,7 +511,7 @@ func (x *Index) put(e *Entry, now int64) (bool, error) {
 // dropLocked removes a claim and keeps it as conflict evidence.
 func (x *Index) dropLocked(e *Entry) {
 	x.deleteLocked(e)
-	x.pending[pfxIndex+key(e)] = pendingWrite{del: true}
+	x.setPendingLocked(pfxIndex+key(e), pendingWrite{del: true})
 	x.addConflictLocked(e.Raw)
 }
 
@@ -663,7 +707,7 @@ func (x *Index) addConflictLocked(raw []byte) {
 	x.conflictSeq++
 	x.conflict[id] = &conflictItem{raw: raw, actor: actor, seq: x.conflictSeq}
 	x.conflictPer[actor]++
-	x.pending[pfxConflict+id] = pendingWrite{val: raw}
+	x.setPendingLocked(pfxConflict+id, pendingWrite{val: raw})
 }
 
 // evictConflictLocked drops the oldest piece of evidence (of actor only,
@@ -683,7 +727,7 @@ func (x *Index) evictConflictLocked(actor string, byActor bool) {
 	if x.conflictPer[c.actor]--; x.conflictPer[c.actor] <= 0 {
 		delete(x.conflictPer, c.actor)
 	}
-	x.pending[pfxConflict+oldest] = pendingWrite{del: true}
+	x.setPendingLocked(pfxConflict+oldest, pendingWrite{del: true})
 }
 
 // SetOwn keeps this host's latest signed announcement of one of its
@@ -693,7 +737,7 @@ func (x *Index) SetOwn(roomID string, raw []byte) {
 	x.mu.Lock()
 	x.own[roomID] = raw
 	delete(x.ownOpen, roomID)
-	x.pending[pfxOwn+roomID] = pendingWrite{val: raw}
+	x.setPendingLocked(pfxOwn+roomID, pendingWrite{val: raw})
 	x.mu.Unlock()
 }
 
@@ -743,7 +787,7 @@ func (x *Index) Flush() error {
 		x.mu.Lock()
 		for k, w := range batch {
 			if _, newer := x.pending[k]; !newer {
-				x.pending[k] = w
+				x.setPendingLocked(k, w)
 			}
 		}
 		x.mu.Unlock()

@@ -134,6 +134,33 @@ func (m *Metrics) AttachFederation(f Federation) {
 	if d, ok := f.(DiscoveryReporter); ok {
 		m.reg.MustRegister(discoveryCollector{d: d, st: &st.Discovery})
 	}
+	if p, ok := f.(ProtocolBandwidthReporter); ok {
+		m.reg.MustRegister(protocolBytesCollector{p})
+	}
+}
+
+// ProtocolBandwidthReporter is what the metrics read of the libp2p bytes
+// by protocol (the federation peer has it; a fake may not).
+type ProtocolBandwidthReporter interface {
+	// BandwidthByProtocol returns bytes in and out by libp2p protocol ID
+	// (only protocols the node speaks: a stream is counted once
+	// negotiated).
+	BandwidthByProtocol() map[string][2]int64
+}
+
+var descProtocolBytes = prometheus.NewDesc("adp_p2p_protocol_bytes_total",
+	"libp2p bytes by protocol (DHT, gossipsub, identify, ping, the node's own streams) and direction (in, out).",
+	[]string{"protocol", "direction"}, nil)
+
+type protocolBytesCollector struct{ p ProtocolBandwidthReporter }
+
+func (c protocolBytesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- descProtocolBytes }
+
+func (c protocolBytesCollector) Collect(ch chan<- prometheus.Metric) {
+	for proto, b := range c.p.BandwidthByProtocol() {
+		ch <- prometheus.MustNewConstMetric(descProtocolBytes, prometheus.CounterValue, float64(b[0]), proto, "in")
+		ch <- prometheus.MustNewConstMetric(descProtocolBytes, prometheus.CounterValue, float64(b[1]), proto, "out")
+	}
 }
 
 // DiscoveryReporter is what the metrics read of peer discovery's

@@ -70,3 +70,28 @@ func TestProfileCacheSeriesExported(t *testing.T) {
 		t.Error("the fetch counter is not read at the scrape")
 	}
 }
+
+type protoFederation struct{ fakeFederation }
+
+func (*protoFederation) BandwidthByProtocol() map[string][2]int64 {
+	return map[string][2]int64{"/ipfs/kad/1.0.0": {100, 200}, "/meshsub/1.1.0": {7, 9}}
+}
+
+// Property: libp2p bytes by protocol and direction reach /metrics, so
+// the DHT's share of a node's bandwidth can be told from gossip's.
+func TestProtocolBytesExported(t *testing.T) {
+	m := New(fakeSource{})
+	m.AttachFederation(&protoFederation{})
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, line := range []string{
+		`adp_p2p_protocol_bytes_total{direction="in",protocol="/ipfs/kad/1.0.0"} 100`,
+		`adp_p2p_protocol_bytes_total{direction="out",protocol="/ipfs/kad/1.0.0"} 200`,
+		`adp_p2p_protocol_bytes_total{direction="out",protocol="/meshsub/1.1.0"} 9`,
+	} {
+		if !strings.Contains(body, "\n"+line+"\n") {
+			t.Errorf("/metrics has no line %q", line)
+		}
+	}
+}

@@ -113,6 +113,9 @@ func (m *Mirror) ExpireHostLogBackoffForTest() {
 	}
 }
 
+// WakeProofScanForTest runs the proof scan soon.
+func (m *Mirror) WakeProofScanForTest() { m.wakeProofScan() }
+
 // HostLogKeyForTest is the key of a mirrored room's stored proof.
 func HostLogKeyForTest(host identity.AgentID, roomID string) []byte {
 	return []byte(pfxProof + roomKey(host, roomID))
@@ -134,3 +137,6 @@ func (r *Room) FailHistoryReadsForTest(on bool) int64 {
 
 // HistoryReadsFailedForTest reports how many history reads failed.
 func (r *Room) HistoryReadsFailedForTest() int64 { return r.hist.failed.Load() }
+
+// Reconciles counts the runs of m's reconcile loop.
+func Reconciles(m *Mirror) int64 { return m.reconciles.Load() }

@@ -36,11 +36,12 @@ import (
 // (more cosignatures of witnesses the mirror knows, then more verified
 // cosignatures); once a known witness cosigned it, the room is done.
 const (
-	proofWorkers      = 2                // fetches in flight, all rooms together
-	proofBodyMax      = 64 << 10         // bytes read of an answer
-	proofBackoffMin   = 5 * time.Second  // first wait after an attempt
-	proofBackoffMax   = 10 * time.Minute // the wait stops doubling here
-	proofScanEvery    = 500 * time.Millisecond
+	proofWorkers      = 2                      // fetches in flight, all rooms together
+	proofBodyMax      = 64 << 10               // bytes read of an answer
+	proofBackoffMin   = 5 * time.Second        // first wait after an attempt
+	proofBackoffMax   = 10 * time.Minute       // the wait stops doubling here
+	proofScanEvery    = 500 * time.Millisecond // while a room needs looking at
+	proofScanIdle     = 30 * time.Second       // otherwise (a safety net)
 	proofFetchTimeout = 10 * time.Second
 	proofQueue        = 64 // rooms queued for the workers; the rest wait for the next scan
 	// maxAnnouncedLogs and maxAnnouncedKeys bound the witness keys
@@ -100,6 +101,7 @@ type hostLogs struct {
 
 	inflight, maxInflight atomic.Int64
 	scans                 atomic.Int64
+	wake                  chan struct{} // wakes the scan (wakeProofScan)
 }
 
 func (m *Mirror) openHostLogs() error {
@@ -107,6 +109,7 @@ func (m *Mirror) openHostLogs() error {
 		client: safehttp.Client(safehttp.Options{Timeout: proofFetchTimeout, AllowPrivate: m.cfg.AllowPrivateTargets}),
 		q:      make(chan proofJob, proofQueue), base: roomOrigin,
 		rooms: map[string]*proofState{}, announced: map[string]map[string]struct{}{},
+		wake: make(chan struct{}, 1),
 	}
 	return scan(m.db, []byte(pfxProof), func(k, v []byte) error {
 		var p storedProof
@@ -123,7 +126,14 @@ func (m *Mirror) openHostLogs() error {
 // startHostLogs starts the scan and the workers (goroutines the mirror
 // owns, stopped by Close).
 func (m *Mirror) startHostLogs() {
-	m.goLoop(func(ctx context.Context) { periodic.Run(ctx, proofScanEvery, m.scanProofs) })
+	m.goLoop(func(ctx context.Context) {
+		periodic.Loop(ctx, m.hl.wake, proofScanEvery, proofScanIdle, func() time.Duration {
+			if m.scanProofs() {
+				return proofScanEvery
+			}
+			return 0
+		})
+	})
 	for range proofWorkers {
 		m.goLoop(m.proofWorker)
 	}
@@ -149,8 +159,20 @@ func (r *Room) finalTip(now int64) (int64, string, bool) {
 	return r.st.Seq, r.st.LastHash, true
 }
 
-// scanProofs queues the ended rooms whose proof is due.
-func (m *Mirror) scanProofs() {
+// wakeProofScan runs the proof scan soon (non-blocking): a room was
+// added, or an attempt ended.
+func (m *Mirror) wakeProofScan() {
+	select {
+	case m.hl.wake <- struct{}{}:
+	default:
+	}
+}
+
+// scanProofs queues the ended rooms whose proof is due. It reports
+// whether a room still needs looking at (open, waiting for its next
+// attempt, or not queued for busy workers): without one, the scan
+// sleeps until a room is added or an attempt ends.
+func (m *Mirror) scanProofs() (more bool) {
 	defer m.hl.scans.Add(1)
 	now, wall := m.now(), time.Now()
 	for _, r := range m.Rooms() {
@@ -164,6 +186,7 @@ func (m *Mirror) scanProofs() {
 		if skip {
 			continue
 		}
+		more = true
 		seq, hash, ok := r.finalTip(now)
 		if !ok {
 			continue
@@ -184,6 +207,7 @@ func (m *Mirror) scanProofs() {
 		}
 		m.hl.mu.Unlock()
 	}
+	return more
 }
 
 // proofWorker fetches queued proofs, one at a time.
@@ -215,6 +239,7 @@ func (m *Mirror) fetchProof(ctx context.Context, j proofJob) {
 	case ctx.Err() == nil:
 		m.log.Info("host log proof not fetched", "room", j.r.url, "seq", j.seq, "err", err)
 	}
+	defer m.wakeProofScan() // the room may need looking at again
 	m.hl.mu.Lock()
 	defer m.hl.mu.Unlock()
 	ps := m.hl.rooms[j.r.rk]

@@ -145,14 +145,19 @@ func getBody(t *testing.T, url string) []byte {
 	return b
 }
 
-// scansPass waits until the mirror's proof fetcher ran n more scan passes.
+// scansPass waits until the mirror's proof fetcher ran n more scan
+// passes, waking the scan for each (it sleeps while no room needs
+// looking at).
 func scansPass(t *testing.T, b *fedtest.Peer, n int64) {
 	t.Helper()
-	from, _ := b.Mir.HostLogForTest()
-	testwait.Until(t, 30*time.Second, "proof scans run", func() bool {
-		s, _ := b.Mir.HostLogForTest()
-		return s >= from+n
-	})
+	for range n {
+		from, _ := b.Mir.HostLogForTest()
+		b.Mir.WakeProofScanForTest()
+		testwait.Until(t, 30*time.Second, "proof scans run", func() bool {
+			s, _ := b.Mir.HostLogForTest()
+			return s > from
+		})
+	}
 }
 
 // TestMirrorArchiveHostLog: host A keeps a host log whose checkpoints its

@@ -153,6 +153,10 @@ type Mirror struct {
 	fed Federation
 	idx *index.Index
 	log *slog.Logger
+	// reconcileWake wakes the reconcile loop (the index signals it on
+	// every change); reconciles counts the loop's runs (tests).
+	reconcileWake chan struct{}
+	reconciles    atomic.Int64
 	// probe reads the Room URLs of rooms an operator asks to mirror.
 	probe *http.Client
 
@@ -211,7 +215,7 @@ func Open(cfg Config, n Host, fed Federation, idx *index.Index) (*Mirror, error)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mirror{cfg: cfg, n: n, db: n.DB(), fed: fed, idx: idx, log: cfg.Log, targets: map[string]Target{},
 		rooms: map[string]*Room{}, followed: map[peer.ID]bool{}, faulty: map[identity.AgentID]bool{},
-		live: live.NewHub[struct{}](streamBuffer),
+		live: live.NewHub[struct{}](streamBuffer), reconcileWake: make(chan struct{}, 1),
 		gapQ: make(chan *Room, 4096), ctx: ctx, cancel: cancel, commit: groupcommit.New(n.DB(), 16384),
 		probe: safehttp.Client(safehttp.Options{Timeout: probeTimeout, AllowPrivate: cfg.AllowPrivateTargets})}
 	var err error
@@ -251,6 +255,7 @@ func Open(cfg Config, n Host, fed Federation, idx *index.Index) (*Mirror, error)
 		m.queueGap(r)
 	}
 	m.mu.Unlock()
+	idx.Watch(m.reconcileWake)
 	m.goLoop(m.reconcileLoop)
 	for i := 0; i < 2; i++ {
 		m.goLoop(m.gapLoop)
@@ -407,7 +412,9 @@ func (m *Mirror) AddTarget(kind, value string) (Target, error) {
 	m.mu.Lock()
 	m.targets[t.ID] = t
 	m.mu.Unlock()
-	m.reconcile()
+	if m.reconcile() {
+		m.wakeReconcile() // the loop retries what failed
+	}
 	return t, nil
 }
 
@@ -500,15 +507,45 @@ func (m *Mirror) wantedLocked(e *index.Entry) bool {
 	return false
 }
 
+// Reconcile timing: a change of the index (an announcement stored or
+// dropped, a host's verification changed) wakes the loop, which runs at
+// most once per reconcileGap; a failed step is retried with a backoff
+// from reconcileGap up to reconcileIdle; with nothing to do the loop
+// runs once per reconcileIdle (what no one signals: entries expiring,
+// room and byte limits freeing up).
+const (
+	reconcileGap  = 500 * time.Millisecond
+	reconcileIdle = 30 * time.Second
+)
+
+// wakeReconcile runs the reconcile loop soon (non-blocking).
+func (m *Mirror) wakeReconcile() {
+	select {
+	case m.reconcileWake <- struct{}{}:
+	default:
+	}
+}
+
 // reconcileLoop picks up newly announced rooms that match a target.
 func (m *Mirror) reconcileLoop(ctx context.Context) {
-	periodic.Run(ctx, 500*time.Millisecond, m.reconcile)
+	backoff := reconcileGap
+	periodic.Loop(ctx, m.reconcileWake, reconcileGap, reconcileIdle, func() time.Duration {
+		m.reconciles.Add(1)
+		if !m.reconcile() {
+			backoff = reconcileGap
+			return 0
+		}
+		next := backoff
+		backoff = min(2*backoff, reconcileIdle)
+		return next
+	})
 }
 
 // reconcile starts mirroring every indexed public room a target matches,
 // within the room and byte limits, and queues catch-up for rooms whose
-// announced seq is ahead of the verified tip.
-func (m *Mirror) reconcile() {
+// announced seq is ahead of the verified tip. It reports whether a step
+// failed and should be retried.
+func (m *Mirror) reconcile() (retry bool) {
 	now := m.now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -529,31 +566,38 @@ func (m *Mirror) reconcile() {
 			r = m.newRoom(roomMeta{Host: e.Host.Key, HostPeer: e.Host.PeerID, RoomID: e.Room.ID, URL: e.Room.URL, AddedAt: now}, hostPeer)
 			if err := r.saveMeta(); err != nil {
 				m.log.Error("mirror meta", "room", e.Room.URL, "err", err)
+				retry = true
 				continue
 			}
 			m.rooms[rk] = r
+			m.wakeProofScan()
 			m.log.Info("mirroring room", "room", e.Room.URL)
 		}
-		m.followLocked(r)
+		if !m.followLocked(r) {
+			retry = true
+		}
 		m.noteOrigin(e)
 		if e.Room.Seq > r.Tip() {
 			r.wantSeq(e.Room.Seq)
 			m.queueGap(r)
 		}
 	}
+	return retry
 }
 
-// followLocked subscribes to the room's host record stream once per host.
-func (m *Mirror) followLocked(r *Room) {
+// followLocked subscribes to the room's host record stream once per host;
+// it reports whether the room's host is followed.
+func (m *Mirror) followLocked(r *Room) bool {
 	if m.followed[r.hostPeer] {
-		return
+		return true
 	}
 	host := r.hostPeer
 	if err := m.fed.FollowRecords(host, func(sr *federation.StreamedRecord) { m.onStream(host, sr) }); err != nil {
 		m.log.Error("follow host", "peer", host, "err", err)
-		return
+		return false
 	}
 	m.followed[host] = true
+	return true
 }
 
 // onStream routes a verified stream message to its mirrored room.

@@ -57,7 +57,9 @@ type Config struct {
 	// MinDiskReserve of the node's Badger options (DiskReserveError).
 	// adpnode serve defaults it to DefaultDiskReserve.
 	DiskReserveBytes int64
-	// DiskCheckInterval is how often free space is sampled (default 1 s).
+	// DiskCheckInterval is the age past which a write samples free space
+	// again before it is accepted (default 1 s); an idle node does not
+	// sample.
 	DiskCheckInterval time.Duration
 
 	Limits room.Limits

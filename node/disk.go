@@ -347,16 +347,22 @@ func (l *badgerLog) skipped() string {
 }
 
 // diskGuard knows whether the data dir's file system has more free space
-// than the reserve. A background sampler (run) flips the flag; the write
-// path only reads it. A write that fails for lack of space flips it too,
-// until the next sample sees space again.
+// than the reserve. The write path samples it (one statfs) when the last
+// sample is older than the interval, so an idle node does not wake to
+// look at a disk nothing writes to, and a write never acts on a sample
+// older than the interval; at most one caller samples at a time, the
+// others read the flag. A write that fails for lack of space flips the
+// flag too, until the next sample sees space again.
 type diskGuard struct {
-	dir     string
-	reserve uint64
-	full    atomic.Bool
-	free    atomic.Uint64
-	statfs  func(dir string) (uint64, error)
-	log     *slog.Logger
+	dir      string
+	reserve  uint64
+	interval time.Duration // 0: only explicit samples (tests)
+	full     atomic.Bool
+	free     atomic.Uint64
+	sampled  atomic.Int64 // unix nanoseconds of the last sample
+	sampling atomic.Bool
+	statfs   func(dir string) (uint64, error)
+	log      *slog.Logger
 }
 
 func newDiskGuard(dir string, reserve int64, log *slog.Logger) *diskGuard {
@@ -377,11 +383,33 @@ func freeBytes(dir string) (uint64, error) {
 	return st.Bavail * uint64(st.Bsize), nil
 }
 
+// setStatfs replaces how free space is read (tests).
+func (g *diskGuard) setStatfs(fn func(string) (uint64, error)) {
+	for !g.sampling.CompareAndSwap(false, true) {
+	}
+	g.statfs = fn
+	g.sampling.Store(false)
+}
+
+// refresh samples when the last sample is older than the interval,
+// unless another caller is sampling.
+func (g *diskGuard) refresh() {
+	if g.reserve == 0 || g.interval <= 0 {
+		return
+	}
+	if time.Now().UnixNano()-g.sampled.Load() < int64(g.interval) || !g.sampling.CompareAndSwap(false, true) {
+		return
+	}
+	defer g.sampling.Store(false)
+	g.sample()
+}
+
 // sample reads the free space once and sets the flag.
 func (g *diskGuard) sample() {
 	if g.reserve == 0 {
 		return
 	}
+	g.sampled.Store(time.Now().UnixNano())
 	free, err := g.statfs(g.dir)
 	if err != nil {
 		g.log.Warn("disk space check failed", "dir", g.dir, "err", err)
@@ -398,17 +426,16 @@ func (g *diskGuard) sample() {
 	}
 }
 
-// run samples every interval until ctx ends.
-func (g *diskGuard) run(ctx context.Context, interval time.Duration) {
-	periodic.Run(ctx, interval, g.sample)
-}
-
 // diskFullRetryMs is what a refused write is told to wait.
 const diskFullRetryMs = 5000
 
 // check returns the error a write gets while space is below the reserve.
 func (g *diskGuard) check() error {
-	if g == nil || !g.full.Load() {
+	if g == nil {
+		return nil
+	}
+	g.refresh()
+	if !g.full.Load() {
 		return nil
 	}
 	return diskFullError()
@@ -457,16 +484,16 @@ func (n *Node) DiskFull() bool { return n.disk.check() != nil }
 // gcInterval is how often the value log is garbage collected.
 const gcInterval = 5 * time.Minute
 
-// startStorage starts the disk sampler and the value-log GC, owned by the
-// node and stopped by Close.
+// startStorage takes the first disk sample (the writes take the next
+// ones, see diskGuard) and starts the value-log GC, owned by the node and
+// stopped by Close.
 func (n *Node) startStorage() {
 	if n.cfg.InMemory {
 		return
 	}
 	if n.disk.reserve > 0 {
+		n.disk.interval = n.cfg.DiskCheckInterval
 		n.disk.sample()
-		n.bg.Add(1)
-		go func() { defer n.bg.Done(); n.disk.run(n.ctx, n.cfg.DiskCheckInterval) }()
 	}
 	n.bg.Add(1)
 	go func() { defer n.bg.Done(); n.runValueLogGC(n.ctx, gcInterval) }()

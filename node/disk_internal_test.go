@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 
 	"github.com/adpnode/adpnode/adp"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 func TestDiskGuard(t *testing.T) {
@@ -144,4 +146,43 @@ func TestUnfinishedTableIgnored(t *testing.T) {
 	if err := db.View(func(txn *badger.Txn) error { _, err := txn.Get([]byte("k01999")); return err }); err != nil {
 		t.Fatalf("data after the restart: %v", err)
 	}
+}
+
+// Property: an idle node does not sample its disk: over fifty sampling
+// intervals without a write, free space is read at most once (a sampler
+// on a ticker reads it fifty times); a write after that samples first,
+// so it never acts on a sample older than the interval, and a refusal
+// follows the disk at once.
+func TestDiskGuardSamplesOnlyForWrites(t *testing.T) {
+	const interval = 2 * time.Millisecond
+	dir := t.TempDir()
+	n, err := Open(Config{PublicURL: "http://127.0.0.1:1", DataDir: dir, DiskReserveBytes: MinDiskReserve(BadgerOptions(dir)), DiskCheckInterval: interval})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	var mu sync.Mutex
+	calls, free := 0, uint64(1<<40)
+	stub := func(string) (uint64, error) { mu.Lock(); defer mu.Unlock(); calls++; return free, nil }
+	read := func() int { mu.Lock(); defer mu.Unlock(); return calls }
+	n.disk.setStatfs(stub)
+
+	tick := time.NewTicker(interval)
+	for range 50 {
+		<-tick.C
+	}
+	tick.Stop()
+	if c := read(); c > 1 {
+		t.Fatalf("an idle node read its free space %d times in fifty sampling intervals", c)
+	}
+	mu.Lock()
+	free = 1 << 10 // below the reserve
+	mu.Unlock()
+	testwait.Until(t, 10*time.Second, "a write refused once the disk is below the reserve", func() bool {
+		return n.writable() != nil
+	})
+	mu.Lock()
+	free = 1 << 40
+	mu.Unlock()
+	testwait.Until(t, 10*time.Second, "writes accepted once space is back", func() bool { return n.writable() == nil })
 }

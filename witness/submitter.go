@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/adpnode/adpnode/adp/tlogproof"
 	"github.com/adpnode/adpnode/adp/tlogwitness"
+	"github.com/adpnode/adpnode/internal/periodic"
 	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
@@ -98,7 +100,9 @@ type SubmitterConfig struct {
 	MaxDiscovered int
 	DiscoveredTTL time.Duration
 	CheckEvery    time.Duration
-	// Poll is how often the log's checkpoint is read (default 500 ms).
+	// Poll is how often the log's checkpoint is read (default 500 ms):
+	// always, or, when Log is a RoundNotifier, for a few polls after each
+	// round and every 30 s otherwise.
 	Poll time.Duration
 	// MinBackoff and MaxBackoff bound the retry delay after a failed
 	// submission (defaults 1 s and 5 min), doubling in between.
@@ -144,6 +148,7 @@ type Submitter struct {
 	closed  bool
 	cancel  context.CancelFunc
 	done    sync.WaitGroup
+	polls   atomic.Int64 // reads of the log's checkpoint (Polls)
 }
 
 // target is one witness and its worker's state.
@@ -315,36 +320,82 @@ func cosignsWith(logV note.Verifier, v *tlogwitness.CosignatureVerifier, raw []b
 	return byLog && byWitness
 }
 
+// RoundNotifier is a HostLog that tells when it began a round whose
+// checkpoint it will publish (hostlog.Log). With one, the submitter
+// reads the checkpoint every Poll for eagerPolls polls after each round
+// and every idlePoll otherwise; a log without it is read every Poll.
+type RoundNotifier interface {
+	OnRound(fn func())
+}
+
+const (
+	// eagerPolls is how many polls follow a round: they cover the time
+	// the log takes to publish its checkpoint (up to about twice its
+	// checkpoint interval).
+	eagerPolls = 8
+	// idlePoll is how often an idle log's checkpoint is read, for what
+	// nothing signals (a checkpoint published late, discovered
+	// witnesses expiring).
+	idlePoll = 30 * time.Second
+)
+
 // poll reads the log's checkpoint and wakes the workers when it changed;
 // it also drops discovered witnesses not announced for DiscoveredTTL.
 func (s *Submitter) poll(ctx context.Context) {
 	defer s.done.Done()
-	t := time.NewTicker(s.cfg.Poll)
-	defer t.Stop()
-	for {
-		raw, cp, err := s.cfg.Log.Checkpoint(ctx)
-		if err == nil {
-			s.mu.Lock()
-			if !bytes.Equal(raw, s.note) {
-				s.note, s.size, s.lines = raw, cp.Size, map[string]string{}
-				for _, t := range s.targets {
-					select {
-					case t.wake <- struct{}{}:
-					default:
-					}
-				}
+	rn, notified := s.cfg.Log.(RoundNotifier)
+	var kicks atomic.Int64
+	wake := make(chan struct{}, 1)
+	if notified {
+		rn.OnRound(func() {
+			kicks.Add(1)
+			select {
+			case wake <- struct{}{}:
+			default:
 			}
-			s.expireLocked(time.Now())
-			s.mu.Unlock()
-			s.checkFence()
+		})
+	}
+	seen, eager := int64(0), eagerPolls // the log's first checkpoint may be on its way
+	periodic.Loop(ctx, wake, s.cfg.Poll, idlePoll, func() time.Duration {
+		s.polls.Add(1)
+		if k := kicks.Load(); k != seen {
+			seen, eager = k, eagerPolls
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+		s.pollOnce(ctx)
+		if _, fenced := s.fenced(); !notified || fenced {
+			return s.cfg.Poll // a fenced log waits for cosignatures: read it often
+		}
+		if eager > 0 {
+			eager--
+			return s.cfg.Poll
+		}
+		return 0
+	})
+}
+
+// pollOnce reads the log's checkpoint once.
+func (s *Submitter) pollOnce(ctx context.Context) {
+	raw, cp, err := s.cfg.Log.Checkpoint(ctx)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	if !bytes.Equal(raw, s.note) {
+		s.note, s.size, s.lines = raw, cp.Size, map[string]string{}
+		for _, t := range s.targets {
+			select {
+			case t.wake <- struct{}{}:
+			default:
+			}
 		}
 	}
+	s.expireLocked(time.Now())
+	s.mu.Unlock()
+	s.checkFence()
 }
+
+// Polls counts the reads of the log's checkpoint so far.
+func (s *Submitter) Polls() int64 { return s.polls.Load() }
 
 // expireLocked stops discovered witnesses not announced since ttl.
 func (s *Submitter) expireLocked(now time.Time) {

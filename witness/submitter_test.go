@@ -165,3 +165,79 @@ func TestParseTarget(t *testing.T) {
 		t.Error("a plain Ed25519 note key accepted as a witness key")
 	}
 }
+
+// notifyingLog is a hostLog that tells when a round began, as
+// hostlog.Log does (witness.RoundNotifier).
+type notifyingLog struct {
+	*hostLog
+	fmu sync.Mutex
+	fn  func()
+}
+
+func (n *notifyingLog) OnRound(fn func()) { n.fmu.Lock(); n.fn = fn; n.fmu.Unlock() }
+
+func (n *notifyingLog) round() {
+	n.fmu.Lock()
+	fn := n.fn
+	n.fmu.Unlock()
+	if fn != nil {
+		fn()
+	}
+}
+
+// Property: the submitter reads a log that says when it begins a round
+// only in the few polls after a start or a round: between rounds, over
+// fifty of its poll intervals, it reads the checkpoint at most once (a
+// poller reads it fifty times), and a round is cosigned at once. The
+// same after a restart of the submitter.
+func TestSubmitterSleepsBetweenRounds(t *testing.T) {
+	_, k1, _ := ed25519.GenerateKey(rand.Reader)
+	h := &notifyingLog{hostLog: &hostLog{l: newLog("host.test/adp-log", nil), t: t}}
+	w1 := newFixture(t, t.TempDir(), k1, h.l)
+	w1.real = true
+	defer w1.close()
+	const poll = 10 * time.Millisecond
+	cfg := witness.SubmitterConfig{Log: h, Targets: []witness.Target{target(t, w1)},
+		Poll: poll, MinBackoff: 20 * time.Millisecond, MaxBackoff: 200 * time.Millisecond}
+	v1 := w1.verifier()
+	idle := func(s *witness.Submitter, from int64, what string) {
+		t.Helper()
+		// A start or a round is followed by 1 + 8 reads, one per poll.
+		testwait.Until(t, 10*time.Second, what+": the reads after a round done", func() bool { return s.Polls() >= from+9 })
+		before := s.Polls()
+		tick := time.NewTicker(poll)
+		defer tick.Stop()
+		for range 50 {
+			<-tick.C
+		}
+		if n := s.Polls() - before; n > 1 {
+			t.Fatalf("%s: %d reads of an idle log's checkpoint in fifty poll intervals", what, n)
+		}
+	}
+
+	h.grow(5, "a")
+	s, err := witness.NewSubmitter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 10*time.Second, "the first checkpoint cosigned", func() bool { return cosignedBy(t, s, h.hostLog, h.size(), v1) })
+	idle(s, 0, "after the start")
+
+	for i := range 3 {
+		p := s.Polls()
+		h.grow(3+i, "b")
+		h.round()
+		testwait.Until(t, 10*time.Second, "a round's checkpoint cosigned", func() bool { return cosignedBy(t, s, h.hostLog, h.size(), v1) })
+		idle(s, p, "after a round")
+	}
+	s.Close()
+
+	h.grow(2, "c")
+	s, err = witness.NewSubmitter(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	testwait.Until(t, 10*time.Second, "cosigned after a restart", func() bool { return cosignedBy(t, s, h.hostLog, h.size(), v1) })
+	idle(s, 0, "after a restart")
+}

@@ -5,7 +5,8 @@
 // discovery takes until every node is connected beyond its bootstrap
 // peer, the convergence of new rooms (room.create on one node to every
 // node's GET /v1/rooms/public listing it: p50, p99, max), each node's
-// resident memory, CPU and libp2p bytes over an idle window, and, after
+// resident memory, CPU, wake-ups (context switches of its threads) and
+// libp2p bytes (in total and by protocol) over an idle window, and, after
 // SIGKILL of middle nodes, convergence among the survivors and the
 // restarted nodes' return.
 //
@@ -224,7 +225,9 @@ func (s *scale) converge(ns []*procnet.Node, rooms int, tag string) ([]float64, 
 func (s *scale) idle(window time.Duration) error {
 	type at struct {
 		cpu     time.Duration
+		wakes   int64
 		in, out float64
+		proto   map[string]float64
 	}
 	before := make([]at, len(s.nodes))
 	for i, nd := range s.nodes {
@@ -232,26 +235,92 @@ func (s *scale) idle(window time.Duration) error {
 		if err != nil {
 			return err
 		}
+		w, err := nd.Wakes()
+		if err != nil {
+			return err
+		}
 		in, out := p2pBytes(nd)
-		before[i] = at{c, in, out}
+		before[i] = at{c, w, in, out, protocolBytes(nd)}
 	}
 	time.Sleep(window)
-	var cpu, bytes, rss []float64
+	var cpu, wakes, bytes, rss []float64
+	byProto := map[string][]float64{} // protocol -> B/s per node
 	for i, nd := range s.nodes {
+		for p, v := range protocolBytes(nd) {
+			byProto[p] = append(byProto[p], (v-before[i].proto[p])/window.Seconds())
+		}
 		c, err := nd.CPU()
+		if err != nil {
+			return err
+		}
+		w, err := nd.Wakes()
 		if err != nil {
 			return err
 		}
 		in, out := p2pBytes(nd)
 		cpu = append(cpu, 100*(c-before[i].cpu).Seconds()/window.Seconds())
+		wakes = append(wakes, float64(w-before[i].wakes)/window.Seconds())
 		bytes = append(bytes, (in-before[i].in+out-before[i].out)/window.Seconds())
 		r, _ := nd.RSS()
 		rss = append(rss, float64(r)/(1<<20))
 	}
 	fmt.Printf("idle %v:          CPU %% of a core per node median %.2f, p99 %.2f, max %.2f\n", window, pct(cpu, 50), pct(cpu, 99), pct(cpu, 100))
+	fmt.Printf("idle wake-ups:      per node (context switches of its threads) median %.0f/s, p99 %.0f/s, max %.0f/s\n", pct(wakes, 50), pct(wakes, 99), pct(wakes, 100))
 	fmt.Printf("idle libp2p bytes:  per node (in+out) median %.0f B/s, max %.0f B/s\n", pct(bytes, 50), pct(bytes, 100))
 	fmt.Printf("RSS:                per node median %.0f MiB, max %.0f MiB\n", pct(rss, 50), pct(rss, 100))
+	type share struct {
+		proto string
+		sum   float64
+	}
+	var shares []share
+	total := 0.0
+	for p, xs := range byProto {
+		sum := 0.0
+		for _, x := range xs {
+			sum += x
+		}
+		shares = append(shares, share{p, sum})
+		total += sum
+	}
+	sort.Slice(shares, func(i, j int) bool { return shares[i].sum > shares[j].sum })
+	for _, sh := range shares {
+		if sh.sum <= 0 {
+			continue
+		}
+		fmt.Printf("  by protocol %-28s per node (in+out) mean %.1f B/s, median %.1f B/s, max %.1f B/s (%.0f %%)\n", sh.proto+":",
+			sh.sum/float64(len(s.nodes)), pct(byProto[sh.proto], 50), pct(byProto[sh.proto], 100), 100*sh.sum/max(total, 1))
+	}
 	return nil
+}
+
+// protocolBytes reads adp_p2p_protocol_bytes_total from /metrics: bytes
+// in + out by libp2p protocol.
+func protocolBytes(nd *procnet.Node) map[string]float64 {
+	out := map[string]float64{}
+	resp, err := http.Get(nd.HTTP + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		l := sc.Text()
+		rest, ok := strings.CutPrefix(l, "adp_p2p_protocol_bytes_total{")
+		if !ok {
+			continue
+		}
+		labels, val, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		v, _ := strconv.ParseFloat(strings.TrimSpace(val), 64)
+		for _, kv := range strings.Split(labels, ",") {
+			if p, ok := strings.CutPrefix(kv, `protocol="`); ok {
+				out[strings.TrimSuffix(p, `"`)] += v
+			}
+		}
+	}
+	return out
 }
 
 // p2pBytes reads adp_p2p_bytes_in_total and _out_total from /metrics.

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,7 +66,8 @@ func freePort() (int, error) {
 
 // Start runs `bin serve` for a node named name under root, bootstrapping
 // from the nodes in boot, with extra serve flags, and waits (up to
-// within) until it answers /readyz and has printed its libp2p address.
+// within) until it answers /readyz and has printed its libp2p address
+// (unless extra holds --no-federation).
 func Start(bin, root, name string, boot []*Node, within time.Duration, extra ...string) (*Node, error) {
 	hp, err := freePort()
 	if err != nil {
@@ -108,11 +110,12 @@ func (n *Node) start(within time.Duration) error {
 		close(n.done)
 	}()
 	deadline := time.Now().Add(within)
+	federated := !slices.Contains(n.Args, "--no-federation")
 	for {
-		if n.P2P == "" {
+		if n.P2P == "" && federated {
 			n.P2P = readP2P(n.logPath, from)
 		}
-		if n.P2P != "" && n.ready() {
+		if (n.P2P != "" || !federated) && n.ready() {
 			return nil
 		}
 		select {
@@ -223,8 +226,62 @@ func (n *Node) Log() string {
 const clockTicks = 100
 
 // CPU is the CPU time (user + system) the process has used.
-func (n *Node) CPU() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.PID()))
+func (n *Node) CPU() (time.Duration, error) { return CPU(n.PID()) }
+
+// Wakes is the number of times the process's threads were switched
+// out so far (see Wakes).
+func (n *Node) Wakes() (int64, error) { return Wakes(n.PID()) }
+
+// Wakes is the number of context switches, voluntary and involuntary,
+// of the threads of process pid so far (the sum over
+// /proc/<pid>/task/*/status). On an idle process each one is a thread
+// that woke to do something (a timer, a poll, the Go runtime's spinning
+// M) and went back to sleep, so its rate counts wake-ups: unlike CPU
+// time, which a loaded machine inflates (cache misses, frequency, the
+// 10 ms accounting tick), it does not depend on what else the machine
+// runs. Threads that have exited are not counted.
+func Wakes(pid int) (int64, error) {
+	v, inv, err := Switches(pid)
+	return v + inv, err
+}
+
+// Switches is the voluntary and the involuntary context switches of the
+// threads of process pid so far. A voluntary one is a thread that went
+// to sleep (it had woken for something); an involuntary one is a thread
+// preempted while it ran, which grows with what else the machine runs.
+func Switches(pid int) (voluntary, involuntary int64, err error) {
+	dir := fmt.Sprintf("/proc/%d/task", pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, t.Name(), "status"))
+		if err != nil {
+			continue // the thread exited between the listing and the read
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(l, ":")
+			if !ok || (k != "voluntary_ctxt_switches" && k != "nonvoluntary_ctxt_switches") {
+				continue
+			}
+			c, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("%s: %w", k, err)
+			}
+			if k == "voluntary_ctxt_switches" {
+				voluntary += c
+			} else {
+				involuntary += c
+			}
+		}
+	}
+	return voluntary, involuntary, nil
+}
+
+// CPU is the CPU time (user + system) process pid has used.
+func CPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}
