@@ -13,9 +13,10 @@ import (
 
 // Limits of an add-checkpoint request.
 const (
-	// MaxProofHashes bounds the consistency proof: a tree of 2^63 leaves
-	// needs at most 2*63 hashes.
-	MaxProofHashes = 128
+	// MaxProofHashes bounds the consistency proof: c2sp.org/tlog-witness
+	// allows at most 63 proof lines (enough for any tree of fewer than
+	// 2^63 leaves); a request with more is malformed.
+	MaxProofHashes = 63
 	// MaxRequestBytes bounds a whole add-checkpoint body.
 	MaxRequestBytes = MaxNoteBytes + MaxProofHashes*45 + 32
 )

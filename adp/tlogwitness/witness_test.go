@@ -285,6 +285,13 @@ func TestParseRequestHostile(t *testing.T) {
 			t.Errorf("%s: code %s", name, c)
 		}
 	}
+	// c2sp.org/tlog-witness: at most 63 proof lines; 63 parse.
+	if r, err := ParseRequest(FormatRequest(1, make([]tlog.Hash, 63), cp)); err != nil || len(r.Proof) != 63 {
+		t.Errorf("a request with 63 proof lines: %v", err)
+	}
+	if _, err := ParseRequest(FormatRequest(1, make([]tlog.Hash, 64), cp)); err == nil {
+		t.Error("a request with 64 proof lines parsed")
+	}
 	st := &State{}
 	for name, n := range map[string][]byte{
 		"unsigned":      []byte("o\n1\n" + h.String() + "\n"),
