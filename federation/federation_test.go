@@ -7,7 +7,6 @@ import (
 	"github.com/adpnode/adpnode/internal/fedtest"
 	"net/http"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,25 +25,7 @@ func TestIndexThreeNodes(t *testing.T) {
 	alice := adptest.NewAgent("alice")
 
 	// B follows A's record stream.
-	var mu sync.Mutex
-	streamed := map[string][]int64{}
-	if err := b.Fed.FollowRecords(a.Fed.PeerID(), func(sr *federation.StreamedRecord) {
-		mu.Lock()
-		streamed[sr.Record.RoomID] = append(streamed[sr.Record.RoomID], sr.Record.Seq)
-		mu.Unlock()
-	}); err != nil {
-		t.Fatal(err)
-	}
-	// A publishes its record stream to the subscribers it knows (fanout):
-	// wait until it knows B.
-	testwait.Until(t, 10*time.Second, "A sees B on its record topic", func() bool {
-		for _, id := range a.Fed.TopicPeers(federation.RecordTopic(a.Fed.PeerID())) {
-			if id == b.Fed.PeerID() {
-				return true
-			}
-		}
-		return false
-	})
+	stream := followStream(t, a, b)
 
 	pub := createRoom(t, a, alice, room.Public, "public discussion")
 	took := testwait.Until(t, 20*time.Second, "public room listed on B and C", func() bool {
@@ -66,11 +47,7 @@ func TestIndexThreeNodes(t *testing.T) {
 		submit(t, a, alice, "message.create", private, map[string]any{"content_type": "text/plain", "content": "private words"})
 	}
 	testwait.Until(t, 20*time.Second, "restricted room metadata on C", func() bool { _, ok := listed(c, restricted); return ok })
-	testwait.Until(t, 20*time.Second, "public records streamed to B", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(streamed[pub]) == 4
-	})
+	testwait.Until(t, 20*time.Second, "public records streamed to B", func() bool { return len(stream.of(pub)) == 4 })
 	// Closing propagates.
 	submit(t, a, alice, "room.close", pub, map[string]any{})
 	testwait.Until(t, 20*time.Second, "closed status on C", func() bool {
@@ -79,14 +56,8 @@ func TestIndexThreeNodes(t *testing.T) {
 	})
 	// The close record is a sentinel: A streams in order, so when it has
 	// reached B every record A published before it has too.
-	testwait.Until(t, 20*time.Second, "the close record streamed to B", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(streamed[pub]) == 5
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	if n := len(streamed[restricted]) + len(streamed[private]); n != 0 {
+	testwait.Until(t, 20*time.Second, "the close record streamed to B", func() bool { return len(stream.of(pub)) == 5 })
+	if n := len(stream.of(restricted)) + len(stream.of(private)); n != 0 {
 		t.Fatalf("%d records of restricted/private rooms left A", n)
 	}
 	for _, p := range []*fedtest.Peer{b, c} {

@@ -3,12 +3,16 @@
 package federation_test
 
 import (
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/federation"
 	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/adptest"
 	"github.com/adpnode/adpnode/internal/fedtest"
+	"github.com/adpnode/adpnode/internal/testwait"
 )
 
 // Thin names over internal/fedtest, which runs federated peers in this
@@ -45,4 +49,40 @@ func listed(p *fedtest.Peer, roomID string) (directory.Entry, bool) {
 		}
 	}
 	return directory.Entry{}, false
+}
+
+// streamed collects, by room, the seqs of the records host streams to
+// reader (FollowRecords), once host's record topic knows reader: a host
+// publishes to the subscribers it knows.
+type streamed struct {
+	mu   sync.Mutex
+	seqs map[string][]int64
+}
+
+func followStream(t testing.TB, host, reader *fedtest.Peer) *streamed {
+	t.Helper()
+	s := &streamed{seqs: map[string][]int64{}}
+	if err := reader.Fed.FollowRecords(host.Fed.PeerID(), func(sr *federation.StreamedRecord) {
+		s.mu.Lock()
+		s.seqs[sr.Record.RoomID] = append(s.seqs[sr.Record.RoomID], sr.Record.Seq)
+		s.mu.Unlock()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, 10*time.Second, host.Name+" sees "+reader.Name+" on its record topic", func() bool {
+		for _, id := range host.Fed.TopicPeers(federation.RecordTopic(host.Fed.PeerID())) {
+			if id == reader.Fed.PeerID() {
+				return true
+			}
+		}
+		return false
+	})
+	return s
+}
+
+// of returns a copy of the seqs streamed for room so far.
+func (s *streamed) of(room string) []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]int64(nil), s.seqs[room]...)
 }

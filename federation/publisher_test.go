@@ -4,7 +4,6 @@ package federation_test
 
 import (
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,23 +24,7 @@ func TestStalledPublisherLosesNoRecord(t *testing.T) {
 	peers := networkWith(t, 2, nil, fedtest.Options{Rates: benchRates()})
 	a, b := peers[0], peers[1]
 	alice := adptest.NewAgent("alice")
-	var mu sync.Mutex
-	seqs := map[string][]int64{} // room -> seqs as streamed to B
-	if err := b.Fed.FollowRecords(a.Fed.PeerID(), func(sr *federation.StreamedRecord) {
-		mu.Lock()
-		seqs[sr.Record.RoomID] = append(seqs[sr.Record.RoomID], sr.Record.Seq)
-		mu.Unlock()
-	}); err != nil {
-		t.Fatal(err)
-	}
-	testwait.Until(t, 10*time.Second, "A sees B on its record topic", func() bool {
-		for _, id := range a.Fed.TopicPeers(federation.RecordTopic(a.Fed.PeerID())) {
-			if id == b.Fed.PeerID() {
-				return true
-			}
-		}
-		return false
-	})
+	stream := followStream(t, a, b)
 
 	resume := federation.StallPublisher(a.Fed)
 	pub := createRoom(t, a, alice, room.Public, "public")
@@ -57,25 +40,20 @@ func TestStalledPublisherLosesNoRecord(t *testing.T) {
 	submit(t, a, alice, "room.close", pub, map[string]any{})
 	want := 1 + messages + 1
 	resume()
-	testwait.Until(t, 30*time.Second, "every public record streamed to B", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(seqs[pub]) >= want
-	})
-	mu.Lock()
-	defer mu.Unlock()
-	if len(seqs[restricted]) != 0 {
-		t.Fatalf("%d records of the restricted room left A", len(seqs[restricted]))
+	testwait.Until(t, 30*time.Second, "every public record streamed to B", func() bool { return len(stream.of(pub)) >= want })
+	got := stream.of(pub)
+	if n := len(stream.of(restricted)); n != 0 {
+		t.Fatalf("%d records of the restricted room left A", n)
 	}
-	if len(seqs[pub]) != want {
-		t.Fatalf("B got %d public records, want %d", len(seqs[pub]), want)
+	if len(got) != want {
+		t.Fatalf("B got %d public records, want %d", len(got), want)
 	}
 	// Gossip validates messages concurrently, so B may see them a little
 	// out of order; each must come once.
-	sorted := slices.Sorted(slices.Values(seqs[pub]))
+	sorted := slices.Sorted(slices.Values(got))
 	for i, s := range sorted {
 		if s != int64(i+1) {
-			t.Fatalf("public records missing or streamed twice: %v", seqs[pub])
+			t.Fatalf("public records missing or streamed twice: %v", got)
 		}
 	}
 	if n := a.Fed.Stats().Published.Load(); n != int64(want) {
