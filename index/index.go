@@ -25,6 +25,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/internal/periodic"
 	"github.com/adpnode/adpnode/internal/storelayout"
 )
 
@@ -174,35 +175,32 @@ type Index struct {
 	// writeHook, if set (tests), runs before each batch write, outside
 	// the index lock.
 	writeHook func(keys int)
-	// dirty receives (without blocking, coalesced) when pending gains a
-	// key: the owner's flush loop sleeps on it while nothing is pending.
-	dirty chan struct{}
+	// dirty wakes the owner's flush loop when pending gains a key: it
+	// sleeps while nothing is pending.
+
+	dirty *periodic.Signal
 
 	onChange atomic.Pointer[func(roomID string)]
 	watchMu  sync.Mutex
-	watchers []chan struct{}
+	watchers []*periodic.Signal
 }
 
 // setPendingLocked records a storage write for the next Flush and wakes
 // the flush loop.
 func (x *Index) setPendingLocked(k string, w pendingWrite) {
 	x.pending[k] = w
-	select {
-	case x.dirty <- struct{}{}:
-	default:
-	}
+	x.dirty.Wake()
 }
 
 // Dirty receives when something is waiting for Flush; a flush loop waits
 // on it instead of polling (one receive may stand for many changes).
-func (x *Index) Dirty() <-chan struct{} { return x.dirty }
+func (x *Index) Dirty() <-chan struct{} { return x.dirty.C() }
 
-// Watch registers c to receive (without blocking the index: a full c
-// is skipped, so give it a buffer of one) after an entry was stored or
-// dropped, or a host's verification changed: a reader of the entries
-// (the mirror's reconcile) waits on it instead of polling. c stays
-// registered for the life of the index.
-func (x *Index) Watch(c chan struct{}) {
+// Watch registers c to be woken after an entry was stored or dropped, or
+// a host's verification changed: a reader of the entries (the mirror's
+// reconcile) waits on it instead of polling. c stays registered for the
+// life of the index.
+func (x *Index) Watch(c *periodic.Signal) {
 	x.watchMu.Lock()
 	x.watchers = append(x.watchers, c)
 	x.watchMu.Unlock()
@@ -230,7 +228,7 @@ const (
 func Open(db *badger.DB, self identity.AgentID, now int64) (*Index, error) {
 	x := &Index{db: db, self: self, m: map[string]*Entry{}, byRoom: map[string]map[identity.AgentID]*Entry{},
 		perHost: map[identity.AgentID]int{}, conflict: map[string]*conflictItem{}, conflictPer: map[string]int{}, own: map[string][]byte{}, ownOpen: map[string]*Entry{}, verified: func(Binding) bool { return false },
-		pending: map[string]pendingWrite{}, dirty: make(chan struct{}, 1)}
+		pending: map[string]pendingWrite{}, dirty: periodic.NewSignal()}
 	x.lim.defaults()
 	var expired [][]byte
 	type storedConflict struct {
@@ -451,10 +449,7 @@ func (x *Index) changed(roomID string) {
 func (x *Index) notifyWatchers() {
 	x.watchMu.Lock()
 	for _, c := range x.watchers {
-		select {
-		case c <- struct{}{}:
-		default:
-		}
+		c.Wake()
 	}
 	x.watchMu.Unlock()
 }

@@ -101,7 +101,7 @@ type hostLogs struct {
 
 	inflight, maxInflight atomic.Int64
 	scans                 atomic.Int64
-	wake                  chan struct{} // wakes the scan (wakeProofScan)
+	wake                  *periodic.Signal // wakes the scan (wakeProofScan)
 }
 
 func (m *Mirror) openHostLogs() error {
@@ -109,7 +109,7 @@ func (m *Mirror) openHostLogs() error {
 		client: safehttp.Client(safehttp.Options{Timeout: proofFetchTimeout, AllowPrivate: m.cfg.AllowPrivateTargets}),
 		q:      make(chan proofJob, proofQueue), base: roomOrigin,
 		rooms: map[string]*proofState{}, announced: map[string]map[string]struct{}{},
-		wake: make(chan struct{}, 1),
+		wake: periodic.NewSignal(),
 	}
 	return scan(m.db, []byte(pfxProof), func(k, v []byte) error {
 		var p storedProof
@@ -127,7 +127,7 @@ func (m *Mirror) openHostLogs() error {
 // owns, stopped by Close).
 func (m *Mirror) startHostLogs() {
 	m.goLoop(func(ctx context.Context) {
-		periodic.Loop(ctx, m.hl.wake, proofScanEvery, proofScanIdle, func() time.Duration {
+		periodic.Loop(ctx, m.hl.wake.C(), proofScanEvery, proofScanIdle, func() time.Duration {
 			if m.scanProofs() {
 				return proofScanEvery
 			}
@@ -162,10 +162,7 @@ func (r *Room) finalTip(now int64) (int64, string, bool) {
 // wakeProofScan runs the proof scan soon (non-blocking): a room was
 // added, or an attempt ended.
 func (m *Mirror) wakeProofScan() {
-	select {
-	case m.hl.wake <- struct{}{}:
-	default:
-	}
+	m.hl.wake.Wake()
 }
 
 // scanProofs queues the ended rooms whose proof is due. It reports

@@ -155,7 +155,7 @@ type Mirror struct {
 	log *slog.Logger
 	// reconcileWake wakes the reconcile loop (the index signals it on
 	// every change); reconciles counts the loop's runs (tests).
-	reconcileWake chan struct{}
+	reconcileWake *periodic.Signal
 	reconciles    atomic.Int64
 	// probe reads the Room URLs of rooms an operator asks to mirror.
 	probe *http.Client
@@ -215,7 +215,7 @@ func Open(cfg Config, n Host, fed Federation, idx *index.Index) (*Mirror, error)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Mirror{cfg: cfg, n: n, db: n.DB(), fed: fed, idx: idx, log: cfg.Log, targets: map[string]Target{},
 		rooms: map[string]*Room{}, followed: map[peer.ID]bool{}, faulty: map[identity.AgentID]bool{},
-		live: live.NewHub[struct{}](streamBuffer), reconcileWake: make(chan struct{}, 1),
+		live: live.NewHub[struct{}](streamBuffer), reconcileWake: periodic.NewSignal(),
 		gapQ: make(chan *Room, 4096), ctx: ctx, cancel: cancel, commit: groupcommit.New(n.DB(), 16384),
 		probe: safehttp.Client(safehttp.Options{Timeout: probeTimeout, AllowPrivate: cfg.AllowPrivateTargets})}
 	var err error
@@ -520,16 +520,13 @@ const (
 
 // wakeReconcile runs the reconcile loop soon (non-blocking).
 func (m *Mirror) wakeReconcile() {
-	select {
-	case m.reconcileWake <- struct{}{}:
-	default:
-	}
+	m.reconcileWake.Wake()
 }
 
 // reconcileLoop picks up newly announced rooms that match a target.
 func (m *Mirror) reconcileLoop(ctx context.Context) {
 	backoff := reconcileGap
-	periodic.Loop(ctx, m.reconcileWake, reconcileGap, reconcileIdle, func() time.Duration {
+	periodic.Loop(ctx, m.reconcileWake.C(), reconcileGap, reconcileIdle, func() time.Duration {
 		m.reconciles.Add(1)
 		if !m.reconcile() {
 			backoff = reconcileGap

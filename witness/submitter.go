@@ -345,18 +345,15 @@ func (s *Submitter) poll(ctx context.Context) {
 	defer s.done.Done()
 	rn, notified := s.cfg.Log.(RoundNotifier)
 	var kicks atomic.Int64
-	wake := make(chan struct{}, 1)
+	wake := periodic.NewSignal()
 	if notified {
 		rn.OnRound(func() {
 			kicks.Add(1)
-			select {
-			case wake <- struct{}{}:
-			default:
-			}
+			wake.Wake()
 		})
 	}
 	seen, eager := int64(0), eagerPolls // the log's first checkpoint may be on its way
-	periodic.Loop(ctx, wake, s.cfg.Poll, idlePoll, func() time.Duration {
+	periodic.Loop(ctx, wake.C(), s.cfg.Poll, idlePoll, func() time.Duration {
 		s.polls.Add(1)
 		if k := kicks.Load(); k != seen {
 			seen, eager = k, eagerPolls
