@@ -246,6 +246,9 @@ func mentionText(ctx context.Context, c *client.Client, it client.MentionItem) s
 	case err != nil:
 		return termSafe(oneLine("(text unavailable: "+err.Error()+")", 200))
 	case len(recs) == 0 || recs[0].Seq != it.RoomSeq || recs[0].Hash != it.RecordHash:
+		if fromMirror {
+			return "(text unavailable: the host does not answer, and the node's mirror serves another record at that seq)"
+		}
 		return "(text unavailable: the host serves another record at that seq)"
 	}
 	line := describeNamed(recs[0], nil)
