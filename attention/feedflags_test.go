@@ -207,7 +207,7 @@ func TestCrashAfterRunThatDerivedNothing(t *testing.T) {
 // reaches the disk about posEvery later with no further entry and no stop
 // (the node prunes the feed behind stored positions).
 func TestPendingPositionStoredWhenIdle(t *testing.T) {
-	f := start(t, func(c *Config) { c.posEvery = 500 * time.Millisecond })
+	f := start(t, func(c *Config) { c.posEvery = 2 * time.Second })
 	f.w.put(directory.Entry{ID: roomID(1)})
 	now := f.w.now.Load()
 	f.local.commit(t, roomID(1), now, alice) // stored at once, with its item
