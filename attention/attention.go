@@ -33,6 +33,7 @@ import (
 	"github.com/adpnode/adpnode/adp/record"
 	"github.com/adpnode/adpnode/adp/room"
 	"github.com/adpnode/adpnode/directory"
+	"github.com/adpnode/adpnode/hostport"
 	"github.com/adpnode/adpnode/internal/groupcommit"
 	"github.com/adpnode/adpnode/internal/storelayout"
 	"github.com/adpnode/adpnode/live"
@@ -592,11 +593,7 @@ func contentOnly(env []byte) bool {
 	if i < 0 || !bytes.HasSuffix(ev, []byte(`"}`)) {
 		return false
 	}
-	switch string(ev[i+len(`"type":"`) : len(ev)-2]) {
-	case "message.create", "reaction.create", "poll.vote":
-		return true
-	}
-	return false
+	return hostport.ContentOnlyType(string(ev[i+len(`"type":"`) : len(ev)-2]))
 }
 
 func (a *Attention) poke() {
