@@ -177,6 +177,13 @@ func TestServeStaticTLS(t *testing.T) {
 				t.Fatalf("connection %d under the cap: %v", i, err)
 			}
 			held = append(held, c)
+			// Idle in the order they were served: connection 0 has then
+			// waited longest (a loaded server may mark a connection idle
+			// well after its client read the response).
+			testwait.Until(t, 10*time.Second, fmt.Sprintf("connection %d waits for its next request", i), func() bool {
+				st, _ := hostapi.ListenerStats(s.ln)
+				return st.Waiting == i+1
+			})
 		}
 		testwait.Until(t, 10*time.Second, "the condition", func() bool { return openConns(s) == 3 })
 		// All three idle: a fourth is served, and the longest-idle one is
